@@ -1,0 +1,249 @@
+/*
+ * brisk.h — the public interface of brisk, an embeddable LLM inference library.
+ *
+ * This header is the whole contract. It is self-contained C11 and also valid
+ * C++; it includes only <stddef.h> and <stdint.h>.
+ *
+ * Conventions that hold for every function below unless its own comment says
+ * otherwise:
+ *
+ *  - Fallible calls return brisk_status. BRISK_OK (0) means success; any other
+ *    value is an error, and brisk_last_error() then returns a message that
+ *    names what went wrong. No call aborts the process on bad input.
+ *  - On error, output parameters are left untouched unless documented, and
+ *    nothing the call allocated is leaked.
+ *  - Parameter structs begin with `uint32_t struct_size`, are filled by their
+ *    brisk_*_params_init() function, and are always passed by pointer. Fields
+ *    are only ever appended, so a binary built against an older header keeps
+ *    working: the library reads only the first struct_size bytes.
+ *  - brisk_*_free(NULL) is a harmless no-op.
+ *  - Strings passed in are NUL-terminated UTF-8 and are copied if kept.
+ *    Strings returned are owned by the library; their lifetime is stated.
+ *  - Thread safety: functions without a handle argument may be called from any
+ *    thread at any time, except the global hook setters, which must be called
+ *    before any other brisk function is in use. Calls on one handle must not
+ *    run concurrently unless the function's comment says so.
+ *
+ * Stability: everything outside the BRISK_EXPERIMENTAL section is stable
+ * within an ABI major version (BRISK_ABI_VERSION): signatures never change,
+ * enum values are never renumbered, and removal waits for a new major
+ * version after a release of BRISK_DEPRECATED. Declarations inside the
+ * experimental section may change in any release; they are visible only when
+ * the including file defines BRISK_EXPERIMENTAL before including this header.
+ */
+#ifndef BRISK_H
+#define BRISK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Export and deprecation markers                                           */
+/* ------------------------------------------------------------------------ */
+
+#if defined(_WIN32)
+#  if defined(BRISK_BUILDING)
+#    define BRISK_API __declspec(dllexport)
+#  else
+#    define BRISK_API
+#  endif
+#elif defined(__GNUC__) || defined(__clang__)
+#  define BRISK_API __attribute__((visibility("default")))
+#else
+#  define BRISK_API
+#endif
+
+#if defined(__cplusplus) && __cplusplus >= 201402L
+#  define BRISK_DEPRECATED(msg) [[deprecated(msg)]]
+#elif defined(__GNUC__) || defined(__clang__)
+#  define BRISK_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#elif defined(_MSC_VER)
+#  define BRISK_DEPRECATED(msg) __declspec(deprecated(msg))
+#else
+#  define BRISK_DEPRECATED(msg)
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define BRISK_VERSION_MAJOR 0
+#define BRISK_VERSION_MINOR 1
+#define BRISK_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
+#define BRISK_VERSION_NUMBER \
+  (BRISK_VERSION_MAJOR * 10000 + BRISK_VERSION_MINOR * 100 + BRISK_VERSION_PATCH)
+/* The ABI major version; also the shared library's SONAME suffix. */
+#define BRISK_ABI_VERSION 0
+
+/*
+ * Returns the library's version as "MAJOR.MINOR.PATCH", a static string.
+ * Compare with BRISK_VERSION_NUMBER to detect a header/library mismatch.
+ */
+BRISK_API const char *brisk_version_string(void);
+
+/* Returns the library's BRISK_VERSION_NUMBER as it was built. */
+BRISK_API int brisk_version_number(void);
+
+/* Returns the library's BRISK_ABI_VERSION as it was built. */
+BRISK_API int brisk_abi_version(void);
+
+/*
+ * Returns a static, human-readable one-line description of what this build
+ * and this machine provide, e.g. "cpu: avx2 fma f16c; threads: 8; cuda: no".
+ * Valid for the life of the process.
+ */
+BRISK_API const char *brisk_system_info(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes and errors                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum brisk_status {
+  BRISK_OK = 0,
+  /* An argument is NULL, out of range, or inconsistent with another. */
+  BRISK_E_INVALID_ARGUMENT = 1,
+  /* An allocation failed; the library state is as before the call. */
+  BRISK_E_OUT_OF_MEMORY = 2,
+  /* The operating system refused a file operation (open, read, mmap). */
+  BRISK_E_IO = 3,
+  /* A file or buffer is malformed: truncated, inconsistent, out of bounds. */
+  BRISK_E_FORMAT = 4,
+  /* Well-formed input that this build does not support (e.g. an unknown
+   * architecture or tensor type); the message names it. */
+  BRISK_E_UNSUPPORTED = 5,
+  /* A host callback asked the call to stop; everything was rolled back. */
+  BRISK_E_CANCELLED = 6,
+  /* An output buffer is too small; the needed size is reported. */
+  BRISK_E_BUFFER_TOO_SMALL = 7,
+  /* A lookup (key, name, id) found nothing. */
+  BRISK_E_NOT_FOUND = 8,
+  /* The call is not allowed in the current state (e.g. a hook changed while
+   * handles exist). */
+  BRISK_E_INVALID_STATE = 9,
+  /* An internal invariant failed; please report it. */
+  BRISK_E_INTERNAL = 10
+} brisk_status;
+
+/*
+ * Returns a static English name for a status, e.g. "out of memory".
+ * Unknown values return "unknown status". Never returns NULL.
+ */
+BRISK_API const char *brisk_status_string(brisk_status status);
+
+/*
+ * Returns the message of the most recent failed brisk call on the calling
+ * thread, or "" if none failed yet. The string is thread-local and stays
+ * valid until the next brisk call on the same thread. Successful calls do not
+ * clear it. Never returns NULL.
+ */
+BRISK_API const char *brisk_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum brisk_log_level {
+  BRISK_LOG_DEBUG = 0,
+  BRISK_LOG_INFO = 1,
+  BRISK_LOG_WARN = 2,
+  BRISK_LOG_ERROR = 3,
+  BRISK_LOG_NONE = 4
+} brisk_log_level;
+
+/*
+ * A log sink. `message` is one line of UTF-8 without a trailing newline,
+ * valid only during the call. It may be called from any thread that runs
+ * brisk code, concurrently; it must not call back into brisk.
+ */
+typedef void (*brisk_log_fn)(brisk_log_level level, const char *message, void *user_data);
+
+/*
+ * Routes the library's log messages at or above `min_level` to `fn`.
+ * With fn == NULL messages go to stderr (the default, at BRISK_LOG_WARN).
+ * BRISK_LOG_NONE silences everything. Safe to call at any time from any
+ * thread; a message being delivered concurrently may still reach the old
+ * sink. Returns BRISK_E_INVALID_ARGUMENT for an unknown level.
+ */
+BRISK_API brisk_status brisk_set_log_callback(brisk_log_fn fn, void *user_data,
+                                              brisk_log_level min_level);
+
+/* ------------------------------------------------------------------------ */
+/* Allocator hook                                                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every allocation the library makes goes through these functions (large
+ * read-only file mappings excepted: they are mmap'ed, not allocated).
+ * They must be thread-safe. `malloc` and `realloc` return NULL on failure;
+ * the library then returns BRISK_E_OUT_OF_MEMORY from the public call.
+ */
+typedef struct brisk_allocator {
+  uint32_t struct_size; /* sizeof(brisk_allocator) */
+  void *(*malloc_fn)(size_t size, void *user_data);
+  void *(*realloc_fn)(void *ptr, size_t size, void *user_data);
+  void (*free_fn)(void *ptr, void *user_data);
+  void *user_data;
+} brisk_allocator;
+
+/*
+ * Installs `allocator` (copied) for all later allocations, or restores the C
+ * library's malloc/realloc/free when `allocator` is NULL. Must be called
+ * while the library holds no memory (before the first handle is created or
+ * after the last one is freed): otherwise returns BRISK_E_INVALID_STATE and
+ * changes nothing. BRISK_E_INVALID_ARGUMENT if a function pointer is NULL or
+ * struct_size is too small.
+ */
+BRISK_API brisk_status brisk_set_allocator(const brisk_allocator *allocator);
+
+/* ------------------------------------------------------------------------ */
+/* Parallel-for hook                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* One unit of parallel work: process task number `index`. */
+typedef void (*brisk_task_fn)(void *task_ctx, size_t index);
+
+/*
+ * A host's parallel loop: call task(task_ctx, i) exactly once for every i in
+ * [0, n_tasks), on any threads, and return only when all calls have returned.
+ * Tasks are independent; brisk sizes n_tasks from the host's `concurrency`.
+ */
+typedef void (*brisk_parallel_for_fn)(void *host_user_data, size_t n_tasks, brisk_task_fn task,
+                                      void *task_ctx);
+
+/*
+ * Makes the library run its parallel loops on the host's job system instead
+ * of its own thread pool; `concurrency` (>= 1) is how many tasks the host can
+ * run at once. fn == NULL restores brisk's own pool. Must be called while no
+ * other brisk call is running. BRISK_E_INVALID_ARGUMENT if fn is set and
+ * concurrency < 1.
+ */
+BRISK_API brisk_status brisk_set_parallel_for(brisk_parallel_for_fn fn, void *host_user_data,
+                                              int concurrency);
+
+/* ------------------------------------------------------------------------ */
+/* Memory accounting                                                        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Bytes currently allocated by the library through the allocator hook
+ * (including alignment padding), across all handles and threads.
+ */
+BRISK_API uint64_t brisk_memory_allocated(void);
+
+/* ------------------------------------------------------------------------ */
+/* Experimental API: may change in any release                              */
+/* ------------------------------------------------------------------------ */
+#ifdef BRISK_EXPERIMENTAL
+/* (nothing experimental yet) */
+#endif /* BRISK_EXPERIMENTAL */
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* BRISK_H */

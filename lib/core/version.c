@@ -1,0 +1,27 @@
+#include "brisk.h"
+#include "brisk_config.h"
+#include "core/cpu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+BRISK_API const char *brisk_version_string(void) { return BRISK_VERSION_STRING; }
+BRISK_API int brisk_version_number(void) { return BRISK_VERSION_NUMBER; }
+BRISK_API int brisk_abi_version(void) { return BRISK_ABI_VERSION; }
+
+static char info[256];
+static pthread_once_t info_once = PTHREAD_ONCE_INIT;
+
+static void build_info(void) {
+  const brisk_cpu_features *f = brisk_cpu();
+  snprintf(info, sizeof info, "brisk %s; cpu:%s%s%s%s%s; threads: %d; cuda build: %s",
+           BRISK_VERSION_STRING, f->avx2 ? " avx2" : "", f->fma ? " fma" : "",
+           f->f16c ? " f16c" : "", f->avx512f ? " avx512f" : "",
+           (f->avx2 || f->fma || f->f16c || f->avx512f) ? "" : " scalar", brisk_cpu_count(),
+           BRISK_HAVE_CUDA_BUILD ? "yes" : "no");
+}
+
+BRISK_API const char *brisk_system_info(void) {
+  pthread_once(&info_once, build_info);
+  return info;
+}

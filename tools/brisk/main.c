@@ -1,0 +1,38 @@
+/* brisk — one command-line program, many subcommands, all on the public API. */
+#include "brisk.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int cmd_version(int argc, char **argv);
+
+static const struct {
+  const char *name;
+  cli_command_fn fn;
+  const char *help;
+} commands[] = {
+    {"version", cmd_version, "print the version and what this machine supports"},
+};
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: brisk COMMAND [ARGS] [--json]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+  fprintf(out, "\nEvery command takes --json for machine-readable output (docs/cli.md).\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 1;
+  }
+  if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "brisk: unknown command '%s' (try 'brisk --help')\n", argv[1]);
+  return 1;
+}
