@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building and testing brisk needs on Debian/Ubuntu, when it is
+# missing. Used by tools/test.sh, tools/main.sh and .ci/run.
+set -euo pipefail
+pkgs=(meson ninja-build pkg-config gcc g++ libcmocka-dev libpcre2-dev libjson-c-dev
+      abigail-tools clang libclang-rt-14-dev python3 python3-pip)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "brisk needs these Debian packages: ${missing[*]} (run as root or install them)" >&2
+    exit 1
+  fi
+  echo "installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# Python packages used only by tests and tools as references (never by the library).
+if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
+  echo "installing python test references: gguf numpy" >&2
+  python3 -m pip install -q gguf numpy 2>&1 | grep -v -i 'warning' || true
+fi
