@@ -1,0 +1,243 @@
+/* The matmul driver: argument checks, activation quantization into the
+ * workspace, and the split of the output into tile-kernel calls across tasks.
+ * The kernels are in mm_scalar.c and mm_avx2_*.c. */
+#include "backend/cpu/matmul/matmul.h"
+
+#include "backend/cpu/matmul/mm_internal.h"
+#include "core/alloc.h"
+#include "core/checked.h"
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#define WS_ALIGN 64
+/* GEMM tiles: activation rows of a tile fit in about half of a 512 KiB L2,
+ * weight rows in about 64 KiB, so a tile's weights stay in L1/L2 while all
+ * of its activation rows pass by. */
+#define TILE_X_BYTES (256 * 1024)
+#define TILE_W_BYTES (64 * 1024)
+#define GEMV_MAX_M BRISK_MM_MAX_X
+
+static _Atomic int force_scalar;
+
+void brisk_cpu_matmul_force_scalar(bool force) { atomic_store(&force_scalar, force ? 1 : 0); }
+
+static bool avx2_usable(void) {
+  const brisk_cpu_features *f = brisk_cpu();
+  return !atomic_load(&force_scalar) && f->avx2 && f->fma && f->f16c;
+}
+
+bool brisk_cpu_matmul_uses_avx2(void) {
+  return avx2_usable() && brisk_mm_avx2_tile(BRISK_DTYPE_F32) != NULL;
+}
+
+typedef struct mm_job {
+  brisk_mm_tile_fn tile;
+  brisk_mm_act_fn act; /* NULL: x is used as given */
+  const uint8_t *w;    /* [n][w_stride] */
+  size_t w_stride;     /* bytes per weight row */
+  const float *x;      /* [m][k] */
+  const uint8_t *xa;   /* [m][xa_stride]: x itself or its quantized rows */
+  uint8_t *xq;         /* the quantized rows (workspace), when act != NULL */
+  size_t xa_stride;    /* bytes */
+  float *y;            /* [m][n] */
+  int64_t n, k, m;
+  int64_t act_rows; /* activation rows per quantization task */
+  int64_t w_rows;   /* weight rows per task (GEMV) or per tile (GEMM) */
+  int64_t x_rows;   /* activation rows per tile (GEMM) */
+  int64_t n_wtiles; /* ceil(n / w_rows) */
+} mm_job;
+
+/* Outputs [r0, r1) x [c0, c1) in tile-kernel calls. Column groups run outer
+ * so a group's weight rows stay in L1 while the activation rows pass. */
+static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64_t r1) {
+  brisk_mm_tile t = {
+      .k = j->k, .w_stride = j->w_stride, .x_stride = j->xa_stride, .y_stride = (size_t)j->n};
+  for (int64_t c = c0; c < c1;) {
+    const int64_t left = c1 - c;
+    /* Four weight rows give a single activation row enough independent
+     * accumulator chains; with more activation rows two suffice. */
+    const int nw = (r1 - r0 == 1 && left >= 4) ? 4 : left >= 2 ? 2 : 1;
+    t.w = j->w + (size_t)c * j->w_stride;
+    for (int64_t r = r0; r < r1; r += BRISK_MM_MAX_X) {
+      const int nx = (int)(r1 - r < BRISK_MM_MAX_X ? r1 - r : BRISK_MM_MAX_X);
+      t.x = j->xa + (size_t)r * j->xa_stride;
+      t.y = j->y + (size_t)r * (size_t)j->n + (size_t)c;
+      j->tile(&t, nw, nx);
+    }
+    c += nw;
+  }
+}
+
+static void act_task(void *ctx, size_t i) {
+  const mm_job *j = ctx;
+  int64_t r0 = (int64_t)i * j->act_rows, r1 = r0 + j->act_rows;
+  if (r1 > j->m) r1 = j->m;
+  for (int64_t r = r0; r < r1; r++)
+    j->act(j->x + (size_t)r * (size_t)j->k, j->xq + (size_t)r * j->xa_stride, j->k);
+}
+
+static void gemv_task(void *ctx, size_t i) {
+  const mm_job *j = ctx;
+  int64_t c0 = (int64_t)i * j->w_rows, c1 = c0 + j->w_rows;
+  if (c1 > j->n) c1 = j->n;
+  run_block(j, c0, c1, 0, j->m);
+}
+
+static void gemm_task(void *ctx, size_t i) {
+  const mm_job *j = ctx;
+  const int64_t wt = (int64_t)i % j->n_wtiles, xt = (int64_t)i / j->n_wtiles;
+  int64_t c0 = wt * j->w_rows, c1 = c0 + j->w_rows, r0 = xt * j->x_rows, r1 = r0 + j->x_rows;
+  if (c1 > j->n) c1 = j->n;
+  if (r1 > j->m) r1 = j->m;
+  run_block(j, c0, c1, r0, r1);
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Checks type and k; fills the activation row size. */
+static brisk_status check_shape(const char *fn, uint32_t w_type, int64_t k, int64_t m,
+                                size_t *xa_stride, uint64_t *w_row_bytes) {
+  if (!brisk_mm_scalar_tile(w_type)) {
+    if (w_type == BRISK_DTYPE_Q2_K || w_type == BRISK_DTYPE_Q3_K)
+      return brisk_error(BRISK_E_UNSUPPORTED,
+                         "%s: weight type %s has no CPU kernel (only q4_k, q5_k and q6_k of the "
+                         "K-types do); requantize the model",
+                         fn, brisk_dtype_name(w_type));
+    return brisk_error(BRISK_E_UNSUPPORTED, "%s: weight type %s (%u) has no CPU matmul kernel", fn,
+                       brisk_dtype_name(w_type), w_type);
+  }
+  if (k < 0 || m < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: negative size (k = %lld, m = %lld)", fn,
+                       (long long)k, (long long)m);
+  if (!brisk_dtype_row_bytes(w_type, (uint64_t)k, w_row_bytes) || *w_row_bytes > SIZE_MAX)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "%s: k = %lld is not a multiple of %s's block size %u (or overflows)", fn,
+                       (long long)k, brisk_dtype_name(w_type), brisk_dtype_get(w_type)->block_size);
+  size_t xk;
+  if (brisk_mul_overflow_size((size_t)k, sizeof(float), &xk))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: k = %lld overflows", fn, (long long)k);
+  *xa_stride = brisk_mm_act_row_bytes(brisk_mm_act_format(w_type), k);
+  return BRISK_OK;
+}
+
+/* Quantized-activation bytes for m rows (0 for float weights); false on
+ * overflow. */
+static bool act_bytes(uint32_t w_type, size_t xa_stride, int64_t m, size_t *bytes) {
+  if (brisk_mm_act_format(w_type) == BRISK_MM_ACT_F32 || m == 0) {
+    *bytes = 0;
+    return true;
+  }
+  return !brisk_mul_overflow_size(xa_stride, (size_t)m, bytes) &&
+         !brisk_add_overflow_size(*bytes, WS_ALIGN, bytes);
+}
+
+size_t brisk_cpu_matmul_workspace_size(uint32_t w_type, int64_t k, int64_t m, int n_tasks) {
+  size_t xa_stride, bytes;
+  uint64_t row_bytes;
+  if (n_tasks < 1 || !brisk_mm_scalar_tile(w_type) || k < 0 || m < 0) return SIZE_MAX;
+  if (!brisk_dtype_row_bytes(w_type, (uint64_t)k, &row_bytes) || row_bytes > SIZE_MAX)
+    return SIZE_MAX;
+  xa_stride = brisk_mm_act_row_bytes(brisk_mm_act_format(w_type), k);
+  return act_bytes(w_type, xa_stride, m, &bytes) ? bytes : SIZE_MAX;
+}
+
+static bool misaligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) != 0; }
+
+brisk_status brisk_cpu_matmul(brisk_threadpool *pool, uint32_t w_type, const void *w, int64_t n,
+                              int64_t k, const float *x, int64_t m, float *y, void *workspace,
+                              size_t workspace_size) {
+  static const char fn[] = "brisk_cpu_matmul";
+  size_t xa_stride = 0;
+  uint64_t row_bytes = 0;
+  brisk_status st = check_shape(fn, w_type, k, m, &xa_stride, &row_bytes);
+  if (st != BRISK_OK) return st;
+  if (n < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: negative n = %lld", fn, (long long)n);
+  if (m == 0 || n == 0) return BRISK_OK;
+  size_t span, xs, ys;
+  if (brisk_mul_overflow_size((size_t)row_bytes, (size_t)n, &span) ||
+      brisk_mul_overflow_size((size_t)k * sizeof(float), (size_t)m, &xs) ||
+      brisk_mul_overflow_size((size_t)n * sizeof(float), (size_t)m, &ys) ||
+      (uint64_t)n > SIZE_MAX / sizeof(float))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "%s: sizes overflow (n = %lld, k = %lld, m = %lld, type %s)", fn,
+                       (long long)n, (long long)k, (long long)m, brisk_dtype_name(w_type));
+  if (!y || (k > 0 && (!w || !x)))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: NULL %s", fn, !y ? "y" : !w ? "w" : "x");
+  const brisk_dtype_info *info = brisk_dtype_get(w_type);
+  if (misaligned(y, 4) || (k > 0 && misaligned(x, 4)) ||
+      (k > 0 && !info->quantized && misaligned(w, info->type_size)))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "%s: misaligned pointer (x and y need 4 bytes, %s weights %u)", fn,
+                       info->name, info->quantized ? 1 : info->type_size);
+  if (k == 0) {
+    memset(y, 0, ys);
+    return BRISK_OK;
+  }
+
+  size_t need;
+  if (!act_bytes(w_type, xa_stride, m, &need))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "%s: workspace size overflows (k = %lld, m = %lld)", fn, (long long)k,
+                       (long long)m);
+  void *owned = NULL;
+  if (need > 0 && !workspace) {
+    owned = brisk_aligned_alloc(WS_ALIGN, need);
+    if (!owned) return brisk_error_oom();
+    workspace = owned;
+    workspace_size = need;
+  }
+  if (workspace_size < need)
+    return brisk_error(
+        BRISK_E_BUFFER_TOO_SMALL,
+        "%s: workspace of %zu bytes is below the %zu needed (%s, k = %lld, m = %lld)", fn,
+        workspace_size, need, info->name, (long long)k, (long long)m);
+
+  const bool avx2 = avx2_usable() && brisk_mm_avx2_tile(w_type) != NULL;
+  const brisk_mm_act act = brisk_mm_act_format(w_type);
+  mm_job j = {
+      .tile = avx2 ? brisk_mm_avx2_tile(w_type) : brisk_mm_scalar_tile(w_type),
+      .act = act == BRISK_MM_ACT_F32 ? NULL
+             : avx2                  ? brisk_mm_avx2_act(act)
+                                     : brisk_mm_scalar_act(act),
+      .w = w,
+      .w_stride = (size_t)row_bytes,
+      .x = x,
+      .xa = (const uint8_t *)x,
+      .xa_stride = act == BRISK_MM_ACT_F32 ? (size_t)k * sizeof(float) : xa_stride,
+      .y = y,
+      .n = n,
+      .k = k,
+      .m = m,
+  };
+  const int64_t conc = brisk_parallel_concurrency(pool);
+  if (j.act) {
+    uintptr_t p = ((uintptr_t)workspace + WS_ALIGN - 1) & ~(uintptr_t)(WS_ALIGN - 1);
+    j.xq = (uint8_t *)p;
+    j.xa = j.xq;
+    /* Small m: quantize on this thread, a task switch costs more. */
+    j.act_rows = m <= GEMV_MAX_M ? m : ceil_div(m, conc);
+    brisk_parallel_for(pool, (size_t)ceil_div(m, j.act_rows), act_task, &j);
+  }
+
+  if (m <= GEMV_MAX_M) {
+    /* About 4 tasks per thread for balance; whole groups of 4 rows. */
+    j.w_rows = clamp64(ceil_div(ceil_div(n, 4 * conc), 4) * 4, 4, n);
+    brisk_parallel_for(pool, (size_t)ceil_div(n, j.w_rows), gemv_task, &j);
+  } else {
+    j.x_rows = clamp64((int64_t)(TILE_X_BYTES / j.xa_stride) / 4 * 4, 4, 128);
+    j.w_rows = clamp64((int64_t)(TILE_W_BYTES / j.w_stride) / 2 * 2, 2, 64);
+    /* Enough tiles to keep every thread busy. */
+    while (j.w_rows > 2 && ceil_div(n, j.w_rows) * ceil_div(m, j.x_rows) < 4 * conc)
+      j.w_rows = j.w_rows / 4 * 2 > 2 ? j.w_rows / 4 * 2 : 2;
+    j.n_wtiles = ceil_div(n, j.w_rows);
+    brisk_parallel_for(pool, (size_t)(j.n_wtiles * ceil_div(m, j.x_rows)), gemm_task, &j);
+  }
+  brisk_aligned_free(owned);
+  return BRISK_OK;
+}

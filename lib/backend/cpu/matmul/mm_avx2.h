@@ -1,0 +1,59 @@
+/* Shared pieces of the AVX2 kernels. Functions carry a target attribute
+ * instead of global -mavx2 flags, so the library still runs on any x86-64;
+ * the driver calls them only when brisk_cpu() reports AVX2, FMA and F16C. */
+#ifndef BRISK_BACKEND_CPU_MATMUL_MM_AVX2_H
+#define BRISK_BACKEND_CPU_MATMUL_MM_AVX2_H
+
+#include "backend/cpu/matmul/mm_internal.h"
+
+#include <stdint.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#  define BRISK_MM_HAVE_AVX2 1
+#  include <immintrin.h>
+
+#  define MM_TARGET __attribute__((target("avx2,fma,f16c")))
+#  define MM_INLINE static inline __attribute__((always_inline)) MM_TARGET
+
+/* Sum of the 8 lanes in a fixed order. */
+MM_INLINE float mm_hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* fp16 bits (possibly unaligned in a packed block) to float. */
+MM_INLINE float mm_f16(uint16_t h) { return _cvtsh_ss(h); }
+
+/* 32 unsigned bytes times 32 signed bytes, summed in adjacent pairs then
+ * quadruples: 8 int32 lanes. Pair sums stay within int16 because activations
+ * are in [-127, 127] and weights below 128. */
+MM_INLINE __m256i mm_dot_u8i8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* The tile shape instantiations every type provides: (n_w, n_x) in
+ * {4} x {1} and {1, 2} x {1..4}. BODY(C, R) expands to a call of the type's
+ * always-inline kernel with constant shape. */
+#  define MM_TILE_DISPATCH(name, KERNEL)                                                           \
+    static MM_TARGET void name##_4x1(const brisk_mm_tile *t) { KERNEL(t, 4, 1); }                  \
+    static MM_TARGET void name##_2x1(const brisk_mm_tile *t) { KERNEL(t, 2, 1); }                  \
+    static MM_TARGET void name##_2x2(const brisk_mm_tile *t) { KERNEL(t, 2, 2); }                  \
+    static MM_TARGET void name##_2x3(const brisk_mm_tile *t) { KERNEL(t, 2, 3); }                  \
+    static MM_TARGET void name##_2x4(const brisk_mm_tile *t) { KERNEL(t, 2, 4); }                  \
+    static MM_TARGET void name##_1x1(const brisk_mm_tile *t) { KERNEL(t, 1, 1); }                  \
+    static MM_TARGET void name##_1x2(const brisk_mm_tile *t) { KERNEL(t, 1, 2); }                  \
+    static MM_TARGET void name##_1x3(const brisk_mm_tile *t) { KERNEL(t, 1, 3); }                  \
+    static MM_TARGET void name##_1x4(const brisk_mm_tile *t) { KERNEL(t, 1, 4); }                  \
+    static void name(const brisk_mm_tile *t, int n_w, int n_x) {                                   \
+      static void (*const fns[3][4])(const brisk_mm_tile *) = {                                    \
+          {name##_1x1, name##_1x2, name##_1x3, name##_1x4},                                        \
+          {name##_2x1, name##_2x2, name##_2x3, name##_2x4},                                        \
+          {name##_4x1, NULL, NULL, NULL},                                                          \
+      };                                                                                           \
+      fns[n_w == 4 ? 2 : n_w - 1][n_x - 1](t);                                                     \
+    }
+
+#endif
+#endif

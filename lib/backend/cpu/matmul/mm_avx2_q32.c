@@ -1,0 +1,155 @@
+/* AVX2 kernels for the 32-element types against brisk_mm_q8 activations.
+ * Each weight block is unpacked once into 32 bytes and reused for every
+ * activation row of the tile: integer products with maddubs (signed weights
+ * through the abs/sign trick), one FMA per block and output with the
+ * product of the two scales; q4_1/q5_1 add min * (d_x * sum x) on the side. */
+#include "backend/cpu/matmul/mm_internal.h"
+
+#include "backend/cpu/matmul/mm_avx2.h"
+#include "core/dtype.h"
+#include "quant/blocks.h"
+
+#ifdef BRISK_MM_HAVE_AVX2
+
+enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
+
+/* 16 bytes of nibbles: bytes 0..15 the low nibbles, 16..31 the high ones,
+ * which is element order. */
+MM_INLINE __m256i nibbles(const uint8_t *qs) {
+  const __m128i v = _mm_loadu_si128((const __m128i *)qs);
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
+}
+
+/* Bit j of the little-endian qh word as 0x10 in byte j. */
+MM_INLINE __m256i fifth_bits(const uint8_t *qh) {
+  uint32_t h;
+  __builtin_memcpy(&h, qh, 4);
+  /* Bytes 0-7 look at byte 0 of h, 8-15 at byte 1, ... then test one bit each. */
+  const __m256i pick = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101,
+                                         0x0000000000000000);
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick);
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+static inline size_t block_bytes(const int type) {
+  switch (type) {
+  case T_Q8_0: return sizeof(brisk_block_q8_0);
+  case T_Q4_0: return sizeof(brisk_block_q4_0);
+  case T_Q4_1: return sizeof(brisk_block_q4_1);
+  case T_Q5_0: return sizeof(brisk_block_q5_0);
+  default: return sizeof(brisk_block_q5_1);
+  }
+}
+
+static inline int has_min(const int type) { return type == T_Q4_1 || type == T_Q5_1; }
+
+/* One weight block: the 32 levels (signed for the symmetric types, unsigned
+ * for the ones with a min), the scale, and the min. */
+MM_INLINE __m256i decode(const uint8_t *blk, const int type, float *d, float *mn) {
+  switch (type) {
+  case T_Q8_0: {
+    const brisk_block_q8_0 *b = (const brisk_block_q8_0 *)blk;
+    *d = mm_f16(b->d);
+    return _mm256_loadu_si256((const __m256i *)b->qs);
+  }
+  case T_Q4_0: {
+    const brisk_block_q4_0 *b = (const brisk_block_q4_0 *)blk;
+    *d = mm_f16(b->d);
+    return _mm256_sub_epi8(nibbles(b->qs), _mm256_set1_epi8(8));
+  }
+  case T_Q4_1: {
+    const brisk_block_q4_1 *b = (const brisk_block_q4_1 *)blk;
+    *d = mm_f16(b->d);
+    *mn = mm_f16(b->m);
+    return nibbles(b->qs);
+  }
+  case T_Q5_0: {
+    const brisk_block_q5_0 *b = (const brisk_block_q5_0 *)blk;
+    *d = mm_f16(b->d);
+    const __m256i q = _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+  }
+  default: {
+    const brisk_block_q5_1 *b = (const brisk_block_q5_1 *)blk;
+    *d = mm_f16(b->d);
+    *mn = mm_f16(b->m);
+    return _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
+  }
+  }
+}
+
+MM_INLINE void tile_q32(const brisk_mm_tile *t, const int type, const int C, const int R) {
+  const size_t bs = block_bytes(type);
+  const int64_t nb = t->k / 32;
+  __m256 acc[BRISK_MM_MAX_X][BRISK_MM_MAX_W];
+  float accm[BRISK_MM_MAX_X][BRISK_MM_MAX_W];
+#  pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#  pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+      acc[r][c] = _mm256_setzero_ps();
+      accm[r][c] = 0;
+    }
+  for (int64_t i = 0; i < nb; i++) {
+    __m256i q[BRISK_MM_MAX_W], aq[BRISK_MM_MAX_W];
+    __m256 dw[BRISK_MM_MAX_W];
+    float mw[BRISK_MM_MAX_W] = {0};
+#  pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+      float d;
+      q[c] = decode(t->w + (size_t)c * t->w_stride + (size_t)i * bs, type, &d, &mw[c]);
+      dw[c] = _mm256_set1_ps(d);
+      if (!has_min(type)) aq[c] = _mm256_sign_epi8(q[c], q[c]); /* |q| */
+    }
+#  pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      const brisk_mm_q8 *xb = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
+      const __m256i y = _mm256_loadu_si256((const __m256i *)xb->qs);
+      const __m256 dx = _mm256_set1_ps(xb->d);
+#  pragma GCC unroll 4
+      for (int c = 0; c < C; c++) {
+        /* sign(y, q) moves q's sign onto y so maddubs sees |q| unsigned. */
+        const __m256i p =
+            has_min(type) ? mm_dot_u8i8(q[c], y) : mm_dot_u8i8(aq[c], _mm256_sign_epi8(y, q[c]));
+        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[c], dx), acc[r][c]);
+        if (has_min(type)) accm[r][c] += mw[c] * xb->s;
+      }
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++)
+      t->y[(size_t)r * t->y_stride + (size_t)c] = mm_hsum(acc[r][c]) + accm[r][c];
+}
+
+#  define KERNEL_Q8_0(t, C, R) tile_q32(t, T_Q8_0, C, R)
+#  define KERNEL_Q4_0(t, C, R) tile_q32(t, T_Q4_0, C, R)
+#  define KERNEL_Q4_1(t, C, R) tile_q32(t, T_Q4_1, C, R)
+#  define KERNEL_Q5_0(t, C, R) tile_q32(t, T_Q5_0, C, R)
+#  define KERNEL_Q5_1(t, C, R) tile_q32(t, T_Q5_1, C, R)
+MM_TILE_DISPATCH(tile_q8_0, KERNEL_Q8_0)
+MM_TILE_DISPATCH(tile_q4_0, KERNEL_Q4_0)
+MM_TILE_DISPATCH(tile_q4_1, KERNEL_Q4_1)
+MM_TILE_DISPATCH(tile_q5_0, KERNEL_Q5_0)
+MM_TILE_DISPATCH(tile_q5_1, KERNEL_Q5_1)
+
+brisk_mm_tile_fn brisk_mm_avx2_q32_tile(uint32_t w_type) {
+  switch (w_type) {
+  case BRISK_DTYPE_Q8_0: return tile_q8_0;
+  case BRISK_DTYPE_Q4_0: return tile_q4_0;
+  case BRISK_DTYPE_Q4_1: return tile_q4_1;
+  case BRISK_DTYPE_Q5_0: return tile_q5_0;
+  case BRISK_DTYPE_Q5_1: return tile_q5_1;
+  default: return NULL;
+  }
+}
+
+#else
+
+brisk_mm_tile_fn brisk_mm_avx2_q32_tile(uint32_t w_type) {
+  (void)w_type;
+  return NULL;
+}
+
+#endif

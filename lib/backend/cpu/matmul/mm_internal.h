@@ -1,0 +1,69 @@
+/* Internals of the CPU matmul: activation formats and the tile kernels the
+ * driver (matmul.c) calls.
+ *
+ * A tile kernel computes y[r][c] = dot(W row c, x row r) for n_w <= 4 weight
+ * rows and n_x <= 4 activation rows over the whole k. Every output has its own
+ * accumulators and the same sequence of operations whatever the tile shape,
+ * so a result never depends on how rows were grouped: not on the thread count,
+ * not on m (batch invariance), not on GEMV vs GEMM. The AVX2 and scalar
+ * kernels sum in different orders and agree only to rounding. */
+#ifndef BRISK_BACKEND_CPU_MATMUL_MM_INTERNAL_H
+#define BRISK_BACKEND_CPU_MATMUL_MM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRISK_MM_MAX_W 4 /* weight rows per tile call */
+#define BRISK_MM_MAX_X 4 /* activation rows per tile call */
+
+/* How activations are fed to a weight type's kernels. */
+typedef enum brisk_mm_act {
+  BRISK_MM_ACT_F32 = 0, /* float rows as given (F32/F16/BF16 weights) */
+  BRISK_MM_ACT_Q8 = 1,  /* brisk_mm_q8 blocks of 32 (the 32-element types) */
+  BRISK_MM_ACT_Q8K = 2, /* brisk_block_q8_k super-blocks (K-types) */
+} brisk_mm_act;
+
+/* An activation block of 32: x ~ d * qs, s = d * sum(qs) for the min terms of
+ * q4_1 / q5_1. d is float (not fp16) as it never leaves memory. */
+typedef struct brisk_mm_q8 {
+  float d;
+  float s;
+  int8_t qs[32];
+} brisk_mm_q8;
+
+typedef struct brisk_mm_tile {
+  int64_t k;        /* elements per row */
+  const uint8_t *w; /* [n_w][w_stride] weight rows */
+  size_t w_stride;  /* bytes */
+  const uint8_t *x; /* [n_x][x_stride] activation rows in the type's act format */
+  size_t x_stride;  /* bytes */
+  float *y;         /* y[r * y_stride + c] */
+  size_t y_stride;  /* floats */
+} brisk_mm_tile;
+
+/* n_w in 1..4, n_x in 1..4; n_w == 4 only with n_x == 1. */
+typedef void (*brisk_mm_tile_fn)(const brisk_mm_tile *t, int n_w, int n_x);
+/* One row of k floats into the activation format. */
+typedef void (*brisk_mm_act_fn)(const float *x, void *dst, int64_t k);
+
+brisk_mm_act brisk_mm_act_format(uint32_t w_type);
+/* Bytes of one activation row of k elements (k a multiple of the block). */
+size_t brisk_mm_act_row_bytes(brisk_mm_act act, int64_t k);
+
+/* Kernels for a weight type: NULL if the type has no kernel (or, for AVX2,
+ * when this build has no AVX2 code). */
+brisk_mm_tile_fn brisk_mm_scalar_tile(uint32_t w_type);
+brisk_mm_tile_fn brisk_mm_avx2_tile(uint32_t w_type);
+/* Activation quantizers; the AVX2 ones write exactly the scalar ones' bytes. */
+brisk_mm_act_fn brisk_mm_scalar_act(brisk_mm_act act);
+brisk_mm_act_fn brisk_mm_avx2_act(brisk_mm_act act);
+
+void brisk_mm_quantize_q8_scalar(const float *x, void *dst, int64_t k);
+
+/* Per-family AVX2 tables behind brisk_mm_avx2_tile (NULL without AVX2). */
+brisk_mm_tile_fn brisk_mm_avx2_float_tile(uint32_t w_type);
+brisk_mm_tile_fn brisk_mm_avx2_q32_tile(uint32_t w_type);
+brisk_mm_tile_fn brisk_mm_avx2_k_tile(uint32_t w_type);
+
+#endif

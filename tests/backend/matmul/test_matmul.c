@@ -1,0 +1,400 @@
+/* brisk_cpu_matmul against a float64 reference: every weight type, many
+ * shapes (GEMV and GEMM paths, odd n, odd block counts), scalar and AVX2
+ * kernels; bitwise identical results across thread counts, batch sizes and
+ * workspace placement; argument errors and allocation failures. */
+#include "test_support.h"
+
+#include "backend/cpu/matmul/matmul.h"
+#include "backend/cpu/matmul/mm_internal.h"
+#include "core/alloc.h"
+#include "core/dtype.h"
+#include "core/threadpool.h"
+#include "quant/quant.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const uint32_t weight_types[] = {
+    BRISK_DTYPE_F32,  BRISK_DTYPE_F16,  BRISK_DTYPE_BF16, BRISK_DTYPE_Q8_0,
+    BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1,
+    BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K,
+};
+#define N_TYPES (sizeof weight_types / sizeof *weight_types)
+
+/* A weight matrix in its type, and its reference dequantization. */
+typedef struct weights {
+  uint32_t type;
+  int64_t n, k;
+  uint64_t row_bytes;
+  uint8_t *q; /* [n][row_bytes] */
+  float *deq; /* [n][k] what the reference dequantizer reads from q */
+} weights;
+
+static weights make_weights(test_rng *rng, uint32_t type, int64_t n, int64_t k) {
+  weights w = {.type = type, .n = n, .k = k};
+  assert_true(brisk_dtype_row_bytes(type, (uint64_t)k, &w.row_bytes));
+  w.q = malloc((size_t)(w.row_bytes * (uint64_t)n) + 1);
+  w.deq = malloc((size_t)(n * k) * sizeof(float) + 1);
+  float *row = malloc((size_t)k * sizeof(float) + 1);
+  for (int64_t j = 0; j < n; j++) {
+    double scale = test_rng_uniform(rng, 0.01, 1.0); /* rows of different magnitude */
+    for (int64_t l = 0; l < k; l++) row[l] = (float)(scale * test_rng_normal(rng));
+    assert_int_equal(brisk_quantize_row(type, row, w.q + j * w.row_bytes, k), BRISK_OK);
+    assert_int_equal(brisk_dequantize_row(type, w.q + j * w.row_bytes, w.deq + j * k, k), BRISK_OK);
+  }
+  free(row);
+  return w;
+}
+
+static void free_weights(weights *w) {
+  free(w->q);
+  free(w->deq);
+}
+
+static float *make_x(test_rng *rng, int64_t m, int64_t k) {
+  float *x = malloc((size_t)(m * k) * sizeof(float) + 1);
+  for (int64_t i = 0; i < m; i++) {
+    double scale = pow(10.0, test_rng_uniform(rng, -2, 1));
+    for (int64_t l = 0; l < k; l++) x[i * k + l] = (float)(scale * test_rng_normal(rng));
+  }
+  return x;
+}
+
+/* Activation quantization block of a weight type (0: x used as floats). */
+static int act_block(uint32_t type) {
+  switch (brisk_mm_act_format(type)) {
+  case BRISK_MM_ACT_Q8: return 32;
+  case BRISK_MM_ACT_Q8K: return 256;
+  default: return 0;
+  }
+}
+
+/* Checks y against the float64 reference with a per-output bound:
+ *  - activation rounding to 8 bits: |xq - x| <= amax(block) / 254, so the
+ *    error is at most sum |W| * amax / 254 (quantized types only);
+ *  - float32 rounding: one rounding per 8-lane step or block plus the final
+ *    sums, relative to sum |W| |x|; 8x for quantized types because their
+ *    level sums and min terms can each be several times |W x| before they
+ *    cancel.
+ * Returns the largest error / bound seen. */
+static double check_against_reference(const weights *w, const float *x, int64_t m, const float *y,
+                                      const char *what) {
+  const int ab = act_block(w->type);
+  const int64_t n = w->n, k = w->k;
+  double worst = 0;
+  double *h = malloc((size_t)k * sizeof(double) + 1); /* per-element activation error bound */
+  for (int64_t i = 0; i < m; i++) {
+    const float *xr = x + i * k;
+    for (int64_t b = 0; ab && b < k; b += ab) {
+      double amax = 0;
+      for (int64_t l = b; l < b + ab; l++) amax = fmax(amax, fabs(xr[l]));
+      for (int64_t l = b; l < b + ab; l++) h[l] = amax / 254 * (1 + 1e-6);
+    }
+    for (int64_t j = 0; j < n; j++) {
+      const float *wr = w->deq + j * k;
+      double ref = 0, mag = 0, act_err = 0;
+      for (int64_t l = 0; l < k; l++) {
+        ref += (double)wr[l] * xr[l];
+        mag += fabs((double)wr[l]) * (fabs(xr[l]) + (ab ? h[l] : 0));
+        if (ab) act_err += fabs((double)wr[l]) * h[l];
+      }
+      const double steps = (double)(ab ? k / ab : k / 8) + 16;
+      const double bound = act_err + (ab ? 8 : 1) * steps * FLT_EPSILON * mag + 1e-30;
+      const double err = fabs((double)y[i * n + j] - ref);
+      if (!(err <= bound)) {
+        fprintf(stderr,
+                "%s %s m=%lld n=%lld k=%lld: y[%lld][%lld] = %.9g, reference %.9g, "
+                "error %.3g > bound %.3g\n",
+                what, brisk_dtype_name(w->type), (long long)m, (long long)n, (long long)k,
+                (long long)i, (long long)j, y[i * n + j], ref, err, bound);
+        fail();
+      }
+      if (err / bound > worst) worst = err / bound;
+    }
+  }
+  free(h);
+  return worst;
+}
+
+static void matmul_ok(brisk_threadpool *pool, const weights *w, const float *x, int64_t m,
+                      float *y) {
+  brisk_status st = brisk_cpu_matmul(pool, w->type, w->q, w->n, w->k, x, m, y, NULL, 0);
+  if (st != BRISK_OK) fprintf(stderr, "matmul: %s\n", brisk_last_error());
+  assert_int_equal(st, BRISK_OK);
+}
+
+static bool have_avx2(void) {
+  brisk_cpu_matmul_force_scalar(false);
+  return brisk_cpu_matmul_uses_avx2();
+}
+
+/* Every type x shape x kernel set against the reference; also AVX2 vs scalar. */
+static void test_against_reference(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded("matmul_against_reference");
+  const int64_t ms[] = {1, 2, 3, 7, 16, 33, 64};
+  const int64_t ns[] = {1, 5, 64, 67};
+  const int nk = 4;
+  const bool avx2 = have_avx2();
+  if (!avx2) fprintf(stderr, "note: no AVX2 on this machine; only the scalar kernels run\n");
+  brisk_threadpool *pool = NULL;
+  assert_int_equal(brisk_threadpool_create(2, &pool), BRISK_OK);
+  for (size_t t = 0; t < N_TYPES; t++) {
+    const uint32_t type = weight_types[t];
+    const int64_t bs = brisk_dtype_get(type)->block_size;
+    /* one block, two, three, five (odd counts); float types: odd lengths too */
+    const int64_t ks[4] = {bs == 1 ? 7 : bs, bs == 1 ? 64 : 2 * bs, bs == 1 ? 67 : 3 * bs,
+                           bs == 1 ? 203 : 5 * bs};
+    double worst[2] = {0, 0};
+    for (int ki = 0; ki < nk; ki++) {
+      for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+        weights w = make_weights(&rng, type, ns[ni], ks[ki]);
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+          const int64_t m = ms[mi];
+          float *x = make_x(&rng, m, w.k);
+          float *ys = malloc((size_t)(m * w.n) * sizeof(float));
+          float *yv = malloc((size_t)(m * w.n) * sizeof(float));
+          brisk_cpu_matmul_force_scalar(true);
+          matmul_ok(pool, &w, x, m, ys);
+          worst[0] = fmax(worst[0], check_against_reference(&w, x, m, ys, "scalar"));
+          if (avx2) {
+            brisk_cpu_matmul_force_scalar(false);
+            matmul_ok(pool, &w, x, m, yv);
+            worst[1] = fmax(worst[1], check_against_reference(&w, x, m, yv, "avx2"));
+          }
+          free(x);
+          free(ys);
+          free(yv);
+        }
+        free_weights(&w);
+      }
+    }
+    fprintf(stderr, "%-5s worst error / bound: scalar %.3f, avx2 %.3f\n", brisk_dtype_name(type),
+            worst[0], worst[1]);
+  }
+  brisk_cpu_matmul_force_scalar(false);
+  brisk_threadpool_free(pool);
+}
+
+/* The AVX2 activation quantizers write exactly the scalar ones' bytes. */
+static void test_activation_quantizers_agree(void **state) {
+  (void)state;
+  if (!have_avx2()) SKIP_BECAUSE("no AVX2 on this machine");
+  test_rng rng = test_rng_seeded("matmul_act_quant");
+  const brisk_mm_act acts[] = {BRISK_MM_ACT_Q8, BRISK_MM_ACT_Q8K};
+  for (size_t a = 0; a < 2; a++) {
+    const int64_t k = 256 * 7;
+    const size_t bytes = brisk_mm_act_row_bytes(acts[a], k);
+    uint8_t *qa = malloc(bytes), *qb = malloc(bytes);
+    for (int rep = 0; rep < 50; rep++) {
+      float *x = make_x(&rng, 1, k);
+      if (rep % 5 == 0)
+        for (int l = 0; l < 32; l++) x[l] = 0; /* a zero block */
+      if (rep % 7 == 0)
+        for (int l = 0; l < 64; l++) x[l] = (float)(l % 5 - 2) * 0.5f; /* exact .5 ties */
+      brisk_mm_scalar_act(acts[a])(x, qa, k);
+      brisk_mm_avx2_act(acts[a])(x, qb, k);
+      assert_memory_equal(qa, qb, bytes);
+      free(x);
+    }
+    free(qa);
+    free(qb);
+  }
+}
+
+/* Same output bits for 1..4 threads, and for each row alone vs in a batch. */
+static void test_deterministic(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded("matmul_deterministic");
+  brisk_threadpool *pools[4];
+  for (int p = 0; p < 4; p++) assert_int_equal(brisk_threadpool_create(p + 1, &pools[p]), BRISK_OK);
+  for (int scalar = 0; scalar < 2; scalar++) {
+    if (!scalar && !have_avx2()) continue;
+    brisk_cpu_matmul_force_scalar(scalar);
+    for (size_t t = 0; t < N_TYPES; t++) {
+      const uint32_t type = weight_types[t];
+      const int64_t bs = brisk_dtype_get(type)->block_size;
+      const int64_t k = bs == 1 ? 101 : 3 * bs, n = 131, m = 37;
+      weights w = make_weights(&rng, type, n, k);
+      float *x = make_x(&rng, m, k);
+      float *y0 = malloc((size_t)(m * n) * sizeof(float));
+      float *y1 = malloc((size_t)(m * n) * sizeof(float));
+      matmul_ok(pools[0], &w, x, m, y0);
+      for (int p = 1; p < 4; p++) {
+        memset(y1, 0xff, (size_t)(m * n) * sizeof(float));
+        matmul_ok(pools[p], &w, x, m, y1);
+        assert_memory_equal(y0, y1, (size_t)(m * n) * sizeof(float));
+      }
+      /* Batch invariance: rows alone (GEMV path), and in batches of 2, 3, 5. */
+      const int64_t sizes[] = {1, 2, 3, 5};
+      for (size_t s = 0; s < 4; s++) {
+        for (int64_t i = 0; i + sizes[s] <= m; i += sizes[s] + 3) {
+          matmul_ok(pools[1], &w, x + i * k, sizes[s], y1);
+          assert_memory_equal(y0 + i * n, y1, (size_t)(sizes[s] * n) * sizeof(float));
+        }
+      }
+      /* GEMV with a single thread and with four: the same. */
+      for (int p = 0; p < 4; p++) {
+        matmul_ok(pools[p], &w, x + 5 * k, 1, y1);
+        assert_memory_equal(y0 + 5 * n, y1, (size_t)n * sizeof(float));
+      }
+      free_weights(&w);
+      free(x);
+      free(y0);
+      free(y1);
+    }
+  }
+  brisk_cpu_matmul_force_scalar(false);
+  for (int p = 0; p < 4; p++) brisk_threadpool_free(pools[p]);
+}
+
+/* Larger GEMM shapes cross several tiles in both directions; weights at an
+ * odd address (quantized blocks are read unaligned) and a caller workspace at
+ * an odd address give the same bits. */
+static void test_tiles_and_placement(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded("matmul_tiles");
+  brisk_threadpool *pool = NULL;
+  assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
+  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K, BRISK_DTYPE_F16};
+  for (size_t t = 0; t < 4; t++) {
+    const uint32_t type = types[t];
+    const int64_t k = 2048, n = 150, m = 210; /* several activation tiles at k = 2048 */
+    weights w = make_weights(&rng, type, n, k);
+    float *x = make_x(&rng, m, k);
+    float *y0 = malloc((size_t)(m * n) * sizeof(float));
+    float *y1 = malloc((size_t)(m * n) * sizeof(float));
+    matmul_ok(pool, &w, x, m, y0);
+    check_against_reference(&w, x, m, y0, "tiles");
+
+    const size_t need = brisk_cpu_matmul_workspace_size(type, k, m, 3);
+    assert_true(need != SIZE_MAX);
+    uint8_t *ws = malloc(need + 1);
+    uint8_t *wq = w.q;
+    if (brisk_dtype_get(type)->quantized) { /* shift the weights to an odd address */
+      wq = malloc((size_t)(w.row_bytes * (uint64_t)n) + 1);
+      memcpy(wq + 1, w.q, (size_t)(w.row_bytes * (uint64_t)n));
+      wq += 1;
+    }
+    assert_int_equal(brisk_cpu_matmul(pool, type, wq, n, k, x, m, y1, ws + 1, need), BRISK_OK);
+    assert_memory_equal(y0, y1, (size_t)(m * n) * sizeof(float));
+    if (wq != w.q) free(wq - 1);
+    free(ws);
+    free_weights(&w);
+    free(x);
+    free(y0);
+    free(y1);
+  }
+  brisk_threadpool_free(pool);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  float x[512], y[16];
+  uint8_t w[4096];
+  memset(w, 0, sizeof w);
+  for (int i = 0; i < 512; i++) x[i] = 1;
+  for (int i = 0; i < 16; i++) y[i] = 42;
+
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q2_K, w, 1, 256, x, 1, y, NULL, 0),
+                   BRISK_E_UNSUPPORTED);
+  assert_non_null(strstr(brisk_last_error(), "q2_k"));
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q3_K, w, 1, 256, x, 1, y, NULL, 0),
+                   BRISK_E_UNSUPPORTED);
+  assert_non_null(strstr(brisk_last_error(), "q3_k"));
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_I32, w, 1, 4, x, 1, y, NULL, 0),
+                   BRISK_E_UNSUPPORTED);
+  assert_int_equal(brisk_cpu_matmul(NULL, 1000, w, 1, 4, x, 1, y, NULL, 0), BRISK_E_UNSUPPORTED);
+
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q4_0, w, 1, 48, x, 1, y, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(brisk_last_error(), "48"));
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q4_K, w, 1, 128, x, 1, y, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_F32, w, -1, 4, x, 1, y, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_F32, w, 1, -4, x, 1, y, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_F32, w, 1, 4, x, -1, y, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_F32, NULL, 1, 4, x, 1, y, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_F32, w, 1, 4, NULL, 1, y, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_F32, w, 1, 4, x, 1, NULL, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_F32, w + 1, 1, 4, x, 1, y, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT); /* misaligned float weights */
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q8_0, w, INT64_MAX / 8, 64, x, 1, y, NULL, 0),
+                   BRISK_E_INVALID_ARGUMENT); /* n * row bytes overflows */
+  assert_int_equal(
+      brisk_cpu_matmul(NULL, BRISK_DTYPE_Q8_0, w, 1, INT64_MAX / 32 * 32, x, 1, y, NULL, 0),
+      BRISK_E_INVALID_ARGUMENT);
+
+  /* A workspace below the need is refused, naming both sizes. */
+  const size_t need = brisk_cpu_matmul_workspace_size(BRISK_DTYPE_Q8_0, 64, 2, 1);
+  assert_true(need > 0 && need != SIZE_MAX);
+  uint8_t ws[1024];
+  assert_true(need <= sizeof ws);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q8_0, w, 3, 64, x, 2, y, ws, need - 1),
+                   BRISK_E_BUFFER_TOO_SMALL);
+  char want[32];
+  snprintf(want, sizeof want, "%zu", need);
+  assert_non_null(strstr(brisk_last_error(), want));
+  for (int i = 0; i < 16; i++) assert_true(y[i] == 42); /* untouched on error */
+
+  assert_int_equal(brisk_cpu_matmul_workspace_size(BRISK_DTYPE_F32, 64, 2, 1), 0);
+  assert_int_equal(brisk_cpu_matmul_workspace_size(BRISK_DTYPE_Q2_K, 256, 2, 1), SIZE_MAX);
+  assert_int_equal(brisk_cpu_matmul_workspace_size(BRISK_DTYPE_Q8_0, 48, 2, 1), SIZE_MAX);
+  assert_int_equal(brisk_cpu_matmul_workspace_size(BRISK_DTYPE_Q8_0, 64, 2, 0), SIZE_MAX);
+  assert_int_equal(brisk_cpu_matmul_workspace_size(BRISK_DTYPE_Q8_0, 64, INT64_MAX, 1), SIZE_MAX);
+
+  /* Empty products: m or n zero do nothing; k zero gives zeros. */
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q8_0, NULL, 0, 64, NULL, 5, NULL, NULL, 0),
+                   BRISK_OK);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q8_0, NULL, 4, 64, NULL, 0, NULL, NULL, 0),
+                   BRISK_OK);
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q8_0, NULL, 4, 0, NULL, 3, y, NULL, 0),
+                   BRISK_OK);
+  for (int i = 0; i < 12; i++) assert_true(y[i] == 0);
+  assert_true(y[12] == 42);
+}
+
+typedef struct oom_ctx {
+  weights w;
+  float *x, *y;
+  int64_t m;
+} oom_ctx;
+
+static brisk_status oom_op(void *p) {
+  oom_ctx *c = p;
+  return brisk_cpu_matmul(NULL, c->w.type, c->w.q, c->w.n, c->w.k, c->x, c->m, c->y, NULL, 0);
+}
+
+/* Without a caller workspace the call allocates one: failing it is an
+ * out-of-memory status with nothing leaked. */
+static void test_allocation_failure(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded("matmul_oom");
+  oom_ctx c = {.w = make_weights(&rng, BRISK_DTYPE_Q4_K, 9, 512), .m = 6};
+  c.x = make_x(&rng, c.m, 512);
+  c.y = malloc((size_t)(c.m * 9) * sizeof(float));
+  assert_int_equal(test_every_allocation_fails(oom_op, &c), 1);
+  free_weights(&c.w);
+  free(c.x);
+  free(c.y);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_against_reference),
+      cmocka_unit_test(test_activation_quantizers_agree),
+      cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_tiles_and_placement),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_allocation_failure),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
