@@ -1,0 +1,140 @@
+/* The CPU backend's table: host buffers, the matmul entry (kernels in
+ * backend/cpu/matmul), and the operations in this folder. */
+#include "backend/cpu/ops/cpu_backend.h"
+
+#include "backend/cpu/matmul/matmul.h"
+#include "backend/cpu/ops/ops.h"
+#include "backend/cpu/ops/vec.h"
+#include "core/alloc.h"
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+#include <string.h>
+
+/* Buffers are cache-line aligned (and so AVX2-load friendly). */
+#define BUFFER_ALIGN 64
+
+typedef struct cpu_backend {
+  brisk_backend base; /* first: the table the caller holds */
+  brisk_cpu_ctx ctx;
+} cpu_backend;
+
+static void cpu_destroy(brisk_backend *be) {
+  cpu_backend *cb = (cpu_backend *)be;
+  brisk_aligned_free(cb->ctx.workspace);
+  brisk_free(cb);
+}
+
+static brisk_status cpu_buffer_alloc(brisk_backend *be, size_t bytes, void **out) {
+  (void)be;
+  if (!out || bytes == 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "buffer_alloc: out is NULL or size is 0");
+  void *p = brisk_aligned_alloc(BUFFER_ALIGN, bytes);
+  if (!p) return brisk_error(BRISK_E_OUT_OF_MEMORY, "buffer_alloc: %zu bytes", bytes);
+  *out = p;
+  return BRISK_OK;
+}
+
+static void cpu_buffer_free(brisk_backend *be, void *buf) {
+  (void)be;
+  brisk_aligned_free(buf);
+}
+
+static brisk_status cpu_copy(const char *what, void *dst, const void *src, size_t bytes) {
+  if (bytes == 0) return BRISK_OK;
+  if (!dst || !src) return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: NULL pointer", what);
+  memmove(dst, src, bytes);
+  return BRISK_OK;
+}
+
+static brisk_status cpu_upload(brisk_backend *be, void *dst, const void *src, size_t bytes) {
+  (void)be;
+  return cpu_copy("upload", dst, src, bytes);
+}
+
+static brisk_status cpu_download(brisk_backend *be, void *dst, const void *src, size_t bytes) {
+  (void)be;
+  return cpu_copy("download", dst, src, bytes);
+}
+
+/* Every operation has returned by the time it reports: nothing is queued. */
+static brisk_status cpu_synchronize(brisk_backend *be) {
+  (void)be;
+  return BRISK_OK;
+}
+
+/* The workspace (x quantized on the fly) is kept and grown to the largest
+ * product seen, so that steady-state decode steps allocate nothing. */
+static brisk_status cpu_matmul(brisk_backend *be, uint32_t w_type, const void *w, int64_t n,
+                               int64_t k, const float *x, int64_t m, float *y) {
+  brisk_cpu_ctx *c = be->ctx;
+  int n_tasks = brisk_parallel_concurrency(c->pool);
+  size_t need = brisk_cpu_matmul_workspace_size(w_type, k, m, n_tasks);
+  /* SIZE_MAX flags arguments the matmul rejects: let it say why. */
+  if (need == SIZE_MAX) return brisk_cpu_matmul(c->pool, w_type, w, n, k, x, m, y, NULL, 0);
+  if (need > c->workspace_size) {
+    void *ws = brisk_aligned_alloc(BUFFER_ALIGN, need);
+    if (!ws) return brisk_error(BRISK_E_OUT_OF_MEMORY, "matmul: %zu bytes of workspace", need);
+    brisk_aligned_free(c->workspace);
+    c->workspace = ws;
+    c->workspace_size = need;
+  }
+  return brisk_cpu_matmul(c->pool, w_type, w, n, k, x, m, y, c->workspace, c->workspace_size);
+}
+
+size_t brisk_backend_cpu_workspace_bytes(const brisk_backend *be) {
+  return be ? ((const brisk_cpu_ctx *)be->ctx)->workspace_size : 0;
+}
+
+brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
+                                      brisk_backend **out) {
+  if (!out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "cpu backend: out is NULL");
+  const brisk_cpu_features *f = brisk_cpu();
+  bool have_avx2 = f->avx2 && f->fma && f->f16c;
+#ifndef BRISK_HAVE_AVX2_KERNELS
+  have_avx2 = false;
+#endif
+  bool avx2;
+  switch (isa) {
+  case BRISK_CPU_ISA_AUTO: avx2 = have_avx2; break;
+  case BRISK_CPU_ISA_SCALAR: avx2 = false; break;
+  case BRISK_CPU_ISA_AVX2:
+    if (!have_avx2)
+      return brisk_error(BRISK_E_UNSUPPORTED,
+                         "cpu backend: AVX2 kernels asked for, but this build or processor lacks "
+                         "AVX2, FMA or F16C");
+    avx2 = true;
+    break;
+  default: return brisk_error(BRISK_E_INVALID_ARGUMENT, "cpu backend: unknown isa %d", (int)isa);
+  }
+  cpu_backend *cb = brisk_calloc(1, sizeof *cb);
+  if (!cb) return brisk_error_oom();
+  cb->ctx.pool = pool;
+  cb->ctx.avx2 = avx2;
+  cb->base = (brisk_backend){
+      .name = avx2 ? "cpu-avx2" : "cpu-scalar",
+      .ctx = &cb->ctx,
+      .destroy = cpu_destroy,
+      .buffer_alloc = cpu_buffer_alloc,
+      .buffer_free = cpu_buffer_free,
+      .upload = cpu_upload,
+      .download = cpu_download,
+      .synchronize = cpu_synchronize,
+      .matmul = cpu_matmul,
+      .embed = brisk_cpu_ops_embed,
+      .rmsnorm = brisk_cpu_ops_rmsnorm,
+      .rope = brisk_cpu_ops_rope,
+      .glu = brisk_cpu_ops_glu,
+      .add = brisk_cpu_ops_add,
+      .scale = brisk_cpu_ops_scale,
+      .softmax = brisk_cpu_ops_softmax,
+      .kv_write = brisk_cpu_ops_kv_write,
+      .attention = brisk_cpu_ops_attention,
+      .moe_route = brisk_cpu_ops_moe_route,
+      .argmax = brisk_cpu_ops_argmax,
+      .top_k = brisk_cpu_ops_top_k,
+  };
+  *out = &cb->base;
+  return BRISK_OK;
+}

@@ -1,0 +1,23 @@
+/* The CPU backend: the operation table over host memory, run on a thread
+ * pool (or the host's parallel_for hook). */
+#ifndef BRISK_BACKEND_CPU_OPS_CPU_BACKEND_H
+#define BRISK_BACKEND_CPU_OPS_CPU_BACKEND_H
+
+#include "backend/backend.h"
+#include "core/threadpool.h"
+
+/* Creates a CPU backend running its loops on `pool` (borrowed: it must
+ * outlive the backend; NULL runs everything on the calling thread, or on
+ * the host hook when one is installed). `isa` picks the kernels of the
+ * non-matmul operations: AUTO the best available, SCALAR or AVX2 to force
+ * one (tests); AVX2 on a processor without AVX2/FMA/F16C is
+ * BRISK_E_UNSUPPORTED. The quantized matmul picks its own kernels. Free with
+ * brisk_backend_free. */
+brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
+                                      brisk_backend **out);
+
+/* Bytes of matmul scratch the backend holds now (it grows to the largest
+ * product seen). */
+size_t brisk_backend_cpu_workspace_bytes(const brisk_backend *be);
+
+#endif

@@ -1,0 +1,88 @@
+/* KV write: each token's k and v heads into their slots of the paged caches. */
+#include "backend/cpu/ops/ops.h"
+#include "backend/cpu/ops/vec.h"
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
+
+#include <string.h>
+
+typedef struct kv_write_job {
+  const brisk_kv_layout *kv;
+  void *caches[2];      // each [n_blocks][n_kv_heads][block_size][head_dim]
+  const float *src[2];  // k, v: each [n_tokens][n_kv_heads][head_dim]
+  const int64_t *slots; // [n_tokens]
+  bool avx2;
+} kv_write_job;
+
+static void to_f16_scalar(const float *src, uint16_t *dst, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = brisk_f32_to_f16(src[i]);
+}
+
+#ifdef BRISK_HAVE_AVX2_KERNELS
+/* F16C rounds to nearest even like brisk_f32_to_f16, so both paths store the
+ * same bits. */
+BRISK_AVX2 static void to_f16_avx2(const float *src, uint16_t *dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(void *)(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++) dst[i] = brisk_f32_to_f16(src[i]);
+}
+#endif
+
+static void kv_write_range(void *p, int64_t t0, int64_t t1) {
+  const kv_write_job *j = p;
+  const brisk_kv_layout *kv = j->kv;
+  const int64_t hd = kv->head_dim;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t slot = j->slots[t];
+    if (slot < 0) continue;
+    int64_t block = slot / kv->block_size, in_block = slot % kv->block_size;
+    for (int c = 0; c < 2; c++) {
+      for (int32_t h = 0; h < kv->n_kv_heads; h++) {
+        const float *src = j->src[c] + (t * kv->n_kv_heads + h) * hd;
+        int64_t at = ((block * kv->n_kv_heads + h) * kv->block_size + in_block) * hd;
+        if (kv->dtype == BRISK_DTYPE_F32) {
+          memcpy((float *)j->caches[c] + at, src, (size_t)hd * sizeof(float));
+          continue;
+        }
+        uint16_t *dst = (uint16_t *)j->caches[c] + at;
+#ifdef BRISK_HAVE_AVX2_KERNELS
+        if (j->avx2) {
+          to_f16_avx2(src, dst, hd);
+          continue;
+        }
+#endif
+        to_f16_scalar(src, dst, hd);
+      }
+    }
+  }
+}
+
+brisk_status brisk_cpu_ops_kv_write(brisk_backend *be, const brisk_kv_layout *kv, void *k_cache,
+                                    void *v_cache, const float *k, const float *v,
+                                    const int64_t *slots, int32_t n_tokens) {
+  const brisk_cpu_ctx *c = be->ctx;
+  brisk_status st = brisk_cpu_ops_check_kv("kv_write", kv, NULL);
+  if (st != BRISK_OK) return st;
+  if (n_tokens < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "kv_write: n_tokens %d is negative",
+                       (int)n_tokens);
+  if (n_tokens == 0) return BRISK_OK;
+  if (!k_cache || !v_cache || !k || !v || !slots)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "kv_write: a cache, k, v or slots is NULL");
+  st = brisk_cpu_ops_check_matrix("kv_write", n_tokens, (int64_t)kv->n_kv_heads * kv->head_dim);
+  if (st != BRISK_OK) return st;
+  const int64_t n_slots = (int64_t)kv->n_blocks * kv->block_size;
+  for (int32_t t = 0; t < n_tokens; t++)
+    if (slots[t] >= n_slots)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "kv_write: token %d's slot %lld is beyond the cache's %lld slots", (int)t,
+                         (long long)slots[t], (long long)n_slots);
+  kv_write_job job = {kv, {k_cache, v_cache}, {k, v}, slots, c->avx2};
+  double work = 2.0 * n_tokens * (double)kv->n_kv_heads * kv->head_dim;
+  brisk_cpu_ops_parallel(c->pool, n_tokens, 1, work, kv_write_range, &job);
+  return BRISK_OK;
+}

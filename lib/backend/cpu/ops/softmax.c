@@ -1,0 +1,93 @@
+/* Row softmax with a logit scale: out[r] = softmax(x[r] * scale). */
+#include "backend/cpu/ops/ops.h"
+#include "backend/cpu/ops/vec.h"
+
+#include "core/error.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct softmax_job {
+  const float *x; // [n_rows][n_cols]
+  float *out;     // [n_rows][n_cols]
+  int64_t n_cols;
+  float scale;
+} softmax_job;
+
+static void softmax_scalar(void *p, int64_t r0, int64_t r1) {
+  const softmax_job *j = p;
+  const int64_t n = j->n_cols;
+  for (int64_t r = r0; r < r1; r++) {
+    const float *x = j->x + r * n;
+    float *y = j->out + r * n;
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = fmaxf(m, x[i] * j->scale);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+      y[i] = expf(x[i] * j->scale - m);
+      sum += y[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+  }
+}
+
+#ifdef BRISK_HAVE_AVX2_KERNELS
+BRISK_AVX2 static void softmax_avx2(void *p, int64_t r0, int64_t r1) {
+  const softmax_job *j = p;
+  const int64_t n = j->n_cols;
+  const __m256 vs = _mm256_set1_ps(j->scale);
+  for (int64_t r = r0; r < r1; r++) {
+    const float *x = j->x + r * n;
+    float *y = j->out + r * n;
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+    float m = brisk_avx2_hmax(vm);
+    for (; i < n; i++) m = fmaxf(m, x[i] * j->scale);
+    vm = _mm256_set1_ps(m);
+    /* The sum in float64 lanes: a float sum of a long row (vocabulary-sized)
+     * would carry ~sqrt(n/8) ulp of error into every output. */
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = acc0;
+    for (i = 0; i + 8 <= n; i += 8) {
+      __m256 e = brisk_avx2_exp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vs, vm));
+      _mm256_storeu_ps(y + i, e);
+      acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+      acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(acc0, acc1));
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    if (i < n) {
+      float t[8], e[8];
+      for (int k = 0; k < 8; k++) t[k] = i + k < n ? x[i + k] : 0.0f;
+      _mm256_storeu_ps(e, brisk_avx2_exp(_mm256_fmsub_ps(_mm256_loadu_ps(t), vs, vm)));
+      for (int64_t k = 0; i + k < n; k++) {
+        y[i + k] = e[k];
+        sum += e[k];
+      }
+    }
+    __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (i = 0; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+    for (; i < n; i++) y[i] *= (float)(1.0 / sum);
+  }
+}
+#endif
+
+brisk_status brisk_cpu_ops_softmax(brisk_backend *be, const float *x, int64_t n_rows,
+                                   int64_t n_cols, float scale, float *out) {
+  const brisk_cpu_ctx *c = be->ctx;
+  brisk_status st = brisk_cpu_ops_check_matrix("softmax", n_rows, n_cols);
+  if (st != BRISK_OK) return st;
+  if (!x || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "softmax: x or out is NULL");
+  if (!isfinite(scale))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "softmax: scale %g is not finite", (double)scale);
+  softmax_job job = {x, out, n_cols, scale};
+  brisk_cpu_range_fn fn = softmax_scalar;
+#ifdef BRISK_HAVE_AVX2_KERNELS
+  if (c->avx2) fn = softmax_avx2;
+#endif
+  brisk_cpu_ops_parallel(c->pool, n_rows, 1, 20.0 * (double)n_rows * (double)n_cols, fn, &job);
+  return BRISK_OK;
+}

@@ -1,0 +1,64 @@
+/* Small vector helpers for the CPU operations. The AVX2 ones are compiled
+ * for AVX2 + FMA + F16C by function attribute (no global -mavx2), so they may
+ * only be called from functions with the same BRISK_AVX2 attribute, and only
+ * after the run-time check (brisk_cpu_ctx.avx2). */
+#ifndef BRISK_BACKEND_CPU_OPS_VEC_H
+#define BRISK_BACKEND_CPU_OPS_VEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#  define BRISK_HAVE_AVX2_KERNELS 1
+#  include <immintrin.h>
+#  define BRISK_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+BRISK_AVX2 static inline float brisk_avx2_hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+BRISK_AVX2 static inline float brisk_avx2_hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* e^x to about 2 ulp. Inputs below ln(2^-126) give 0 (no subnormals); inputs
+ * above 88.3 give e^88.3 ~ 2.2e38 (finite: callers use it under a max
+ * shift or in a denominator); NaN stays NaN. Cody-Waite reduction
+ * x = n ln2 + r, |r| <= ln2/2, then a degree-7 Taylor polynomial, whose
+ * truncation error (r^8/8! < 6e-9) is below float rounding. */
+BRISK_AVX2 static inline __m256 brisk_avx2_exp(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3f), lo = _mm256_set1_ps(-87.33654475f);
+  /* Operand order keeps NaN: min/max return the second operand on NaN. */
+  x = _mm256_min_ps(hi, x);
+  __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* Eight halves from p (unaligned). */
+BRISK_AVX2 static inline __m256 brisk_avx2_load_f16(const uint16_t *p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+#endif /* x86-64 */
+
+#endif

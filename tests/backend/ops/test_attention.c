@@ -1,0 +1,379 @@
+/* KV write into paged blocks and paged attention, against a naive float64
+ * attention over a contiguous copy of each sequence's keys and values:
+ * shuffled non-contiguous block tables, several sequences per batch, GQA
+ * ratios 1/2/4/8, sliding windows, F16 and F32 caches, odd head sizes; and
+ * batch and thread invariance, bit for bit. */
+#include "ops_test.h"
+
+#include "core/dtype.h"
+#include "core/half.h"
+
+typedef struct attn_case {
+  uint32_t dtype;
+  int32_t head_dim, n_kv_heads, group, block_size, window, n_seqs, max_len, max_queries;
+  float scale; /* 0: default */
+} attn_case;
+
+typedef struct attn_setup {
+  brisk_kv_layout kv;
+  void *k_cache, *v_cache; // [n_blocks][n_kv_heads][block_size][head_dim]
+  int32_t *len;            // [n_seqs] tokens written per sequence
+  int32_t *tables;         // [n_seqs][max_blocks]
+  int32_t max_blocks;
+  float **k_seq, **v_seq; // per sequence [len][n_kv_heads][head_dim], as stored
+  brisk_attn_batch batch;
+  int32_t *positions, *seq_of; // [n_tokens]
+  float *q;                    // [n_tokens][n_heads][head_dim]
+  int32_t n_heads;
+} attn_setup;
+
+static float stored(uint32_t dtype, float x) {
+  return dtype == BRISK_DTYPE_F16 ? brisk_f16_to_f32(brisk_f32_to_f16(x)) : x;
+}
+
+/* Builds caches through be->kv_write with shuffled block ids. */
+static void setup(attn_setup *S, const attn_case *c, test_rng *r, brisk_backend *be) {
+  memset(S, 0, sizeof *S);
+  const int32_t hd = c->head_dim, nkv = c->n_kv_heads, bs = c->block_size;
+  S->len = malloc(c->n_seqs * sizeof *S->len);
+  int32_t total_blocks = 0;
+  S->max_blocks = 1;
+  for (int s = 0; s < c->n_seqs; s++) {
+    S->len[s] = rand_int(r, 1, c->max_len);
+    int32_t nb = (S->len[s] + bs - 1) / bs;
+    total_blocks += nb;
+    if (nb + 1 > S->max_blocks) S->max_blocks = nb + 1;
+  }
+  int32_t n_blocks = total_blocks + rand_int(r, 0, 5); /* some never used */
+  int32_t *perm = malloc(n_blocks * sizeof *perm);
+  for (int32_t i = 0; i < n_blocks; i++) perm[i] = i;
+  for (int32_t i = n_blocks - 1; i > 0; i--) {
+    int32_t j = rand_int(r, 0, i), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  S->kv = (brisk_kv_layout){c->dtype, n_blocks, nkv, bs, hd};
+  size_t elem = c->dtype == BRISK_DTYPE_F16 ? 2 : 4;
+  size_t cache_bytes = (size_t)n_blocks * nkv * bs * hd * elem;
+  assert_int_equal(be->buffer_alloc(be, cache_bytes, &S->k_cache), BRISK_OK);
+  assert_int_equal(be->buffer_alloc(be, cache_bytes, &S->v_cache), BRISK_OK);
+  /* NaN fill: a read of a slot that was never written would show. */
+  memset(S->k_cache, 0xff, cache_bytes);
+  memset(S->v_cache, 0xff, cache_bytes);
+  S->tables = malloc((size_t)c->n_seqs * S->max_blocks * sizeof *S->tables);
+  S->k_seq = malloc(c->n_seqs * sizeof *S->k_seq);
+  S->v_seq = malloc(c->n_seqs * sizeof *S->v_seq);
+  int32_t next = 0;
+  for (int s = 0; s < c->n_seqs; s++) {
+    int32_t *tab = S->tables + s * S->max_blocks;
+    for (int32_t b = 0; b < S->max_blocks; b++) tab[b] = -7; /* unused tail: garbage */
+    for (int32_t b = 0; b < (S->len[s] + bs - 1) / bs; b++) tab[b] = perm[next++];
+    size_t n = (size_t)S->len[s] * nkv * hd;
+    float *k = rand_floats(r, n, 1), *v = rand_floats(r, n, 1);
+    /* Write in a few uneven batches, with a padding token (slot -1). */
+    for (int32_t t0 = 0; t0 < S->len[s];) {
+      int32_t nt = rand_int(r, 1, 37);
+      if (nt > S->len[s] - t0) nt = S->len[s] - t0;
+      int64_t slots[40];
+      float *kb = malloc((size_t)(nt + 1) * nkv * hd * sizeof *kb);
+      float *vb = malloc((size_t)(nt + 1) * nkv * hd * sizeof *vb);
+      for (int32_t i = 0; i < nt; i++) {
+        int32_t p = t0 + i;
+        slots[i] = (int64_t)tab[p / bs] * bs + p % bs;
+        memcpy(kb + (size_t)i * nkv * hd, k + (size_t)p * nkv * hd, (size_t)nkv * hd * 4);
+        memcpy(vb + (size_t)i * nkv * hd, v + (size_t)p * nkv * hd, (size_t)nkv * hd * 4);
+      }
+      slots[nt] = -1;
+      for (int32_t i = 0; i < nkv * hd; i++) kb[nt * nkv * hd + i] = vb[nt * nkv * hd + i] = 1e9f;
+      assert_int_equal(be->kv_write(be, &S->kv, S->k_cache, S->v_cache, kb, vb, slots, nt + 1),
+                       BRISK_OK);
+      free(kb), free(vb);
+      t0 += nt;
+    }
+    for (size_t i = 0; i < n; i++) k[i] = stored(c->dtype, k[i]), v[i] = stored(c->dtype, v[i]);
+    S->k_seq[s] = k, S->v_seq[s] = v;
+  }
+  free(perm);
+  /* Queries: each sequence's last few positions (a prefill chunk or one
+   * decode step) plus random earlier ones, interleaved across sequences. */
+  S->n_heads = nkv * c->group;
+  int32_t cap = c->n_seqs * c->max_queries;
+  S->positions = malloc(cap * sizeof *S->positions);
+  S->seq_of = malloc(cap * sizeof *S->seq_of);
+  int32_t nt = 0;
+  for (int s = 0; s < c->n_seqs; s++) {
+    int32_t nq = rand_int(r, 1, c->max_queries);
+    for (int32_t i = 0; i < nq; i++) {
+      int32_t p = i < nq / 2 + 1 ? S->len[s] - 1 - i : rand_int(r, 0, S->len[s] - 1);
+      if (p < 0) p = 0;
+      S->positions[nt] = p, S->seq_of[nt] = s, nt++;
+    }
+  }
+  for (int32_t i = nt - 1; i > 0; i--) { /* interleave */
+    int32_t j = rand_int(r, 0, i), tp = S->positions[i], ts = S->seq_of[i];
+    S->positions[i] = S->positions[j], S->seq_of[i] = S->seq_of[j];
+    S->positions[j] = tp, S->seq_of[j] = ts;
+  }
+  S->q = rand_floats(r, (size_t)nt * S->n_heads * hd, 1);
+  S->batch = (brisk_attn_batch){nt, S->positions, S->seq_of, S->tables, c->n_seqs, S->max_blocks};
+}
+
+static void teardown(attn_setup *S, const attn_case *c, brisk_backend *be) {
+  be->buffer_free(be, S->k_cache);
+  be->buffer_free(be, S->v_cache);
+  for (int s = 0; s < c->n_seqs; s++) free(S->k_seq[s]), free(S->v_seq[s]);
+  free(S->k_seq), free(S->v_seq), free(S->len), free(S->tables), free(S->positions);
+  free(S->seq_of), free(S->q);
+}
+
+/* Naive attention of every query, float64 throughout. */
+static double *reference(const attn_setup *S, const attn_case *c) {
+  const int32_t hd = c->head_dim, nkv = c->n_kv_heads, nh = S->n_heads;
+  double scale = c->scale != 0 ? c->scale : 1 / sqrt((double)hd);
+  double *out = malloc((size_t)S->batch.n_tokens * nh * hd * sizeof *out);
+  double *w = malloc((size_t)(c->max_len + 1) * sizeof *w);
+  for (int32_t t = 0; t < S->batch.n_tokens; t++) {
+    int32_t p = S->positions[t], s = S->seq_of[t];
+    int32_t lo = c->window > 0 ? p - c->window + 1 : 0;
+    if (lo < 0) lo = 0;
+    for (int32_t h = 0; h < nh; h++) {
+      const float *q = S->q + ((size_t)t * nh + h) * hd;
+      int32_t g = h / c->group;
+      double m = -INFINITY, sum = 0;
+      for (int32_t j = lo; j <= p; j++) {
+        const float *k = S->k_seq[s] + ((size_t)j * nkv + g) * hd;
+        double d = 0;
+        for (int32_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
+        w[j] = d * scale;
+        m = fmax(m, w[j]);
+      }
+      for (int32_t j = lo; j <= p; j++) sum += (w[j] = exp(w[j] - m));
+      double *o = out + ((size_t)t * nh + h) * hd;
+      for (int32_t i = 0; i < hd; i++) o[i] = 0;
+      for (int32_t j = lo; j <= p; j++) {
+        const float *v = S->v_seq[s] + ((size_t)j * nkv + g) * hd;
+        for (int32_t i = 0; i < hd; i++) o[i] += w[j] / sum * v[i];
+      }
+    }
+  }
+  free(w);
+  return out;
+}
+
+static double worst_error; /* largest |out - reference| seen, for the log */
+
+static void run_case(const attn_case *c, test_rng *r, ops_paths *P, ops_paths *serial) {
+  for (int b = 0; b < P->n; b++) {
+    brisk_backend *be = P->be[b];
+    attn_setup S;
+    setup(&S, c, r, be);
+    double *want = reference(&S, c);
+    size_t n_out = (size_t)S.batch.n_tokens * S.n_heads * c->head_dim;
+    float *out = malloc(n_out * sizeof *out);
+    brisk_attn_params ap = {S.n_heads, c->scale, c->window};
+    assert_int_equal(be->attention(be, &S.kv, S.k_cache, S.v_cache, S.q, &S.batch, &ap, out),
+                     BRISK_OK);
+    /* Scores: float dot products of <= 256 terms (|q.k| scale <~ 5, error
+     * ~1e-6); weights through exp (2 ulp) and an online rescale; outputs
+     * are convex mixes of values |v| <~ 5 summed in float over <= 300 keys.
+     * 2e-5 is about 7x the largest error seen over many seeds (3e-6). */
+    for (size_t i = 0; i < n_out; i++) worst_error = fmax(worst_error, fabs(out[i] - want[i]));
+    ASSERT_CLOSE(out, want, n_out, 2e-5, 0, "%s attention %s hd %d kv %d group %d bs %d window %d",
+                 be->name, brisk_dtype_name(c->dtype), c->head_dim, c->n_kv_heads, c->group,
+                 c->block_size, c->window);
+    /* Batch invariance: each of a few queries alone gives the same bits. */
+    float *one = malloc((size_t)S.n_heads * c->head_dim * sizeof *one);
+    for (int k = 0; k < 3; k++) {
+      int32_t t = rand_int(r, 0, S.batch.n_tokens - 1);
+      brisk_attn_batch b1 = S.batch;
+      b1.n_tokens = 1;
+      b1.positions = S.positions + t;
+      b1.seq_of_token = S.seq_of + t;
+      assert_int_equal(be->attention(be, &S.kv, S.k_cache, S.v_cache,
+                                     S.q + (size_t)t * S.n_heads * c->head_dim, &b1, &ap, one),
+                       BRISK_OK);
+      assert_memory_equal(one, out + (size_t)t * S.n_heads * c->head_dim,
+                          (size_t)S.n_heads * c->head_dim * sizeof *one);
+    }
+    /* Thread invariance: the same backend kind without a pool. */
+    float *out1 = malloc(n_out * sizeof *out1);
+    brisk_backend *sb = serial->be[b];
+    assert_int_equal(sb->attention(sb, &S.kv, S.k_cache, S.v_cache, S.q, &S.batch, &ap, out1),
+                     BRISK_OK);
+    assert_memory_equal(out1, out, n_out * sizeof *out);
+    free(one), free(out1), free(out), free(want);
+    teardown(&S, c, be);
+  }
+}
+
+static void test_paged_attention(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("paged_attention");
+  ops_paths P = ops_paths_open(2), serial = ops_paths_open(0);
+  const int32_t head_dims[] = {64, 128, 48, 20, 8};
+  const int32_t groups[] = {1, 2, 4, 8};
+  const int32_t block_sizes[] = {16, 1, 5, 32};
+  int n = 0;
+  for (int dt = 0; dt < 2; dt++) {
+    for (size_t hi = 0; hi < sizeof head_dims / sizeof *head_dims; hi++) {
+      for (size_t gi = 0; gi < sizeof groups / sizeof *groups; gi++) {
+        attn_case c = {
+            .dtype = dt ? BRISK_DTYPE_F32 : BRISK_DTYPE_F16,
+            .head_dim = head_dims[hi],
+            .n_kv_heads = rand_int(&r, 1, 2),
+            .group = groups[gi],
+            .block_size = block_sizes[(hi + gi) % 4],
+            .window = rand_int(&r, 0, 2) ? 0 : rand_int(&r, 1, 40),
+            .n_seqs = rand_int(&r, 1, 4),
+            .max_len = head_dims[hi] >= 128 ? 120 : 260,
+            .max_queries = 6,
+            .scale = rand_int(&r, 0, 2) ? 0.0f : (float)test_rng_uniform(&r, 0.05, 0.3),
+        };
+        run_case(&c, &r, &P, &serial);
+        n++;
+      }
+    }
+  }
+  fprintf(stderr, "%d attention cases on %d kernel paths, largest error %.3g\n", n, P.n,
+          worst_error);
+  ops_paths_close(&P);
+  ops_paths_close(&serial);
+}
+
+/* A long decode over many blocks with a window smaller than a block and one
+ * bigger than the context. */
+static void test_attention_windows(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("attention_windows");
+  ops_paths P = ops_paths_open(2), serial = ops_paths_open(0);
+  const int32_t windows[] = {1, 3, 16, 17, 100, 100000};
+  for (size_t wi = 0; wi < sizeof windows / sizeof *windows; wi++) {
+    attn_case c = {BRISK_DTYPE_F16, 64, 2, 4, 16, windows[wi], 2, 400, 3, 0};
+    run_case(&c, &r, &P, &serial);
+  }
+  ops_paths_close(&P);
+  ops_paths_close(&serial);
+}
+
+/* The cache holds exactly the converted values at the documented address. */
+static void test_kv_write_layout(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("kv_write");
+  ops_paths P = ops_paths_open(2);
+  for (int b = 0; b < P.n; b++) {
+    brisk_backend *be = P.be[b];
+    for (int dt = 0; dt < 2; dt++) {
+      brisk_kv_layout kv = {dt ? BRISK_DTYPE_F32 : BRISK_DTYPE_F16, 7, 3, 5, rand_int(&r, 1, 70)};
+      size_t elem = dt ? 4 : 2, per_slot = (size_t)kv.n_kv_heads * kv.head_dim;
+      size_t bytes = (size_t)kv.n_blocks * kv.n_kv_heads * kv.block_size * kv.head_dim * elem;
+      uint8_t *kc = malloc(bytes), *vc = malloc(bytes), *before = malloc(bytes);
+      memset(kc, 0x5a, bytes), memset(vc, 0x5a, bytes), memcpy(before, kc, bytes);
+      int32_t nt = 20;
+      int64_t slots[20];
+      /* Distinct random slots, some tokens skipped. */
+      int32_t all[35];
+      for (int i = 0; i < 35; i++) all[i] = i;
+      for (int i = 34; i > 0; i--) {
+        int j = rand_int(&r, 0, i), t = all[i];
+        all[i] = all[j], all[j] = t;
+      }
+      for (int i = 0; i < nt; i++) slots[i] = i % 7 == 3 ? -1 : all[i];
+      float *k = rand_floats(&r, nt * per_slot, 3), *v = rand_floats(&r, nt * per_slot, 3);
+      assert_int_equal(be->kv_write(be, &kv, kc, vc, k, v, slots, nt), BRISK_OK);
+      bool written[35] = {0};
+      for (int t = 0; t < nt; t++) {
+        if (slots[t] < 0) continue;
+        written[slots[t]] = true;
+        int64_t blk = slots[t] / kv.block_size, sl = slots[t] % kv.block_size;
+        for (int h = 0; h < kv.n_kv_heads; h++)
+          for (int i = 0; i < kv.head_dim; i++) {
+            size_t at = (((size_t)blk * kv.n_kv_heads + h) * kv.block_size + sl) * kv.head_dim + i;
+            float kx = k[(size_t)t * per_slot + h * kv.head_dim + i];
+            float vx = v[(size_t)t * per_slot + h * kv.head_dim + i];
+            if (dt) {
+              assert_memory_equal(kc + at * 4, &kx, 4);
+              assert_memory_equal(vc + at * 4, &vx, 4);
+            } else {
+              uint16_t kh = brisk_f32_to_f16(kx), vh = brisk_f32_to_f16(vx);
+              assert_memory_equal(kc + at * 2, &kh, 2);
+              assert_memory_equal(vc + at * 2, &vh, 2);
+            }
+          }
+      }
+      /* Slots not written keep their bytes. */
+      for (int s = 0; s < 35; s++) {
+        if (written[s]) continue;
+        int64_t blk = s / kv.block_size, sl = s % kv.block_size;
+        for (int h = 0; h < kv.n_kv_heads; h++) {
+          size_t at =
+              ((((size_t)blk * kv.n_kv_heads + h) * kv.block_size + sl) * kv.head_dim) * elem;
+          assert_memory_equal(kc + at, before + at, kv.head_dim * elem);
+          assert_memory_equal(vc + at, before + at, kv.head_dim * elem);
+        }
+      }
+      /* A slot past the end is refused before anything is written. */
+      memcpy(before, kc, bytes);
+      slots[nt - 1] = 35;
+      assert_int_equal(be->kv_write(be, &kv, kc, vc, k, v, slots, nt), BRISK_E_INVALID_ARGUMENT);
+      assert_non_null(strstr(brisk_last_error(), "beyond"));
+      assert_memory_equal(kc, before, bytes);
+      free(kc), free(vc), free(before), free(k), free(v);
+    }
+  }
+  ops_paths_close(&P);
+}
+
+static void test_attention_bad_arguments(void **state) {
+  (void)state;
+  ops_paths P = ops_paths_open(0);
+  brisk_backend *be = P.be[0];
+  brisk_kv_layout kv = {BRISK_DTYPE_F16, 4, 2, 4, 8};
+  uint16_t kc[4 * 2 * 4 * 8] = {0}, vc[4 * 2 * 4 * 8] = {0};
+  float q[2 * 4 * 8] = {0}, out[2 * 4 * 8];
+  int32_t pos[2] = {3, 5}, seq[2] = {0, 1}, tables[2][2] = {{2, 0}, {1, 3}};
+  brisk_attn_batch b = {2, pos, seq, &tables[0][0], 2, 2};
+  brisk_attn_params ap = {4, 0, 0};
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_OK);
+  ap.n_heads = 3;
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);
+  ap.n_heads = 4;
+  tables[1][1] = 4; /* block id past the pool */
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(brisk_last_error(), "block table entry"));
+  tables[1][1] = 3;
+  pos[1] = 8; /* needs a third block */
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);
+  pos[1] = -1;
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);
+  pos[1] = 5;
+  seq[1] = 2;
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);
+  seq[1] = 1;
+  ap.sliding_window = -1;
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);
+  ap.sliding_window = 2; /* the window skips block 1's table entry: may be garbage */
+  tables[1][0] = 99;
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_OK);
+  tables[1][0] = 1;
+  ap.sliding_window = 0;
+  kv.dtype = BRISK_DTYPE_BF16;
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_UNSUPPORTED);
+  kv.dtype = BRISK_DTYPE_F16;
+  kv.head_dim = BRISK_MAX_HEAD_DIM + 1;
+  assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);
+  kv.head_dim = 8;
+  assert_int_equal(be->attention(be, &kv, kc, vc, NULL, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);
+  int64_t slot = 0;
+  assert_int_equal(be->kv_write(be, &kv, kc, vc, q, q, &slot, -1), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(be->kv_write(be, &kv, NULL, vc, q, q, &slot, 1), BRISK_E_INVALID_ARGUMENT);
+  ops_paths_close(&P);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_kv_write_layout),
+      cmocka_unit_test(test_paged_attention),
+      cmocka_unit_test(test_attention_windows),
+      cmocka_unit_test(test_attention_bad_arguments),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
