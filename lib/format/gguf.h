@@ -39,13 +39,13 @@ typedef struct brisk_gguf_str {
 #define BRISK_GGUF_MAX_DIMS 4
 
 typedef struct brisk_gguf_tensor {
-  const char *name;                /* NUL-terminated, unique in the file */
-  uint32_t n_dims;                 /* 1..4 */
+  const char *name;                 /* NUL-terminated, unique in the file */
+  uint32_t n_dims;                  /* 1..4 */
   uint64_t ne[BRISK_GGUF_MAX_DIMS]; /* elements per dim, ne[0] fastest; unused dims 1 */
-  uint32_t type;                   /* brisk_dtype id, known to the type table */
-  uint64_t offset;                 /* from the start of the data section */
-  uint64_t n_bytes;                /* exact data size */
-  const void *data;                /* points into the mapping (or read buffer) */
+  uint32_t type;                    /* brisk_dtype id, known to the type table */
+  uint64_t offset;                  /* from the start of the data section */
+  uint64_t n_bytes;                 /* exact data size */
+  const void *data;                 /* points into the mapping (or read buffer) */
 } brisk_gguf_tensor;
 
 typedef struct brisk_gguf brisk_gguf;
@@ -57,18 +57,57 @@ typedef struct brisk_gguf brisk_gguf;
 brisk_status brisk_gguf_open(const char *path, brisk_gguf **out);
 /* The same over a caller-owned buffer that must outlive the handle. */
 brisk_status brisk_gguf_open_memory(const void *data, size_t size, brisk_gguf **out);
-void brisk_gguf_close(brisk_gguf *g);
+/* brisk_gguf_open with flags: BRISK_GGUF_OPEN_NO_MMAP forces the read() path
+ * (the file is read into one brisk_aligned_alloc'ed buffer), for tests. */
+#define BRISK_GGUF_OPEN_NO_MMAP 1u
+brisk_status brisk_gguf_open_flags(const char *path, uint32_t flags, brisk_gguf **out);
+void brisk_gguf_close(brisk_gguf *g); /* NULL is a no-op */
 
 uint32_t brisk_gguf_version(const brisk_gguf *g);
 uint32_t brisk_gguf_alignment(const brisk_gguf *g);
 uint64_t brisk_gguf_file_size(const brisk_gguf *g);
 bool brisk_gguf_is_mapped(const brisk_gguf *g); /* true if mmap, false if read */
+/* Offset of the data section from the start of the file: the first multiple
+ * of the alignment after the tensor infos. With no tensors it may lie past
+ * the end of the file (writers need not pad a file without data). */
+uint64_t brisk_gguf_data_offset(const brisk_gguf *g);
+/* The file's bytes (mapping, read buffer, or the caller's buffer). */
+const void *brisk_gguf_bytes(const brisk_gguf *g);
+
+/* Limits and rules the reader enforces (documented for writers and tools):
+ * - versions 2 and 3 only (v1 and unknown versions: BRISK_E_UNSUPPORTED);
+ * - general.alignment, when present, is a u32 power of two (default 32);
+ * - keys and tensor names are non-empty, valid UTF-8 without control
+ *   characters (U+0000..U+001F, U+007F: messages stay one line), and unique;
+ *   string values may hold any bytes (vocabularies do);
+ * - arrays of arrays are malformed (BRISK_E_FORMAT), as llama.cpp makes them;
+ * - bool values (scalars and array elements) are 0 or 1;
+ * - tensors have 1..4 dims, each >= 1, whose product fits in int64_t, a row
+ *   length divisible by the type's block size, an offset that is a multiple
+ *   of the alignment, and data inside the file; an unknown type id is
+ *   BRISK_E_UNSUPPORTED. */
+#define BRISK_GGUF_DEFAULT_ALIGNMENT 32u
+/* Bytes of one scalar of `type`; 0 for STRING, ARRAY and unknown types. */
+size_t brisk_gguf_type_size(brisk_gguf_type type);
+/* "u8", "i32", "f32", "bool", "string", "array", ...; "unknown" otherwise. */
+const char *brisk_gguf_type_name(brisk_gguf_type type);
+/* Strict UTF-8: no overlong forms, surrogates or code points past U+10FFFF. */
+bool brisk_gguf_utf8_valid(const char *s, size_t len);
+/* A valid key or tensor name: UTF-8 as above and no control characters. */
+bool brisk_gguf_name_valid(const char *s, size_t len);
 
 /* Metadata: keys are indexed 0..n-1 in file order. */
 int64_t brisk_gguf_n_kv(const brisk_gguf *g);
 int64_t brisk_gguf_find_key(const brisk_gguf *g, const char *key); /* -1 if absent */
 const char *brisk_gguf_key(const brisk_gguf *g, int64_t i);
 brisk_gguf_type brisk_gguf_kv_type(const brisk_gguf *g, int64_t i);
+/* For an array kv: element type and length (ARRAY-less kvs: UINT8 and 0). */
+brisk_gguf_type brisk_gguf_kv_arr_type(const brisk_gguf *g, int64_t i);
+uint64_t brisk_gguf_kv_arr_len(const brisk_gguf *g, int64_t i);
+/* For a scalar kv: its raw little-endian value bytes (brisk_gguf_type_size
+ * of them); for a string kv: the string. NULL / {NULL, 0} otherwise. */
+const void *brisk_gguf_kv_scalar(const brisk_gguf *g, int64_t i);
+brisk_gguf_str brisk_gguf_kv_str(const brisk_gguf *g, int64_t i);
 
 /* Typed getters by key: BRISK_OK, BRISK_E_NOT_FOUND if absent, or
  * BRISK_E_FORMAT if the stored type does not fit (message names the key).
@@ -79,6 +118,11 @@ brisk_status brisk_gguf_get_u64(const brisk_gguf *g, const char *key, uint64_t *
 brisk_status brisk_gguf_get_f32(const brisk_gguf *g, const char *key, float *out); /* f32 or f64 */
 brisk_status brisk_gguf_get_bool(const brisk_gguf *g, const char *key, bool *out);
 brisk_status brisk_gguf_get_str(const brisk_gguf *g, const char *key, brisk_gguf_str *out);
+brisk_status brisk_gguf_get_i64(const brisk_gguf *g, const char *key, int64_t *out);
+brisk_status brisk_gguf_get_f64(const brisk_gguf *g, const char *key, double *out); /* f32/f64 */
+/* Exact type only: copies brisk_gguf_type_size(type) raw bytes to out. */
+brisk_status brisk_gguf_get_scalar(const brisk_gguf *g, const char *key, brisk_gguf_type type,
+                                   void *out);
 
 /* Arrays: element type and length; numeric elements are contiguous
  * little-endian values at brisk_gguf_arr_data (unaligned: memcpy them);
@@ -98,8 +142,15 @@ const brisk_gguf_tensor *brisk_gguf_tensor_at(const brisk_gguf *g, int64_t i);
 const brisk_gguf_tensor *brisk_gguf_find_tensor(const brisk_gguf *g, const char *name);
 
 /* Writer: builds a file in memory and writes it at the end. Values and
- * tensor data are copied. Used by tests and by the quantize/convert tools. */
+ * tensor data are copied. Used by tests and by the quantize/convert tools.
+ * Every setter validates like the reader (keys non-empty valid UTF-8 without
+ * NUL, unique; tensors as above) and returns BRISK_E_INVALID_ARGUMENT with a
+ * message otherwise, leaving the writer unchanged. Keys and tensors are
+ * written in the order they were added. */
 typedef struct brisk_gguf_writer brisk_gguf_writer;
+/* version 2 or 3; alignment a power of two (0 means 32). An
+ * alignment other than 32 is recorded as the first key, general.alignment,
+ * which callers may then not set themselves. */
 brisk_status brisk_gguf_writer_create(uint32_t version, uint32_t alignment,
                                       brisk_gguf_writer **out);
 void brisk_gguf_writer_free(brisk_gguf_writer *w);
@@ -117,6 +168,11 @@ brisk_status brisk_gguf_writer_set_arr(brisk_gguf_writer *w, const char *key,
                                        brisk_gguf_type elem_type, const void *data, uint64_t n);
 brisk_status brisk_gguf_writer_set_arr_str(brisk_gguf_writer *w, const char *key,
                                            const char *const *strs, uint64_t n);
+/* Strings given with their lengths (may hold NUL bytes or any bytes). */
+brisk_status brisk_gguf_writer_set_strn(brisk_gguf_writer *w, const char *key, const char *v,
+                                        uint64_t len);
+brisk_status brisk_gguf_writer_set_arr_strn(brisk_gguf_writer *w, const char *key,
+                                            const brisk_gguf_str *strs, uint64_t n);
 /* Tensor data of n_bytes (must equal the size implied by type and ne). */
 brisk_status brisk_gguf_writer_add_tensor(brisk_gguf_writer *w, const char *name, uint32_t type,
                                           uint32_t n_dims, const uint64_t *ne, const void *data,
