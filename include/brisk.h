@@ -126,7 +126,10 @@ typedef enum brisk_status {
    * handles exist). */
   BRISK_E_INVALID_STATE = 9,
   /* An internal invariant failed; please report it. */
-  BRISK_E_INTERNAL = 10
+  BRISK_E_INTERNAL = 10,
+  /* The KV cache has no room for the request; nothing was changed. Free or
+   * truncate sequences, or create the context with a larger pool. */
+  BRISK_E_KV_FULL = 11
 } brisk_status;
 
 /*
@@ -234,6 +237,118 @@ BRISK_API brisk_status brisk_set_parallel_for(brisk_parallel_for_fn fn, void *ho
  * (including alignment padding), across all handles and threads.
  */
 BRISK_API uint64_t brisk_memory_allocated(void);
+
+/* ------------------------------------------------------------------------ */
+/* Model                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A loaded model: hyper-parameters, weights and vocabulary. Immutable after
+ * load: one brisk_model may be shared by any number of threads, contexts and
+ * engines, and every getter below may be called concurrently. It must outlive
+ * everything created from it.
+ */
+typedef struct brisk_model brisk_model;
+
+/*
+ * Load progress: called with a fraction in [0, 1] that never decreases, on
+ * the loading thread. Return nonzero to continue, 0 to cancel the load
+ * (brisk_model_load then returns BRISK_E_CANCELLED with everything freed).
+ */
+typedef int (*brisk_progress_fn)(float fraction, void *user_data);
+
+typedef struct brisk_model_params {
+  uint32_t struct_size;          /* sizeof(brisk_model_params) */
+  brisk_progress_fn progress;    /* NULL: no progress reports */
+  void *progress_user_data;
+  /* Nonzero (default): map the file and use weights in place. Zero: read the
+   * file into memory (for file systems where mapping fails or is slow). */
+  int use_mmap;
+} brisk_model_params;
+
+/* Fills *params with defaults (including struct_size). NULL is ignored. */
+BRISK_API void brisk_model_params_init(brisk_model_params *params);
+
+/*
+ * Loads a model from `path`: a GGUF file (v2 or v3), or a Hugging Face model
+ * folder (config.json plus model.safetensors or a sharded
+ * model.safetensors.index.json). The file is validated completely before
+ * use; every failure is a status with a message naming the cause:
+ *   BRISK_E_INVALID_ARGUMENT  path or out is NULL, or params->struct_size bad
+ *   BRISK_E_IO                the file cannot be opened or read
+ *   BRISK_E_FORMAT            the file is malformed or a tensor has a wrong shape
+ *   BRISK_E_UNSUPPORTED       unknown architecture or tensor type (named)
+ *   BRISK_E_CANCELLED         the progress callback returned 0
+ *   BRISK_E_OUT_OF_MEMORY
+ * `params` may be NULL for defaults. On success *out owns the model; free it
+ * with brisk_model_free. On failure *out is untouched.
+ */
+BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params,
+                                        brisk_model **out);
+
+/* Frees the model and unmaps its file. NULL is a no-op. */
+BRISK_API void brisk_model_free(brisk_model *model);
+
+/*
+ * The architecture name ("llama", "mistral", "qwen2", "qwen3", "mixtral"),
+ * a static string; "" for NULL.
+ */
+BRISK_API const char *brisk_model_architecture(const brisk_model *model);
+
+/* Hyper-parameters; each returns 0 for a NULL model. */
+BRISK_API int32_t brisk_model_n_vocab(const brisk_model *model);
+BRISK_API int32_t brisk_model_n_ctx_train(const brisk_model *model);
+BRISK_API int32_t brisk_model_n_embd(const brisk_model *model);
+BRISK_API int32_t brisk_model_n_layer(const brisk_model *model);
+BRISK_API int32_t brisk_model_n_head(const brisk_model *model);
+BRISK_API int32_t brisk_model_n_head_kv(const brisk_model *model);
+/* Number of weight elements (tied embeddings counted once). */
+BRISK_API uint64_t brisk_model_n_params(const brisk_model *model);
+/* Bytes of weight data as stored (quantized sizes for quantized types). */
+BRISK_API uint64_t brisk_model_weight_bytes(const brisk_model *model);
+
+/*
+ * Metadata lookup by key: for GGUF files, any key of the file
+ * ("general.name", "llama.context_length", ...); for Hugging Face folders,
+ * a key of config.json, with dots for nesting ("rope_scaling.factor").
+ * Writes the value as text (numbers in decimal, booleans "true"/"false",
+ * strings as they are, arrays as "[array of N TYPE]") NUL-terminated into
+ * buf. *needed (if not NULL) receives the length without the NUL.
+ * Returns BRISK_E_NOT_FOUND if absent, BRISK_E_BUFFER_TOO_SMALL if the
+ * text plus NUL does not fit in `capacity` (buf then holds a truncated,
+ * NUL-terminated prefix when capacity > 0), BRISK_E_INVALID_ARGUMENT for
+ * NULL model or key, or buf NULL with capacity > 0.
+ */
+BRISK_API brisk_status brisk_model_meta(const brisk_model *model, const char *key, char *buf,
+                                        size_t capacity, size_t *needed);
+
+/*
+ * The chat template text stored with the model (GGUF
+ * "tokenizer.chat_template", or tokenizer_config.json's "chat_template"),
+ * or NULL if it has none. Valid as long as the model.
+ */
+BRISK_API const char *brisk_model_chat_template(const brisk_model *model);
+
+/* One tensor of the model file, as stored. */
+typedef struct brisk_tensor_info {
+  uint32_t struct_size; /* set by the caller: sizeof(brisk_tensor_info) */
+  const char *name;     /* valid as long as the model */
+  const char *type;     /* "f32", "f16", "bf16", "q8_0", "q4_k", ...; static */
+  uint32_t n_dims;      /* 1..4 */
+  uint64_t dims[4];     /* elements per dimension, fastest first; unused are 1 */
+  uint64_t n_bytes;
+} brisk_tensor_info;
+
+/* Number of tensors in the model's file(s); 0 for NULL. */
+BRISK_API int64_t brisk_model_n_tensors(const brisk_model *model);
+
+/*
+ * Describes tensor `index` (0 <= index < brisk_model_n_tensors) into *info,
+ * whose struct_size the caller sets. BRISK_E_INVALID_ARGUMENT for a NULL
+ * argument, an index out of range or a struct_size too small.
+ */
+BRISK_API brisk_status brisk_model_tensor(const brisk_model *model, int64_t index,
+                                          brisk_tensor_info *info);
 
 /* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */

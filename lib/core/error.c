@@ -33,6 +33,7 @@ BRISK_API const char *brisk_status_string(brisk_status status) {
   case BRISK_E_NOT_FOUND: return "not found";
   case BRISK_E_INVALID_STATE: return "invalid state";
   case BRISK_E_INTERNAL: return "internal error";
+  case BRISK_E_KV_FULL: return "KV cache full";
   }
   return "unknown status";
 }

@@ -13,7 +13,7 @@
 
 static void test_status_strings(void **state) {
   (void)state;
-  for (int s = BRISK_OK; s <= BRISK_E_INTERNAL; s++) {
+  for (int s = BRISK_OK; s <= BRISK_E_KV_FULL; s++) {
     const char *str = brisk_status_string((brisk_status)s);
     assert_non_null(str);
     assert_string_not_equal(str, "unknown status");

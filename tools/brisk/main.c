@@ -6,6 +6,7 @@
 #include <string.h>
 
 int cmd_version(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 static const struct {
   const char *name;
@@ -13,6 +14,7 @@ static const struct {
   const char *help;
 } commands[] = {
     {"version", cmd_version, "print the version and what this machine supports"},
+    {"info", cmd_info, "describe a model file: architecture, sizes, tensor types"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,70 @@
+/* The architectures brisk knows and their hyper-parameters. */
+#ifndef BRISK_MODEL_ARCH_H
+#define BRISK_MODEL_ARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum brisk_arch {
+  BRISK_ARCH_LLAMA = 0, /* llama 1/2/3, tinyllama, smollm, ... */
+  BRISK_ARCH_MISTRAL,   /* llama + sliding-window attention */
+  BRISK_ARCH_QWEN2,     /* llama + qkv bias, NeoX RoPE */
+  BRISK_ARCH_QWEN3,     /* llama + per-head q/k RMSNorm, NeoX RoPE, explicit head_dim */
+  BRISK_ARCH_MIXTRAL,   /* llama + mixture-of-experts FFN */
+  BRISK_ARCH_COUNT
+} brisk_arch;
+
+/* How RoPE pairs dimensions: NORMAL rotates adjacent pairs (2i, 2i+1), as
+ * GGUF llama files store q/k; NEOX rotates (i, i + d/2), as Hugging Face
+ * checkpoints store them. The two are the same model up to a permutation of
+ * q/k rows, so a Hugging Face llama runs unpermuted with NEOX. */
+typedef enum brisk_hp_rope_style { BRISK_HP_ROPE_NORMAL = 0, BRISK_HP_ROPE_NEOX = 1 } brisk_hp_rope_style;
+
+typedef enum brisk_hp_rope_scaling {
+  BRISK_HP_ROPE_SCALING_NONE = 0,
+  BRISK_HP_ROPE_SCALING_LINEAR,
+  BRISK_HP_ROPE_SCALING_LLAMA3,
+  BRISK_HP_ROPE_SCALING_YARN,
+} brisk_hp_rope_scaling;
+
+typedef struct brisk_hparams {
+  brisk_arch arch;
+  uint32_t n_vocab;
+  uint32_t n_ctx_train;
+  uint32_t n_embd;
+  uint32_t n_layer;
+  uint32_t n_head;
+  uint32_t n_head_kv;
+  uint32_t head_dim; /* usually n_embd / n_head; qwen3 sets it explicitly */
+  uint32_t n_ff;
+  uint32_t n_expert;      /* 0 for dense models */
+  uint32_t n_expert_used; /* experts per token */
+  float rms_eps;
+  float rope_base;
+  uint32_t rope_dim; /* dimensions rotated per head (= head_dim unless partial) */
+  brisk_hp_rope_style rope_style;
+  brisk_hp_rope_scaling rope_scaling;
+  float rope_factor;             /* linear / llama3 / yarn scale factor */
+  float rope_low_freq_factor;    /* llama3 */
+  float rope_high_freq_factor;   /* llama3 */
+  uint32_t rope_orig_ctx;        /* llama3 / yarn original context */
+  float yarn_beta_fast, yarn_beta_slow, yarn_attn_factor;
+  uint32_t sliding_window; /* 0: none */
+  bool tied_embeddings;
+} brisk_hparams;
+
+typedef struct brisk_arch_info {
+  const char *name;   /* as in GGUF general.architecture */
+  brisk_hp_rope_style gguf_rope_style;
+  bool qkv_bias;      /* q/k/v projections have biases */
+  bool qk_norm;       /* per-head RMSNorm on q and k */
+  bool moe;           /* mixture-of-experts FFN */
+} brisk_arch_info;
+
+const brisk_arch_info *brisk_arch_get(brisk_arch arch);
+/* Looks up a GGUF architecture name; false if unknown. */
+bool brisk_arch_from_name(const char *name, brisk_arch *out);
+/* Looks up a Hugging Face config.json model_type; false if unknown. */
+bool brisk_arch_from_hf_model_type(const char *model_type, brisk_arch *out);
+
+#endif

@@ -1,0 +1,29 @@
+/* Shared pieces of the model loaders (GGUF, Hugging Face). */
+#ifndef BRISK_MODEL_LOAD_H
+#define BRISK_MODEL_LOAD_H
+
+#include "model/model.h"
+
+typedef struct brisk_gguf brisk_gguf;
+
+brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
+                                   const brisk_model_params *params);
+
+/* Validates hyper-parameters read from any source (non-zero sizes, heads
+ * divide evenly, sane bounds), naming the offending value. */
+brisk_status brisk_model_check_hparams(const brisk_hparams *hp);
+
+/* Fills *w for data of `type` holding rows x cols, after checking that the
+ * type can be computed with (matrices) or is a float type (vectors); counts
+ * parameters and bytes into the model. */
+brisk_status brisk_model_bind_check(brisk_model *m, const char *name, const void *data,
+                                    uint32_t type, int64_t cols, int64_t rows, bool vector,
+                                    brisk_weight *w);
+
+brisk_status brisk_model_alloc_layers(brisk_model *m);
+brisk_status brisk_model_alloc_experts(brisk_model *m, brisk_layer *layer);
+
+/* Calls the host's progress callback; BRISK_E_CANCELLED if it says stop. */
+brisk_status brisk_model_report_progress(const brisk_model_params *params, float fraction);
+
+#endif

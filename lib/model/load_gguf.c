@@ -1,0 +1,235 @@
+/* Maps a GGUF file into the internal model layout: hyper-parameters from
+ * "<arch>.*" keys, weights bound in place from the file mapping, every shape
+ * checked against what the architecture expects. */
+#include "model/load.h"
+
+#include "core/alloc.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "format/gguf.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct gguf_loader {
+  const brisk_gguf *g;
+  const char *arch; /* key prefix */
+} gguf_loader;
+
+static brisk_status get_u32(const gguf_loader *L, const char *suffix, bool required,
+                            uint32_t *out) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+  brisk_status st = brisk_gguf_get_u32(L->g, key, out);
+  if (st == BRISK_E_NOT_FOUND && !required) return BRISK_OK;
+  if (st == BRISK_E_NOT_FOUND) return brisk_error(st, "GGUF key '%s' is missing", key);
+  return st;
+}
+
+static brisk_status get_f32(const gguf_loader *L, const char *suffix, bool required,
+                            float *out) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+  brisk_status st = brisk_gguf_get_f32(L->g, key, out);
+  if (st == BRISK_E_NOT_FOUND && !required) return BRISK_OK;
+  if (st == BRISK_E_NOT_FOUND) return brisk_error(st, "GGUF key '%s' is missing", key);
+  return st;
+}
+
+static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
+  brisk_status st;
+  if ((st = get_u32(L, "context_length", true, &hp->n_ctx_train)) ||
+      (st = get_u32(L, "embedding_length", true, &hp->n_embd)) ||
+      (st = get_u32(L, "block_count", true, &hp->n_layer)) ||
+      (st = get_u32(L, "feed_forward_length", true, &hp->n_ff)) ||
+      (st = get_u32(L, "attention.head_count", true, &hp->n_head)))
+    return st;
+  hp->n_head_kv = hp->n_head;
+  hp->rms_eps = 1e-5f;
+  hp->rope_base = 10000.0f;
+  hp->rope_factor = 1.0f;
+  if ((st = get_u32(L, "attention.head_count_kv", false, &hp->n_head_kv)) ||
+      (st = get_f32(L, "attention.layer_norm_rms_epsilon", false, &hp->rms_eps)) ||
+      (st = get_f32(L, "rope.freq_base", false, &hp->rope_base)) ||
+      (st = get_u32(L, "attention.sliding_window", false, &hp->sliding_window)) ||
+      (st = get_u32(L, "expert_count", false, &hp->n_expert)) ||
+      (st = get_u32(L, "expert_used_count", false, &hp->n_expert_used)))
+    return st;
+  if (hp->n_head == 0 || hp->n_embd == 0)
+    return brisk_error(BRISK_E_FORMAT, "GGUF: head_count %u and embedding_length %u must be > 0",
+                       hp->n_head, hp->n_embd);
+  hp->head_dim = hp->n_embd / hp->n_head;
+  if ((st = get_u32(L, "attention.key_length", false, &hp->head_dim))) return st;
+  uint32_t value_length = hp->head_dim;
+  if ((st = get_u32(L, "attention.value_length", false, &value_length))) return st;
+  if (value_length != hp->head_dim)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "GGUF: attention.value_length %u differs from key_length %u",
+                       value_length, hp->head_dim);
+  hp->rope_dim = hp->head_dim;
+  if ((st = get_u32(L, "rope.dimension_count", false, &hp->rope_dim))) return st;
+
+  /* RoPE scaling: "linear" and "yarn" are keys; llama3-style scaling is
+   * stored by converters as a rope_freqs tensor (bound separately). */
+  char key[128];
+  snprintf(key, sizeof key, "%s.rope.scaling.type", L->arch);
+  brisk_gguf_str type;
+  st = brisk_gguf_get_str(L->g, key, &type);
+  if (st == BRISK_OK) {
+    if (strcmp(type.ptr, "none") == 0) {
+      hp->rope_scaling = BRISK_HP_ROPE_SCALING_NONE;
+    } else if (strcmp(type.ptr, "linear") == 0) {
+      hp->rope_scaling = BRISK_HP_ROPE_SCALING_LINEAR;
+    } else if (strcmp(type.ptr, "yarn") == 0) {
+      hp->rope_scaling = BRISK_HP_ROPE_SCALING_YARN;
+      hp->yarn_beta_fast = 32.0f;
+      hp->yarn_beta_slow = 1.0f;
+      hp->yarn_attn_factor = 1.0f;
+      if ((st = get_f32(L, "rope.scaling.yarn_beta_fast", false, &hp->yarn_beta_fast)) ||
+          (st = get_f32(L, "rope.scaling.yarn_beta_slow", false, &hp->yarn_beta_slow)) ||
+          (st = get_f32(L, "rope.scaling.attn_factor", false, &hp->yarn_attn_factor)))
+        return st;
+    } else {
+      return brisk_error(BRISK_E_UNSUPPORTED, "GGUF: rope scaling type '%s' is not supported",
+                         type.ptr);
+    }
+    if ((st = get_f32(L, "rope.scaling.factor", false, &hp->rope_factor)) ||
+        (st = get_u32(L, "rope.scaling.original_context_length", false, &hp->rope_orig_ctx)))
+      return st;
+  } else if (st != BRISK_E_NOT_FOUND) {
+    return st;
+  }
+  return BRISK_OK;
+}
+
+/* Binds tensor `name`: expects a vector of `cols` (rows == 0) or a matrix of
+ * `rows` x `cols`. A missing optional tensor leaves w->data NULL. */
+static brisk_status bind(brisk_model *m, const gguf_loader *L, const char *name, int64_t cols,
+                         int64_t rows, bool required, brisk_weight *w) {
+  const brisk_gguf_tensor *t = brisk_gguf_find_tensor(L->g, name);
+  if (!t) {
+    if (required) return brisk_error(BRISK_E_FORMAT, "tensor '%s' is missing", name);
+    return BRISK_OK;
+  }
+  bool vector = rows == 0;
+  int64_t got_rows = t->n_dims >= 2 ? (int64_t)t->ne[1] : 1;
+  bool ok = (int64_t)t->ne[0] == cols && t->ne[2] == 1 && t->ne[3] == 1 &&
+            (vector ? t->n_dims == 1 : got_rows == rows);
+  if (!ok)
+    return brisk_error(BRISK_E_FORMAT,
+                       "tensor '%s' has shape [%llu, %llu, %llu, %llu]; expected [%lld%s%lld]",
+                       name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3],
+                       (long long)cols, vector ? "" : ", ", vector ? 0LL : (long long)rows);
+  return brisk_model_bind_check(m, name, t->data, t->type, cols, vector ? 1 : rows, vector, w);
+}
+
+/* Stacked experts: one 3-D tensor [cols, rows, n_expert] split into views. */
+static brisk_status bind_experts(brisk_model *m, const gguf_loader *L, const char *name,
+                                 int64_t cols, int64_t rows, uint32_t n_expert,
+                                 brisk_weight *out) {
+  const brisk_gguf_tensor *t = brisk_gguf_find_tensor(L->g, name);
+  if (!t) return brisk_error(BRISK_E_FORMAT, "tensor '%s' is missing", name);
+  if (t->n_dims != 3 || (int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows ||
+      t->ne[2] != n_expert)
+    return brisk_error(BRISK_E_FORMAT,
+                       "tensor '%s' has shape [%llu, %llu, %llu]; expected [%lld, %lld, %u]",
+                       name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                       (unsigned long long)t->ne[2], (long long)cols, (long long)rows, n_expert);
+  uint64_t row_bytes;
+  if (!brisk_dtype_row_bytes(t->type, (uint64_t)cols, &row_bytes))
+    return brisk_error(BRISK_E_FORMAT, "tensor '%s': bad row length", name);
+  for (uint32_t e = 0; e < n_expert; e++) {
+    /* In bounds: the reader checked n_bytes = n_expert * rows * row_bytes. */
+    const char *data = (const char *)t->data + (uint64_t)e * (uint64_t)rows * row_bytes;
+    brisk_status st = brisk_model_bind_check(m, name, data, t->type, cols, rows, false, &out[e]);
+    if (st) return st;
+  }
+  return BRISK_OK;
+}
+
+static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il) {
+  const brisk_hparams *hp = &m->hp;
+  brisk_layer *ly = &m->layers[il];
+  const brisk_arch_info *ai = brisk_arch_get(hp->arch);
+  int64_t d = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim,
+          kv_dim = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
+  char name[96];
+  brisk_status st;
+#define BIND(suffix, cols, rows, required, field)                                                \
+  do {                                                                                           \
+    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);                                        \
+    if ((st = bind(m, L, name, cols, rows, required, &ly->field))) return st;                    \
+  } while (0)
+  BIND("attn_norm.weight", d, 0, true, attn_norm);
+  BIND("attn_q.weight", d, q_dim, true, wq);
+  BIND("attn_k.weight", d, kv_dim, true, wk);
+  BIND("attn_v.weight", d, kv_dim, true, wv);
+  BIND("attn_output.weight", q_dim, d, true, wo);
+  BIND("attn_q.bias", q_dim, 0, ai->qkv_bias, bq);
+  BIND("attn_k.bias", kv_dim, 0, ai->qkv_bias, bk);
+  BIND("attn_v.bias", kv_dim, 0, ai->qkv_bias, bv);
+  BIND("attn_q_norm.weight", hp->head_dim, 0, ai->qk_norm, q_norm);
+  BIND("attn_k_norm.weight", hp->head_dim, 0, ai->qk_norm, k_norm);
+  BIND("ffn_norm.weight", d, 0, true, ffn_norm);
+  if (hp->n_expert == 0) {
+    BIND("ffn_gate.weight", d, ff, true, ffn_gate);
+    BIND("ffn_up.weight", d, ff, true, ffn_up);
+    BIND("ffn_down.weight", ff, d, true, ffn_down);
+  } else {
+    BIND("ffn_gate_inp.weight", d, hp->n_expert, true, moe_router);
+    if ((st = brisk_model_alloc_experts(m, ly))) return st;
+    snprintf(name, sizeof name, "blk.%u.ffn_gate_exps.weight", il);
+    if ((st = bind_experts(m, L, name, d, ff, hp->n_expert, ly->expert_gate))) return st;
+    snprintf(name, sizeof name, "blk.%u.ffn_up_exps.weight", il);
+    if ((st = bind_experts(m, L, name, d, ff, hp->n_expert, ly->expert_up))) return st;
+    snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", il);
+    if ((st = bind_experts(m, L, name, ff, d, hp->n_expert, ly->expert_down))) return st;
+  }
+#undef BIND
+  ly->sliding_window = hp->sliding_window;
+  return BRISK_OK;
+}
+
+brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
+                                   const brisk_model_params *params) {
+  brisk_gguf_str arch;
+  brisk_status st = brisk_gguf_get_str(g, "general.architecture", &arch);
+  if (st == BRISK_E_NOT_FOUND)
+    return brisk_error(BRISK_E_FORMAT, "GGUF key 'general.architecture' is missing");
+  if (st) return st;
+  if (!brisk_arch_from_name(arch.ptr, &m->hp.arch))
+    return brisk_error(BRISK_E_UNSUPPORTED, "architecture '%s' is not supported", arch.ptr);
+  gguf_loader L = {g, arch.ptr};
+  if ((st = read_hparams(&L, &m->hp))) return st;
+  m->hp.rope_style = brisk_arch_get(m->hp.arch)->gguf_rope_style;
+
+  /* Vocabulary size comes from the embedding table. */
+  const brisk_gguf_tensor *embd = brisk_gguf_find_tensor(g, "token_embd.weight");
+  if (!embd) return brisk_error(BRISK_E_FORMAT, "tensor 'token_embd.weight' is missing");
+  if (embd->n_dims != 2 || embd->ne[1] > UINT32_MAX)
+    return brisk_error(BRISK_E_FORMAT, "tensor 'token_embd.weight' must be 2-D [n_embd, n_vocab]");
+  m->hp.n_vocab = (uint32_t)embd->ne[1];
+  if ((st = brisk_model_check_hparams(&m->hp))) return st;
+
+  const brisk_hparams *hp = &m->hp;
+  if ((st = bind(m, &L, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &m->token_embd)) ||
+      (st = bind(m, &L, "output_norm.weight", hp->n_embd, 0, true, &m->output_norm)) ||
+      (st = bind(m, &L, "output.weight", hp->n_embd, hp->n_vocab, false, &m->output)) ||
+      (st = bind(m, &L, "rope_freqs.weight", hp->rope_dim / 2, 0, false, &m->rope_freqs)))
+    return st;
+  if (!m->output.data) {
+    m->output = m->token_embd;
+    m->hp.tied_embeddings = true;
+  }
+  if (m->rope_freqs.data && m->hp.rope_scaling == BRISK_HP_ROPE_SCALING_NONE)
+    m->hp.rope_scaling = BRISK_HP_ROPE_SCALING_LLAMA3; /* factors given per frequency */
+  if ((st = brisk_model_alloc_layers(m))) return st;
+  for (uint32_t il = 0; il < hp->n_layer; il++) {
+    if ((st = bind_layer(m, &L, il))) return st;
+    if ((st = brisk_model_report_progress(params, (float)(il + 1) / (float)(hp->n_layer + 1))))
+      return st;
+  }
+  return BRISK_OK;
+}

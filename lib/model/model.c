@@ -1,0 +1,211 @@
+/* Model lifecycle and the public getters. */
+#include "model/load.h"
+#include "model/source.h"
+
+#include "core/alloc.h"
+#include "core/checked.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+#include <string.h>
+
+BRISK_API void brisk_model_params_init(brisk_model_params *params) {
+  if (!params) return;
+  memset(params, 0, sizeof *params);
+  params->struct_size = sizeof *params;
+  params->use_mmap = 1;
+}
+
+/* Reads a caller's params struct of any size up to ours: fields the caller's
+ * (older) header lacks keep their defaults. */
+static brisk_status copy_params(const brisk_model_params *in, brisk_model_params *out) {
+  brisk_model_params_init(out);
+  if (!in) return BRISK_OK;
+  /* The first released layout ends after use_mmap: no caller has less. */
+  if (in->struct_size < offsetof(brisk_model_params, use_mmap) + sizeof in->use_mmap ||
+      in->struct_size > 4096)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_params.struct_size %u is invalid (call "
+                       "brisk_model_params_init)",
+                       in->struct_size);
+  size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
+  memcpy(out, in, n);
+  out->struct_size = sizeof *out;
+  return BRISK_OK;
+}
+
+brisk_status brisk_model_report_progress(const brisk_model_params *params, float fraction) {
+  if (params->progress && !params->progress(fraction, params->progress_user_data))
+    return brisk_error(BRISK_E_CANCELLED, "model load cancelled by the progress callback");
+  return BRISK_OK;
+}
+
+brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
+  /* Bounds far above any real model, low enough that derived sizes cannot
+   * overflow 64-bit arithmetic anywhere later. */
+  const uint32_t big = 1u << 20;
+  struct {
+    const char *name;
+    uint32_t value, max;
+  } checks[] = {
+      {"n_vocab", hp->n_vocab, 1u << 24},  {"n_embd", hp->n_embd, big},
+      {"n_layer", hp->n_layer, 4096},      {"n_head", hp->n_head, 4096},
+      {"n_head_kv", hp->n_head_kv, 4096},  {"head_dim", hp->head_dim, 4096},
+      {"n_ff", hp->n_ff, 1u << 22},        {"n_ctx_train", hp->n_ctx_train, 1u << 30},
+  };
+  for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
+    if (checks[i].value == 0 || checks[i].value > checks[i].max)
+      return brisk_error(BRISK_E_FORMAT, "hyper-parameter %s = %u is out of range [1, %u]",
+                         checks[i].name, checks[i].value, checks[i].max);
+  if (hp->n_head % hp->n_head_kv)
+    return brisk_error(BRISK_E_FORMAT, "n_head %u is not a multiple of n_head_kv %u", hp->n_head,
+                       hp->n_head_kv);
+  if (hp->rope_dim == 0 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
+    return brisk_error(BRISK_E_FORMAT, "rope dimension %u must be even and in [2, head_dim %u]",
+                       hp->rope_dim, hp->head_dim);
+  if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f))
+    return brisk_error(BRISK_E_FORMAT, "rms epsilon %g is out of range (0, 1)",
+                       (double)hp->rms_eps);
+  if (!(hp->rope_base > 0.0f))
+    return brisk_error(BRISK_E_FORMAT, "rope base %g must be positive", (double)hp->rope_base);
+  if (hp->n_expert > 1024 || hp->n_expert_used > hp->n_expert ||
+      (hp->n_expert > 0 && hp->n_expert_used == 0))
+    return brisk_error(BRISK_E_FORMAT, "expert counts %u used of %u are inconsistent",
+                       hp->n_expert_used, hp->n_expert);
+  if (hp->rope_scaling != BRISK_HP_ROPE_SCALING_NONE && !(hp->rope_factor > 0.0f))
+    return brisk_error(BRISK_E_FORMAT, "rope scaling factor %g must be positive",
+                       (double)hp->rope_factor);
+  return BRISK_OK;
+}
+
+/* The weight types the CPU matmul computes with. Q2_K/Q3_K are read by the
+ * file parsers but not yet computed: they fail here, at load, by name. */
+static bool matmul_type_supported(uint32_t type) {
+  switch (type) {
+  case BRISK_DTYPE_F32: case BRISK_DTYPE_F16: case BRISK_DTYPE_BF16:
+  case BRISK_DTYPE_Q8_0: case BRISK_DTYPE_Q4_0: case BRISK_DTYPE_Q4_1:
+  case BRISK_DTYPE_Q5_0: case BRISK_DTYPE_Q5_1: case BRISK_DTYPE_Q4_K:
+  case BRISK_DTYPE_Q5_K: case BRISK_DTYPE_Q6_K:
+    return true;
+  default:
+    return false;
+  }
+}
+
+brisk_status brisk_model_bind_check(brisk_model *m, const char *name, const void *data,
+                                    uint32_t type, int64_t cols, int64_t rows, bool vector,
+                                    brisk_weight *w) {
+  /* Vectors (norms, biases, rope factors) are used as float32 arrays. */
+  if (vector ? type != BRISK_DTYPE_F32 : !matmul_type_supported(type))
+    return brisk_error(BRISK_E_UNSUPPORTED, "tensor '%s' has type %s, which brisk cannot %s yet",
+                       name, brisk_dtype_name(type), vector ? "use for a vector" : "compute with");
+  uint64_t row_bytes, n, bytes;
+  if (!brisk_dtype_row_bytes(type, (uint64_t)cols, &row_bytes) ||
+      brisk_mul_overflow_u64((uint64_t)cols, (uint64_t)rows, &n) ||
+      brisk_mul_overflow_u64(row_bytes, (uint64_t)rows, &bytes))
+    return brisk_error(BRISK_E_FORMAT, "tensor '%s': %lld x %lld elements of %s do not fit", name,
+                       (long long)rows, (long long)cols, brisk_dtype_name(type));
+  *w = (brisk_weight){data, type, cols, rows, row_bytes, name};
+  m->n_params += n;
+  m->weight_bytes += bytes;
+  return BRISK_OK;
+}
+
+brisk_status brisk_model_alloc_layers(brisk_model *m) {
+  m->layers = brisk_calloc(m->hp.n_layer, sizeof *m->layers);
+  return m->layers ? BRISK_OK : brisk_error_oom();
+}
+
+brisk_status brisk_model_alloc_experts(brisk_model *m, brisk_layer *ly) {
+  size_t n = m->hp.n_expert;
+  ly->expert_gate = brisk_calloc(n, sizeof(brisk_weight));
+  ly->expert_up = brisk_calloc(n, sizeof(brisk_weight));
+  ly->expert_down = brisk_calloc(n, sizeof(brisk_weight));
+  if (!ly->expert_gate || !ly->expert_up || !ly->expert_down) return brisk_error_oom();
+  return BRISK_OK;
+}
+
+BRISK_API void brisk_model_free(brisk_model *m) {
+  if (!m) return;
+  if (m->layers) {
+    for (uint32_t i = 0; i < m->hp.n_layer; i++) {
+      brisk_free(m->layers[i].expert_gate);
+      brisk_free(m->layers[i].expert_up);
+      brisk_free(m->layers[i].expert_down);
+    }
+  }
+  brisk_free(m->layers);
+  brisk_model_source_close(m->source);
+  brisk_free(m->path);
+  brisk_free(m);
+}
+
+BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params_in,
+                                        brisk_model **out) {
+  if (!path || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_load: path and out must be set");
+  brisk_model_params params;
+  brisk_status st = copy_params(params_in, &params);
+  if (st) return st;
+  if ((st = brisk_model_report_progress(&params, 0.0f))) return st;
+  brisk_model *m = brisk_calloc(1, sizeof *m);
+  if (!m || !(m->path = brisk_strdup(path))) {
+    brisk_free(m);
+    return brisk_error_oom();
+  }
+  if ((st = brisk_model_source_open(path, &params, &m->source)) ||
+      (st = brisk_model_source_bind(m, m->source, &params)) ||
+      (st = brisk_model_report_progress(&params, 1.0f))) {
+    brisk_model_free(m);
+    return st;
+  }
+  *out = m;
+  return BRISK_OK;
+}
+
+BRISK_API const char *brisk_model_architecture(const brisk_model *m) {
+  return m ? brisk_arch_get(m->hp.arch)->name : "";
+}
+BRISK_API int32_t brisk_model_n_vocab(const brisk_model *m) { return m ? (int32_t)m->hp.n_vocab : 0; }
+BRISK_API int32_t brisk_model_n_ctx_train(const brisk_model *m) {
+  return m ? (int32_t)m->hp.n_ctx_train : 0;
+}
+BRISK_API int32_t brisk_model_n_embd(const brisk_model *m) { return m ? (int32_t)m->hp.n_embd : 0; }
+BRISK_API int32_t brisk_model_n_layer(const brisk_model *m) { return m ? (int32_t)m->hp.n_layer : 0; }
+BRISK_API int32_t brisk_model_n_head(const brisk_model *m) { return m ? (int32_t)m->hp.n_head : 0; }
+BRISK_API int32_t brisk_model_n_head_kv(const brisk_model *m) {
+  return m ? (int32_t)m->hp.n_head_kv : 0;
+}
+BRISK_API uint64_t brisk_model_n_params(const brisk_model *m) { return m ? m->n_params : 0; }
+BRISK_API uint64_t brisk_model_weight_bytes(const brisk_model *m) {
+  return m ? m->weight_bytes : 0;
+}
+
+BRISK_API brisk_status brisk_model_meta(const brisk_model *m, const char *key, char *buf,
+                                        size_t capacity, size_t *needed) {
+  if (!m || !key || (!buf && capacity > 0))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_meta: model, key and buf must be set");
+  return brisk_model_source_meta(m->source, key, buf, capacity, needed);
+}
+
+BRISK_API const char *brisk_model_chat_template(const brisk_model *m) {
+  return m ? brisk_model_source_chat_template(m->source) : NULL;
+}
+
+BRISK_API int64_t brisk_model_n_tensors(const brisk_model *m) {
+  return m ? brisk_model_source_n_tensors(m->source) : 0;
+}
+
+BRISK_API brisk_status brisk_model_tensor(const brisk_model *m, int64_t index,
+                                          brisk_tensor_info *info) {
+  if (!m || !info)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_tensor: model and info must be set");
+  if (info->struct_size < sizeof *info)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_tensor_info.struct_size %u is too small",
+                       info->struct_size);
+  if (index < 0 || index >= brisk_model_source_n_tensors(m->source))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "tensor index %lld is out of range [0, %lld)",
+                       (long long)index, (long long)brisk_model_source_n_tensors(m->source));
+  brisk_model_source_tensor(m->source, index, info);
+  return BRISK_OK;
+}

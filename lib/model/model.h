@@ -1,0 +1,64 @@
+/* The loaded model: hyper-parameters and weights in one internal layout that
+ * both GGUF files and Hugging Face folders map into. Weights are used in
+ * place from the file mapping (no copy). Immutable after load. */
+#ifndef BRISK_MODEL_MODEL_H
+#define BRISK_MODEL_MODEL_H
+
+#include "brisk.h"
+#include "model/arch.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A weight matrix or vector. Matrices are `rows` rows of `cols` elements of
+ * `type` (GGUF ne = [cols, rows]); row r starts at data + r * row_bytes.
+ * Vectors have rows == 1. `data` is NULL when the tensor is absent. */
+typedef struct brisk_weight {
+  const void *data;
+  uint32_t type; /* brisk_dtype */
+  int64_t cols;  /* elements per row (the reduction dimension for matmul) */
+  int64_t rows;
+  uint64_t row_bytes;
+  const char *name; /* the tensor's name in the file, for messages */
+} brisk_weight;
+
+typedef struct brisk_layer {
+  brisk_weight attn_norm;          /* [n_embd] */
+  brisk_weight wq;                 /* [n_head * head_dim][n_embd] */
+  brisk_weight wk;                 /* [n_head_kv * head_dim][n_embd] */
+  brisk_weight wv;                 /* [n_head_kv * head_dim][n_embd] */
+  brisk_weight wo;                 /* [n_embd][n_head * head_dim] */
+  brisk_weight bq, bk, bv;         /* qkv bias (qwen2), [rows of wq/wk/wv] */
+  brisk_weight q_norm, k_norm;     /* per-head RMSNorm (qwen3), [head_dim] */
+  brisk_weight ffn_norm;           /* [n_embd] */
+  brisk_weight ffn_gate;           /* dense FFN: [n_ff][n_embd] */
+  brisk_weight ffn_up;             /* [n_ff][n_embd] */
+  brisk_weight ffn_down;           /* [n_embd][n_ff] */
+  brisk_weight moe_router;         /* MoE: [n_expert][n_embd] */
+  brisk_weight *expert_gate;       /* MoE: n_expert entries, each [n_ff][n_embd] */
+  brisk_weight *expert_up;         /* [n_ff][n_embd] */
+  brisk_weight *expert_down;       /* [n_embd][n_ff] */
+  uint32_t sliding_window;         /* 0: full attention in this layer */
+} brisk_layer;
+
+typedef struct brisk_model_source brisk_model_source;
+
+struct brisk_model {
+  brisk_hparams hp;
+  brisk_weight token_embd;  /* [n_vocab][n_embd] */
+  brisk_weight output_norm; /* [n_embd] */
+  brisk_weight output;      /* [n_vocab][n_embd]; equals token_embd when tied */
+  brisk_weight rope_freqs;  /* optional per-pair frequency factors [head_dim / 2] */
+  brisk_layer *layers;      /* [n_layer] */
+  uint64_t n_params;
+  uint64_t weight_bytes;
+  brisk_model_source *source; /* the open file(s); keeps the mapping alive */
+  char *path;
+};
+
+/* Metadata access that works for both sources (GGUF keys; for Hugging Face
+ * folders, config.json keys). Returns BRISK_E_NOT_FOUND when absent. */
+brisk_status brisk_model_source_meta(const brisk_model_source *src, const char *key, char *buf,
+                                     size_t cap, size_t *needed);
+
+#endif

@@ -1,0 +1,169 @@
+#include "test_models.h"
+
+#include "core/alloc.h"
+#include "core/dtype.h"
+#include "core/half.h"
+#include "format/gguf.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+test_model_spec test_model_default(const char *arch) {
+  test_model_spec s = {
+      .arch = arch, .n_vocab = 96, .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
+      .head_dim = 16, .n_ff = 96, .n_ctx = 256, .weight_type = BRISK_DTYPE_F32,
+  };
+  if (!strcmp(arch, "mixtral")) {
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+  }
+  if (!strcmp(arch, "mistral")) s.sliding_window = 32;
+  if (!strcmp(arch, "qwen3")) s.head_dim = 32; /* explicit, != n_embd / n_head */
+  return s;
+}
+
+typedef struct writer_ctx {
+  brisk_gguf_writer *w;
+  const test_model_spec *spec;
+  test_rng *rng;
+  uint64_t n_params;
+  brisk_status st;
+} writer_ctx;
+
+/* Adds a tensor of ne = [cols, rows, n3] filled with small random values. */
+static void add(writer_ctx *c, const char *name, uint32_t type, uint64_t cols, uint64_t rows,
+                uint64_t n3) {
+  if (c->st) return;
+  if (c->spec->omit_tensor && !strcmp(c->spec->omit_tensor, name)) return;
+  if (c->spec->misshape_tensor && !strcmp(c->spec->misshape_tensor, name)) rows += 1;
+  uint64_t ne[3] = {cols, rows, n3};
+  uint32_t n_dims = n3 > 1 ? 3 : rows > 1 ? 2 : 1;
+  uint64_t row_bytes;
+  if (!brisk_dtype_row_bytes(type, cols, &row_bytes)) type = BRISK_DTYPE_F32;
+  brisk_dtype_row_bytes(type, cols, &row_bytes);
+  uint64_t n_rows = rows * n3, bytes = row_bytes * n_rows;
+  unsigned char *data = malloc(bytes ? bytes : 1);
+  for (uint64_t r = 0; r < n_rows; r++) {
+    unsigned char *row = data + r * row_bytes;
+    for (uint64_t i = 0; i < cols; i++) {
+      float v = (float)(test_rng_normal(c->rng) * 0.05);
+      if (n_dims == 1) v += 1.0f; /* norm weights near one */
+      if (type == BRISK_DTYPE_F32) memcpy(row + 4 * i, &v, 4);
+      else if (type == BRISK_DTYPE_F16) {
+        uint16_t h = brisk_f32_to_f16(v);
+        memcpy(row + 2 * i, &h, 2);
+      } else if (type == BRISK_DTYPE_BF16) {
+        uint16_t h = brisk_f32_to_bf16(v);
+        memcpy(row + 2 * i, &h, 2);
+      }
+    }
+    if (type != BRISK_DTYPE_F32 && type != BRISK_DTYPE_F16 && type != BRISK_DTYPE_BF16) {
+      /* Quantized: random bytes with small finite f16 scales where they sit. */
+      for (uint64_t i = 0; i < row_bytes; i++) row[i] = (unsigned char)test_rng_u64(c->rng);
+      const brisk_dtype_info *ti = brisk_dtype_get(type);
+      if (ti->block_size == 32)
+        for (uint64_t b = 0; b < row_bytes; b += ti->type_size) {
+          uint16_t d = brisk_f32_to_f16(0.01f);
+          memcpy(row + b, &d, 2);
+        }
+    }
+  }
+  c->n_params += cols * rows * n3;
+  c->st = brisk_gguf_writer_add_tensor(c->w, name, type, n_dims, ne, data, bytes);
+  free(data);
+}
+
+brisk_status test_model_write(const char *path, const test_model_spec *s, test_rng *rng,
+                              uint64_t *n_params) {
+  writer_ctx c = {.spec = s, .rng = rng};
+  brisk_status st = brisk_gguf_writer_create(3, 32, &c.w);
+  if (st) return st;
+  char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", s->arch, suffix), key)
+  brisk_gguf_writer_set_str(c.w, "general.architecture", s->arch);
+  brisk_gguf_writer_set_str(c.w, "general.name", "brisk test model");
+  brisk_gguf_writer_set_u32(c.w, KEY("context_length"), s->n_ctx);
+  brisk_gguf_writer_set_u32(c.w, KEY("embedding_length"), s->n_embd);
+  brisk_gguf_writer_set_u32(c.w, KEY("block_count"), s->n_layer);
+  brisk_gguf_writer_set_u32(c.w, KEY("feed_forward_length"), s->n_ff);
+  brisk_gguf_writer_set_u32(c.w, KEY("attention.head_count"), s->n_head);
+  brisk_gguf_writer_set_u32(c.w, KEY("attention.head_count_kv"), s->n_head_kv);
+  brisk_gguf_writer_set_f32(c.w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+  brisk_gguf_writer_set_f32(c.w, KEY("rope.freq_base"), 10000.0f);
+  if (s->head_dim != s->n_embd / s->n_head) {
+    brisk_gguf_writer_set_u32(c.w, KEY("attention.key_length"), s->head_dim);
+    brisk_gguf_writer_set_u32(c.w, KEY("attention.value_length"), s->head_dim);
+  }
+  if (s->n_expert) {
+    brisk_gguf_writer_set_u32(c.w, KEY("expert_count"), s->n_expert);
+    brisk_gguf_writer_set_u32(c.w, KEY("expert_used_count"), s->n_expert_used);
+  }
+  if (s->sliding_window)
+    brisk_gguf_writer_set_u32(c.w, KEY("attention.sliding_window"), s->sliding_window);
+  brisk_gguf_writer_set_str(c.w, "tokenizer.ggml.model", "llama");
+#undef KEY
+  uint32_t wt = s->weight_type, f32 = BRISK_DTYPE_F32;
+  uint64_t d = s->n_embd, q = (uint64_t)s->n_head * s->head_dim,
+           kv = (uint64_t)s->n_head_kv * s->head_dim, ff = s->n_ff;
+  add(&c, "token_embd.weight", wt, d, s->n_vocab, 1);
+  add(&c, "output_norm.weight", f32, d, 1, 1);
+  if (!s->tied) add(&c, "output.weight", wt, d, s->n_vocab, 1);
+  bool bias = !strcmp(s->arch, "qwen2"), qk_norm = !strcmp(s->arch, "qwen3");
+  for (uint32_t l = 0; l < s->n_layer; l++) {
+    char name[96];
+#define T(suffix) (snprintf(name, sizeof name, "blk.%u.%s", l, suffix), name)
+    add(&c, T("attn_norm.weight"), f32, d, 1, 1);
+    add(&c, T("attn_q.weight"), wt, d, q, 1);
+    add(&c, T("attn_k.weight"), wt, d, kv, 1);
+    add(&c, T("attn_v.weight"), wt, d, kv, 1);
+    add(&c, T("attn_output.weight"), wt, q, d, 1);
+    if (bias) {
+      add(&c, T("attn_q.bias"), f32, q, 1, 1);
+      add(&c, T("attn_k.bias"), f32, kv, 1, 1);
+      add(&c, T("attn_v.bias"), f32, kv, 1, 1);
+    }
+    if (qk_norm) {
+      add(&c, T("attn_q_norm.weight"), f32, s->head_dim, 1, 1);
+      add(&c, T("attn_k_norm.weight"), f32, s->head_dim, 1, 1);
+    }
+    add(&c, T("ffn_norm.weight"), f32, d, 1, 1);
+    if (s->n_expert) {
+      add(&c, T("ffn_gate_inp.weight"), f32, d, s->n_expert, 1);
+      add(&c, T("ffn_gate_exps.weight"), wt, d, ff, s->n_expert);
+      add(&c, T("ffn_up_exps.weight"), wt, d, ff, s->n_expert);
+      add(&c, T("ffn_down_exps.weight"), wt, ff, d, s->n_expert);
+    } else {
+      add(&c, T("ffn_gate.weight"), wt, d, ff, 1);
+      add(&c, T("ffn_up.weight"), wt, d, ff, 1);
+      add(&c, T("ffn_down.weight"), wt, ff, d, 1);
+    }
+#undef T
+  }
+  st = c.st ? c.st : brisk_gguf_writer_write_file(c.w, path);
+  brisk_gguf_writer_free(c.w);
+  if (n_params) *n_params = c.n_params;
+  return st;
+}
+
+const char *test_tmpdir(void) {
+  static char buf[64];
+  snprintf(buf, sizeof buf, "/tmp/brisk-test-XXXXXX");
+  return mkdtemp(buf);
+}
+
+void test_tmpdir_remove(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char path[4096];
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}

@@ -1,0 +1,37 @@
+/* Random-weight model files written with brisk's own GGUF writer, for tests
+ * of every architecture the loader knows. */
+#ifndef BRISK_TEST_MODELS_H
+#define BRISK_TEST_MODELS_H
+
+#include "brisk.h"
+#include "test_support.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct test_model_spec {
+  const char *arch; /* "llama", "mistral", "qwen2", "qwen3", "mixtral" */
+  uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+  uint32_t n_expert, n_expert_used, sliding_window;
+  uint32_t weight_type; /* brisk_dtype of the matrices; bytes are random for quantized types */
+  bool tied;
+  /* Test hooks for malformed files: skip this tensor, or give it a wrong
+   * number of rows; both NULL for a valid model. */
+  const char *omit_tensor;
+  const char *misshape_tensor;
+} test_model_spec;
+
+/* A small valid spec for `arch`. */
+test_model_spec test_model_default(const char *arch);
+
+/* Writes the model to `path`; returns BRISK_OK or the writer's status.
+ * *n_params receives the element count of the written weights (tied
+ * embeddings once), if not NULL. */
+brisk_status test_model_write(const char *path, const test_model_spec *spec, test_rng *rng,
+                              uint64_t *n_params);
+
+/* A fresh temporary directory (mkdtemp) and its removal with all files. */
+const char *test_tmpdir(void);
+void test_tmpdir_remove(const char *dir);
+
+#endif
