@@ -264,6 +264,9 @@ typedef struct brisk_model_params {
   /* Nonzero (default): map the file and use weights in place. Zero: read the
    * file into memory (for file systems where mapping fails or is slow). */
   int use_mmap;
+  /* Nonzero: load only the vocabulary (and metadata), no weights: for
+   * tokenizing with vocabulary-only files. Default 0. */
+  int vocab_only;
 } brisk_model_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -349,6 +352,104 @@ BRISK_API int64_t brisk_model_n_tensors(const brisk_model *model);
  */
 BRISK_API brisk_status brisk_model_tensor(const brisk_model *model, int64_t index,
                                           brisk_tensor_info *info);
+
+/* ------------------------------------------------------------------------ */
+/* Vocabulary: text <-> tokens                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every function here is a read-only use of an immutable model and may run
+ * concurrently from many threads. A model loaded from a file without a
+ * supported tokenizer has no vocabulary: these calls then return
+ * BRISK_E_UNSUPPORTED with the reason (token ids can still be decoded).
+ */
+
+/* Flags of brisk_tokenize. */
+#define BRISK_TOKENIZE_ADD_SPECIAL 1u   /* add BOS / EOS as the model's vocabulary says */
+#define BRISK_TOKENIZE_PARSE_SPECIAL 2u /* match control tokens ("<|im_start|>") in the text */
+
+/*
+ * Converts text[0, len) (bytes; invalid UTF-8 is kept as byte tokens, so
+ * nothing is lost) into token ids. Writes min(n, capacity) ids and sets
+ * *n_tokens to n, the full count; returns BRISK_E_BUFFER_TOO_SMALL when
+ * capacity < n (call again with a buffer of *n_tokens). `text` may be NULL
+ * when len is 0; `tokens` may be NULL when capacity is 0.
+ */
+BRISK_API brisk_status brisk_tokenize(const brisk_model *model, const char *text, size_t len,
+                                      int32_t *tokens, size_t capacity, uint32_t flags,
+                                      size_t *n_tokens);
+
+/* Flags of brisk_token_to_piece, brisk_detokenize and the detokenizer. */
+#define BRISK_DETOKENIZE_REMOVE_SPECIAL 1u  /* drop the BOS / EOS tokenize adds */
+#define BRISK_DETOKENIZE_RENDER_SPECIAL 2u  /* write control tokens as their text */
+#define BRISK_DETOKENIZE_CLEAN_SPACES 4u    /* undo " ," spacing where the model asks */
+#define BRISK_DETOKENIZE_REPLACE_INVALID 8u /* invalid UTF-8 becomes U+FFFD */
+
+/*
+ * The bytes one token stands for (no NUL added). Control tokens give ""
+ * unless BRISK_DETOKENIZE_RENDER_SPECIAL. Writes min(n, capacity) bytes,
+ * *n_bytes = n; BRISK_E_BUFFER_TOO_SMALL when short;
+ * BRISK_E_INVALID_ARGUMENT for a token outside [0, n_vocab).
+ */
+BRISK_API brisk_status brisk_token_to_piece(const brisk_model *model, int32_t token,
+                                            uint32_t flags, char *buf, size_t capacity,
+                                            size_t *n_bytes);
+
+/*
+ * Text of a token sequence (no NUL added), such that
+ * detokenize(tokenize(x)) == x for the models' lossless tokenizers. Writes
+ * min(n, capacity) bytes, *n_bytes = n; BRISK_E_BUFFER_TOO_SMALL when short.
+ */
+BRISK_API brisk_status brisk_detokenize(const brisk_model *model, const int32_t *tokens,
+                                        size_t n_tokens, uint32_t flags, char *buf,
+                                        size_t capacity, size_t *n_bytes);
+
+/*
+ * Streaming detokenizer for token-by-token output: each push releases only
+ * complete UTF-8 characters, holding back a character whose bytes are split
+ * across tokens. One per generation; not thread-safe; must not outlive the
+ * model.
+ */
+typedef struct brisk_detokenizer brisk_detokenizer;
+BRISK_API brisk_status brisk_detokenizer_create(const brisk_model *model, uint32_t flags,
+                                                brisk_detokenizer **out);
+BRISK_API void brisk_detokenizer_free(brisk_detokenizer *detok); /* NULL is a no-op */
+/* *text (not NUL-terminated, possibly empty) stays valid until the next call
+ * on this detokenizer. */
+BRISK_API brisk_status brisk_detokenizer_push(brisk_detokenizer *detok, int32_t token,
+                                              const char **text, size_t *len);
+/* Releases whatever is held back and starts over. */
+BRISK_API brisk_status brisk_detokenizer_flush(brisk_detokenizer *detok, const char **text,
+                                               size_t *len);
+
+typedef enum brisk_special_token {
+  BRISK_TOKEN_BOS = 0,
+  BRISK_TOKEN_EOS = 1,
+  BRISK_TOKEN_UNK = 2,
+  BRISK_TOKEN_PAD = 3,
+  BRISK_TOKEN_EOT = 4, /* end of turn */
+  BRISK_TOKEN_EOM = 5  /* end of message */
+} brisk_special_token;
+
+/* The id of a special token, or -1 if the vocabulary has none. */
+BRISK_API int32_t brisk_model_special_token(const brisk_model *model, brisk_special_token which);
+
+/* Nonzero if generation should stop at this token (EOS, EOT, EOM, ...). */
+BRISK_API int brisk_token_is_eog(const brisk_model *model, int32_t token);
+
+/* Token attributes, bit flags. */
+#define BRISK_TOKEN_ATTR_NORMAL (1u << 0)
+#define BRISK_TOKEN_ATTR_UNKNOWN (1u << 1)
+#define BRISK_TOKEN_ATTR_CONTROL (1u << 2)
+#define BRISK_TOKEN_ATTR_USER_DEFINED (1u << 3)
+#define BRISK_TOKEN_ATTR_BYTE (1u << 4)
+#define BRISK_TOKEN_ATTR_UNUSED (1u << 5)
+
+/* BRISK_TOKEN_ATTR_* bits of a token; 0 for an id out of range. */
+BRISK_API uint32_t brisk_token_attr(const brisk_model *model, int32_t token);
+
+/* "spm", "bpe", or "" when the model has no vocabulary. */
+BRISK_API const char *brisk_model_tokenizer(const brisk_model *model);
 
 /* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */

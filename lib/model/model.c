@@ -6,6 +6,7 @@
 #include "core/checked.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "tokenizer/tokenizer.h"
 
 #include <string.h>
 
@@ -135,6 +136,8 @@ BRISK_API void brisk_model_free(brisk_model *m) {
     }
   }
   brisk_free(m->layers);
+  brisk_vocab_free(m->vocab);
+  brisk_free(m->vocab_error);
   brisk_model_source_close(m->source);
   brisk_free(m->path);
   brisk_free(m);
@@ -164,7 +167,7 @@ BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_para
 }
 
 BRISK_API const char *brisk_model_architecture(const brisk_model *m) {
-  return m ? brisk_arch_get(m->hp.arch)->name : "";
+  return m && m->hp.n_layer ? brisk_arch_get(m->hp.arch)->name : "";
 }
 BRISK_API int32_t brisk_model_n_vocab(const brisk_model *m) { return m ? (int32_t)m->hp.n_vocab : 0; }
 BRISK_API int32_t brisk_model_n_ctx_train(const brisk_model *m) {

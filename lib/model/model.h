@@ -53,6 +53,8 @@ struct brisk_model {
   uint64_t n_params;
   uint64_t weight_bytes;
   brisk_model_source *source; /* the open file(s); keeps the mapping alive */
+  struct brisk_vocab *vocab;  /* NULL when the file has no supported tokenizer */
+  char *vocab_error;          /* why vocab is NULL (for the vocabulary calls' message) */
   char *path;
 };
 

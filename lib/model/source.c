@@ -5,7 +5,9 @@
 #include "core/alloc.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "format/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -42,9 +44,35 @@ void brisk_model_source_close(brisk_model_source *src) {
   brisk_free(src);
 }
 
+/* A tokenizer this build does not know leaves the model without a
+ * vocabulary (token ids still work); a malformed one fails the load. */
+static brisk_status load_vocab(brisk_model *m, const brisk_model_source *src) {
+  if (brisk_gguf_find_key(src->gguf, "tokenizer.ggml.model") < 0) {
+    m->vocab_error = brisk_strdup("the file has no tokenizer.ggml.model");
+    return m->vocab_error ? BRISK_OK : brisk_error_oom();
+  }
+  brisk_status st = brisk_vocab_from_gguf(src->gguf, &m->vocab);
+  if (st == BRISK_E_UNSUPPORTED) {
+    BRISK_WARN("%s; the model is usable with token ids only", brisk_last_error());
+    m->vocab_error = brisk_strdup(brisk_last_error());
+    return m->vocab_error ? BRISK_OK : brisk_error_oom();
+  }
+  return st;
+}
+
 brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
                                      const brisk_model_params *params) {
-  return brisk_model_load_gguf(m, src->gguf, params);
+  brisk_status st = load_vocab(m, src);
+  if (st) return st;
+  if (params->vocab_only) {
+    m->hp.n_vocab = m->vocab ? (uint32_t)brisk_vocab_n_tokens(m->vocab) : 0;
+    return BRISK_OK;
+  }
+  if ((st = brisk_model_load_gguf(m, src->gguf, params))) return st;
+  if (m->vocab && (uint32_t)brisk_vocab_n_tokens(m->vocab) > m->hp.n_vocab)
+    BRISK_WARN("the vocabulary has %d tokens but the embedding only %u rows",
+               brisk_vocab_n_tokens(m->vocab), m->hp.n_vocab);
+  return BRISK_OK;
 }
 
 const char *brisk_model_source_kind(const brisk_model_source *src) {

@@ -76,6 +76,52 @@ static void add(writer_ctx *c, const char *name, uint32_t type, uint64_t cols, u
   free(data);
 }
 
+/* A tiny SPM vocabulary: specials, U+2581 and printable ASCII as single
+ * characters, then two-character merges, scored so that merges win. */
+static void write_vocab(brisk_gguf_writer *w, uint32_t n_vocab) {
+  char **tokens = calloc(n_vocab, sizeof *tokens);
+  float *scores = calloc(n_vocab, sizeof *scores);
+  int32_t *types = calloc(n_vocab, sizeof *types);
+  uint32_t i = 0;
+  const char *specials[] = {"<unk>", "<s>", "</s>"};
+  for (; i < 3 && i < n_vocab; i++) {
+    tokens[i] = strdup(specials[i]);
+    types[i] = i == 0 ? 2 : 3; /* UNKNOWN, CONTROL */
+  }
+  if (i < n_vocab) tokens[i++] = strdup("\xe2\x96\x81");
+  for (int ch = 'a'; ch <= 'z' && i < n_vocab; ch++) {
+    char t[2] = {(char)ch, 0};
+    tokens[i++] = strdup(t);
+  }
+  for (int ch = '!'; ch <= '~' && i < n_vocab; ch++) {
+    if (ch >= 'a' && ch <= 'z') continue;
+    char t[2] = {(char)ch, 0};
+    tokens[i++] = strdup(t);
+  }
+  for (int a = 'a'; i < n_vocab; a++) {
+    for (int b = 'a'; b <= 'z' && i < n_vocab; b++) {
+      char t[3] = {(char)a, (char)b, 0};
+      scores[i] = 1.0f + (float)(i % 7);
+      tokens[i++] = strdup(t);
+    }
+  }
+  for (uint32_t k = 0; k < n_vocab; k++) {
+    if (scores[k] == 0.0f) scores[k] = -(float)k;
+    if (types[k] == 0) types[k] = 1; /* NORMAL */
+  }
+  brisk_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+  brisk_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, n_vocab);
+  brisk_gguf_writer_set_arr(w, "tokenizer.ggml.scores", BRISK_GGUF_FLOAT32, scores, n_vocab);
+  brisk_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", BRISK_GGUF_INT32, types, n_vocab);
+  brisk_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+  brisk_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+  brisk_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+  for (uint32_t k = 0; k < n_vocab; k++) free(tokens[k]);
+  free(tokens);
+  free(scores);
+  free(types);
+}
+
 brisk_status test_model_write(const char *path, const test_model_spec *s, test_rng *rng,
                               uint64_t *n_params) {
   writer_ctx c = {.spec = s, .rng = rng};
@@ -103,8 +149,8 @@ brisk_status test_model_write(const char *path, const test_model_spec *s, test_r
   }
   if (s->sliding_window)
     brisk_gguf_writer_set_u32(c.w, KEY("attention.sliding_window"), s->sliding_window);
-  brisk_gguf_writer_set_str(c.w, "tokenizer.ggml.model", "llama");
 #undef KEY
+  if (!s->no_vocab) write_vocab(c.w, s->n_vocab);
   uint32_t wt = s->weight_type, f32 = BRISK_DTYPE_F32;
   uint64_t d = s->n_embd, q = (uint64_t)s->n_head * s->head_dim,
            kv = (uint64_t)s->n_head_kv * s->head_dim, ff = s->n_ff;

@@ -15,6 +15,10 @@ typedef struct test_model_spec {
   uint32_t n_expert, n_expert_used, sliding_window;
   uint32_t weight_type; /* brisk_dtype of the matrices; bytes are random for quantized types */
   bool tied;
+  /* No tokenizer keys at all (the model then has no vocabulary). By default
+   * a small SPM vocabulary is written: <unk> <s> </s>, U+2581, then printable
+   * ASCII characters, then merged pairs, up to n_vocab tokens. */
+  bool no_vocab;
   /* Test hooks for malformed files: skip this tensor, or give it a wrong
    * number of rows; both NULL for a valid model. */
   const char *omit_tensor;

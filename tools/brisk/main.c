@@ -7,6 +7,7 @@
 
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 static const struct {
   const char *name;
@@ -15,6 +16,7 @@ static const struct {
 } commands[] = {
     {"version", cmd_version, "print the version and what this machine supports"},
     {"info", cmd_info, "describe a model file: architecture, sizes, tensor types"},
+    {"tokenize", cmd_tokenize, "show the token ids and pieces of a text"},
 };
 
 static void usage(FILE *out) {
