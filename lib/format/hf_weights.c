@@ -201,7 +201,8 @@ brisk_status brisk_hf_weights_open(brisk_hf_weights *w, const char *dir) {
     char *path = brisk_hf_join(dir, candidates[i]);
     if (!path) return brisk_error_oom();
     brisk_status s = brisk_hf_exists(path, &present[i]);
-    if (s == BRISK_OK && i == 1 && present[1] && !present[0]) s = open_sharded(w, dir, path);
+    /* Reached only without model.safetensors, which wins when present. */
+    if (s == BRISK_OK && i == 1 && present[1]) s = open_sharded(w, dir, path);
     brisk_free(path);
     if (s != BRISK_OK) return s;
     if (i == 0 && present[0]) return open_single(w, dir);

@@ -442,8 +442,9 @@ static brisk_status open_file(const char *path, bool try_map, brisk_safetensors 
   }
   st->size = (uint64_t)sb.st_size;
   brisk_status s = BRISK_OK;
+  if (st->size > SIZE_MAX) s = brisk_error(BRISK_E_IO, "%s does not fit in memory", path);
   /* Too short to hold a header: let the parser say so without mapping. */
-  if (st->size >= 8 && st->size <= SIZE_MAX) {
+  if (s == BRISK_OK && st->size >= 8) {
     void *m = try_map ? mmap(NULL, (size_t)st->size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     if (m != MAP_FAILED) {
       st->map = m;
