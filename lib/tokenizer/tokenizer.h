@@ -19,7 +19,8 @@
  * or replaced while tokenizing: SPM gives each its <0xXX> byte token (or the
  * unknown token when the vocabulary has no byte tokens), byte-level BPE its
  * byte token, so that detokenize(tokenize(x)) == x still holds. Embedded NUL
- * bytes are ordinary characters.
+ * bytes are ordinary characters. The one loss: SPM spells spaces U+2581, so
+ * a literal U+2581 in the input detokenizes as a space (as in llama.cpp).
  *
  * Special tokens: CONTROL and UNKNOWN tokens are recognized in the input text
  * only with parse_special; USER_DEFINED tokens (Hugging Face's non-special
