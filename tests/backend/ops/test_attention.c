@@ -254,6 +254,23 @@ static void test_attention_windows(void **state) {
   ops_paths_close(&serial);
 }
 
+/* Groups wider than one unit of work (MQA with 32 heads, very large heads)
+ * are split into sub-groups; chunks shrink with head_dim. */
+static void test_attention_wide_groups(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("attention_wide_groups");
+  ops_paths P = ops_paths_open(2), serial = ops_paths_open(0);
+  const attn_case cases[] = {
+      {BRISK_DTYPE_F16, 64, 1, 32, 16, 0, 2, 90, 3, 0},
+      {BRISK_DTYPE_F32, 512, 2, 8, 16, 0, 2, 40, 2, 0},
+      {BRISK_DTYPE_F16, 1024, 1, 3, 8, 5, 1, 30, 2, 0},
+      {BRISK_DTYPE_F16, 136, 2, 2, 7, 0, 3, 60, 3, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], &r, &P, &serial);
+  ops_paths_close(&P);
+  ops_paths_close(&serial);
+}
+
 /* The cache holds exactly the converted values at the documented address. */
 static void test_kv_write_layout(void **state) {
   (void)state;
@@ -370,9 +387,8 @@ static void test_attention_bad_arguments(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_kv_write_layout),
-      cmocka_unit_test(test_paged_attention),
-      cmocka_unit_test(test_attention_windows),
+      cmocka_unit_test(test_kv_write_layout),         cmocka_unit_test(test_paged_attention),
+      cmocka_unit_test(test_attention_windows),       cmocka_unit_test(test_attention_wide_groups),
       cmocka_unit_test(test_attention_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,20 +1,26 @@
-/* Paged attention on the CPU: each (query token, head) walks its sequence's
- * blocks in chunks of keys, with an online softmax (running max and sum) and
- * a float32 accumulator. The chunks depend only on the query's position, the
- * window and the block size, so a query's result is bitwise the same
- * whatever else is in the batch and however the work is split. */
+/* Paged attention on the CPU. A unit of work is one query token and a group
+ * of query heads sharing a KV head: it walks the sequence's blocks in chunks
+ * of keys, converts each chunk once to float32 for the whole group, and
+ * keeps an online softmax (running max and sum) with float32 accumulators.
+ * Chunk boundaries depend only on the query's position, the window, the
+ * block size and head_dim, and each head's arithmetic only on its own data,
+ * so a query's result is bitwise the same whatever else is in the batch,
+ * however heads are grouped and however the work is split over threads. */
+#include "backend/cpu/ops/attn_kernels.h"
 #include "backend/cpu/ops/ops.h"
-#include "backend/cpu/ops/vec.h"
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/half.h"
 
 #include <math.h>
 
-/* Keys scored together before the max/sum update: a multiple of 8 (one AVX2
- * exp per 8 scores) and small enough for the scores to stay in L1. */
-#define CHUNK 32
+/* Floats of each per-task scratch array (on the stack: 4 of them, 32 KiB):
+ * the group's scaled queries, its accumulators, and a chunk of keys and of
+ * values. Chunks and groups are sized to fit. */
+#define SCRATCH 2048
+/* At most this many heads per unit, so that wide GQA groups still split
+ * over threads. */
+#define MAX_GROUP 16
 
 typedef struct attn_job {
   const brisk_kv_layout *kv;
@@ -23,182 +29,104 @@ typedef struct attn_job {
   const float *q;      // [n_tokens][n_heads][head_dim]
   float *out;          // [n_tokens][n_heads][head_dim]
   const brisk_attn_batch *batch;
+  const brisk_attn_kernels *kern;
   int32_t n_heads, group, window;
+  int32_t heads_per_unit, units_per_kv_head, keys_per_chunk;
   float scale;
 } attn_job;
 
-/* A key or value row of head_dim elements of the cache's dtype. */
-static const void *cache_row(const attn_job *j, const void *cache, int32_t block, int32_t kv_head,
-                             int32_t slot) {
-  const brisk_kv_layout *kv = j->kv;
-  int64_t at = (((int64_t)block * kv->n_kv_heads + kv_head) * kv->block_size + slot) * kv->head_dim;
-  return kv->dtype == BRISK_DTYPE_F16 ? (const void *)((const uint16_t *)cache + at)
-                                      : (const void *)((const float *)cache + at);
-}
-
-/* The keys a query at position p sees: [*lo, p]. */
+/* The keys a query at position p sees: [first_key, p]. */
 static int32_t first_key(int32_t p, int32_t window) {
   return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
 }
 
-/* Key chunk starting at `pos`: never crosses a block or passes p. */
-static int32_t chunk_len(int32_t pos, int32_t p, int32_t block_size) {
-  int32_t n = block_size - pos % block_size;
-  if (n > CHUNK) n = CHUNK;
+/* Keys from `pos` in one chunk: never crosses a block or passes p. */
+static int32_t chunk_len(const attn_job *j, int32_t pos, int32_t p) {
+  int32_t n = j->kv->block_size - pos % j->kv->block_size;
+  if (n > j->keys_per_chunk) n = j->keys_per_chunk;
   if (n > p + 1 - pos) n = p + 1 - pos;
   return n;
 }
 
-static float load_elem(const void *row, int64_t i, bool f16) {
-  return f16 ? brisk_f16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+/* Asks for the chunk at `pos` while this one computes: blocks are scattered,
+ * so the hardware prefetcher stalls at each block boundary. */
+static void prefetch_chunk(const attn_job *j, const int32_t *table, int32_t kvh, int32_t pos,
+                           int32_t p) {
+  const brisk_kv_layout *kv = j->kv;
+  const int32_t bs = kv->block_size;
+  const size_t elem = kv->dtype == BRISK_DTYPE_F16 ? 2 : 4;
+  const int64_t at =
+      (((int64_t)table[pos / bs] * kv->n_kv_heads + kvh) * bs + pos % bs) * kv->head_dim;
+  const size_t bytes = (size_t)chunk_len(j, pos, p) * kv->head_dim * elem;
+  const char *k = (const char *)j->k_cache + at * elem, *v = (const char *)j->v_cache + at * elem;
+  for (size_t off = 0; off < bytes; off += 64) {
+    __builtin_prefetch(k + off);
+    __builtin_prefetch(v + off);
+  }
 }
 
-static void attend_scalar(const attn_job *j, int32_t t, int32_t h) {
+/* Query token t, heads h0 .. h0 + nh - 1 of KV head kvh. */
+static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_t nh) {
   const brisk_kv_layout *kv = j->kv;
-  const int32_t hd = kv->head_dim, bs = kv->block_size, kvh = h / j->group;
-  const bool f16 = kv->dtype == BRISK_DTYPE_F16;
-  const int32_t p = j->batch->positions[t];
+  const brisk_attn_kernels *kern = j->kern;
+  const int32_t hd = kv->head_dim, bs = kv->block_size, p = j->batch->positions[t];
   const int32_t *table =
       j->batch->block_tables + (int64_t)j->batch->seq_of_token[t] * j->batch->max_blocks;
-  const float *q = j->q + ((int64_t)t * j->n_heads + h) * hd;
-  float qs[BRISK_MAX_HEAD_DIM], acc[BRISK_MAX_HEAD_DIM], sc[CHUNK];
-  for (int32_t i = 0; i < hd; i++) {
-    qs[i] = q[i] * j->scale;
-    acc[i] = 0;
+  const bool f16 = kv->dtype == BRISK_DTYPE_F16;
+  float qs[SCRATCH], acc[SCRATCH];    // [nh][hd] each
+  float kbuf[SCRATCH], vbuf[SCRATCH]; // [keys_per_chunk][hd] each, for F16 caches
+  float sc[BRISK_ATTN_MAX_CHUNK] __attribute__((aligned(32))) = {0};
+  float m[MAX_GROUP], l[MAX_GROUP];
+  for (int32_t g = 0; g < nh; g++) {
+    const float *q = j->q + ((int64_t)t * j->n_heads + h0 + g) * hd;
+    for (int32_t i = 0; i < hd; i++) qs[g * hd + i] = q[i] * j->scale, acc[g * hd + i] = 0;
+    m[g] = -INFINITY, l[g] = 0;
   }
-  float m = -INFINITY, l = 0;
   for (int32_t pos = first_key(p, j->window); pos <= p;) {
-    int32_t n = chunk_len(pos, p, bs), block = table[pos / bs];
-    float cm = -INFINITY;
-    for (int32_t c = 0; c < n; c++) {
-      const void *k = cache_row(j, j->k_cache, block, kvh, pos % bs + c);
-      float s = 0;
-      for (int32_t i = 0; i < hd; i++) s += qs[i] * load_elem(k, i, f16);
-      sc[c] = s;
-      cm = fmaxf(cm, s);
+    const int32_t n = chunk_len(j, pos, p);
+    const int64_t at = (((int64_t)table[pos / bs] * kv->n_kv_heads + kvh) * bs + pos % bs) * hd;
+    if (pos + n <= p) prefetch_chunk(j, table, kvh, pos + n, p);
+    const float *kf, *vf; // [n][hd]
+    if (f16) {
+      kern->f16_to_f32((const uint16_t *)j->k_cache + at, kbuf, (size_t)n * hd);
+      kern->f16_to_f32((const uint16_t *)j->v_cache + at, vbuf, (size_t)n * hd);
+      kf = kbuf, vf = vbuf;
+    } else {
+      kf = (const float *)j->k_cache + at, vf = (const float *)j->v_cache + at;
     }
-    if (cm > m) {
-      float alpha = expf(m - cm);
-      for (int32_t i = 0; i < hd; i++) acc[i] *= alpha;
-      l *= alpha;
-      m = cm;
-    }
-    for (int32_t c = 0; c < n; c++) {
-      const void *v = cache_row(j, j->v_cache, block, kvh, pos % bs + c);
-      float e = expf(sc[c] - m);
-      l += e;
-      for (int32_t i = 0; i < hd; i++) acc[i] += e * load_elem(v, i, f16);
+    for (int32_t g = 0; g < nh; g++) {
+      kern->scores(qs + g * hd, kf, n, hd, sc);
+      float cm = -INFINITY;
+      for (int32_t c = 0; c < n; c++) cm = sc[c] > cm ? sc[c] : cm;
+      if (cm > m[g]) { /* rescale what was summed under the old max */
+        float alpha = expf(m[g] - cm);
+        kern->scale(acc + g * hd, alpha, hd);
+        l[g] *= alpha;
+        m[g] = cm;
+      }
+      kern->exp_shift(sc, n, m[g]);
+      for (int32_t c = 0; c < n; c++) l[g] += sc[c];
+      kern->accumulate(acc + g * hd, sc, vf, n, hd);
     }
     pos += n;
   }
-  float *o = j->out + ((int64_t)t * j->n_heads + h) * hd;
-  float inv = 1.0f / l;
-  for (int32_t i = 0; i < hd; i++) o[i] = acc[i] * inv;
-}
-
-#ifdef BRISK_HAVE_AVX2_KERNELS
-BRISK_AVX2 static float dot_avx2(const float *q, const void *k, int32_t hd, bool f16) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-  int32_t i = 0;
-  if (f16) {
-    const uint16_t *kh = k;
-    for (; i + 16 <= hd; i += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), brisk_avx2_load_f16(kh + i), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), brisk_avx2_load_f16(kh + i + 8), a1);
-    }
-    for (; i + 8 <= hd; i += 8)
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), brisk_avx2_load_f16(kh + i), a0);
-  } else {
-    const float *kf = k;
-    for (; i + 16 <= hd; i += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kf + i), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(kf + i + 8), a1);
-    }
-    for (; i + 8 <= hd; i += 8)
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kf + i), a0);
+  for (int32_t g = 0; g < nh; g++) {
+    float *o = j->out + ((int64_t)t * j->n_heads + h0 + g) * hd;
+    kern->scale(acc + g * hd, 1.0f / l[g], hd);
+    for (int32_t i = 0; i < hd; i++) o[i] = acc[g * hd + i];
   }
-  float s = brisk_avx2_hsum(_mm256_add_ps(a0, a1));
-  for (; i < hd; i++) s += q[i] * load_elem(k, i, f16);
-  return s;
 }
 
-/* acc += e * v */
-BRISK_AVX2 static void axpy_avx2(float *acc, float e, const void *v, int32_t hd, bool f16) {
-  const __m256 ve = _mm256_set1_ps(e);
-  int32_t i = 0;
-  if (f16)
-    for (; i + 8 <= hd; i += 8)
-      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(ve, brisk_avx2_load_f16((const uint16_t *)v + i),
-                                                _mm256_loadu_ps(acc + i)));
-  else
-    for (; i + 8 <= hd; i += 8)
-      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(ve, _mm256_loadu_ps((const float *)v + i),
-                                                _mm256_loadu_ps(acc + i)));
-  for (; i < hd; i++) acc[i] += e * load_elem(v, i, f16);
-}
-
-BRISK_AVX2 static void scale_avx2(float *x, float s, int32_t n) {
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(s)));
-  for (; i < n; i++) x[i] *= s;
-}
-
-BRISK_AVX2 static void attend_avx2(const attn_job *j, int32_t t, int32_t h) {
-  const brisk_kv_layout *kv = j->kv;
-  const int32_t hd = kv->head_dim, bs = kv->block_size, kvh = h / j->group;
-  const bool f16 = kv->dtype == BRISK_DTYPE_F16;
-  const int32_t p = j->batch->positions[t];
-  const int32_t *table =
-      j->batch->block_tables + (int64_t)j->batch->seq_of_token[t] * j->batch->max_blocks;
-  const float *q = j->q + ((int64_t)t * j->n_heads + h) * hd;
-  float qs[BRISK_MAX_HEAD_DIM], acc[BRISK_MAX_HEAD_DIM];
-  float sc[CHUNK] __attribute__((aligned(32)));
-  for (int32_t i = 0; i < hd; i++) {
-    qs[i] = q[i] * j->scale;
-    acc[i] = 0;
-  }
-  float m = -INFINITY, l = 0;
-  for (int32_t pos = first_key(p, j->window); pos <= p;) {
-    int32_t n = chunk_len(pos, p, bs), block = table[pos / bs];
-    float cm = -INFINITY;
-    for (int32_t c = 0; c < n; c++) {
-      sc[c] = dot_avx2(qs, cache_row(j, j->k_cache, block, kvh, pos % bs + c), hd, f16);
-      cm = fmaxf(cm, sc[c]);
-    }
-    if (cm > m) {
-      float alpha = expf(m - cm);
-      scale_avx2(acc, alpha, hd);
-      l *= alpha;
-      m = cm;
-    }
-    /* Unused score lanes hold -inf, whose exp is 0, and are not read. */
-    for (int32_t c = n; c < (n + 7) / 8 * 8; c++) sc[c] = -INFINITY;
-    const __m256 vm = _mm256_set1_ps(m);
-    for (int32_t c = 0; c < n; c += 8)
-      _mm256_store_ps(sc + c, brisk_avx2_exp(_mm256_sub_ps(_mm256_load_ps(sc + c), vm)));
-    for (int32_t c = 0; c < n; c++) {
-      l += sc[c];
-      axpy_avx2(acc, sc[c], cache_row(j, j->v_cache, block, kvh, pos % bs + c), hd, f16);
-    }
-    pos += n;
-  }
-  scale_avx2(acc, 1.0f / l, hd);
-  float *o = j->out + ((int64_t)t * j->n_heads + h) * hd;
-  for (int32_t i = 0; i < hd; i++) o[i] = acc[i];
-}
-
-static void attn_range_avx2(void *p, int64_t u0, int64_t u1) {
+static void attend_range(void *p, int64_t u0, int64_t u1) {
   const attn_job *j = p;
-  for (int64_t u = u0; u < u1; u++)
-    attend_avx2(j, (int32_t)(u / j->n_heads), (int32_t)(u % j->n_heads));
-}
-#endif
-
-static void attn_range_scalar(void *p, int64_t u0, int64_t u1) {
-  const attn_job *j = p;
-  for (int64_t u = u0; u < u1; u++)
-    attend_scalar(j, (int32_t)(u / j->n_heads), (int32_t)(u % j->n_heads));
+  const int64_t per_token = (int64_t)j->kv->n_kv_heads * j->units_per_kv_head;
+  for (int64_t u = u0; u < u1; u++) {
+    int32_t t = (int32_t)(u / per_token), r = (int32_t)(u % per_token);
+    int32_t kvh = r / j->units_per_kv_head, sub = r % j->units_per_kv_head;
+    int32_t first = sub * j->heads_per_unit;
+    int32_t nh = j->group - first < j->heads_per_unit ? j->group - first : j->heads_per_unit;
+    attend(j, t, kvh, kvh * j->group + first, nh);
+  }
 }
 
 /* Every query's position, sequence and the blocks it will read. */
@@ -263,6 +191,11 @@ brisk_status brisk_cpu_ops_attention(brisk_backend *be, const brisk_kv_layout *k
   if (st != BRISK_OK) return st;
   if (!k_cache || !v_cache || !q || !out)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "attention: a cache, q or out is NULL");
+  const int32_t hd = kv->head_dim, group = params->n_heads / kv->n_kv_heads;
+  int32_t heads_per_unit = SCRATCH / hd < MAX_GROUP ? SCRATCH / hd : MAX_GROUP;
+  if (heads_per_unit > group) heads_per_unit = group;
+  int32_t keys_per_chunk =
+      SCRATCH / hd < BRISK_ATTN_MAX_CHUNK ? SCRATCH / hd : BRISK_ATTN_MAX_CHUNK;
   attn_job job = {
       .kv = kv,
       .k_cache = k_cache,
@@ -271,16 +204,16 @@ brisk_status brisk_cpu_ops_attention(brisk_backend *be, const brisk_kv_layout *k
       .out = out,
       .batch = batch,
       .n_heads = params->n_heads,
-      .group = params->n_heads / kv->n_kv_heads,
+      .group = group,
       .window = params->sliding_window,
+      .heads_per_unit = heads_per_unit,
+      .units_per_kv_head = (group + heads_per_unit - 1) / heads_per_unit,
+      .keys_per_chunk = keys_per_chunk,
       .scale = params->scale != 0 ? params->scale : (float)(1.0 / sqrt((double)kv->head_dim)),
   };
-  brisk_cpu_range_fn fn = attn_range_scalar;
-#ifdef BRISK_HAVE_AVX2_KERNELS
-  if (c->avx2) fn = attn_range_avx2;
-#endif
-  int64_t n_units = (int64_t)batch->n_tokens * params->n_heads;
+  job.kern = c->avx2 ? brisk_attn_kernels_avx2() : brisk_attn_kernels_scalar();
+  int64_t n_units = (int64_t)batch->n_tokens * kv->n_kv_heads * job.units_per_kv_head;
   double work = 4.0 * n_keys * params->n_heads * kv->head_dim;
-  brisk_cpu_ops_parallel(c->pool, n_units, 1, work, fn, &job);
+  brisk_cpu_ops_parallel(c->pool, n_units, 1, work, attend_range, &job);
   return BRISK_OK;
 }

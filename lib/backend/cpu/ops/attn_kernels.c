@@ -1,0 +1,150 @@
+/* Scalar and AVX2 kernels for paged attention (see attn_kernels.h). */
+#include "backend/cpu/ops/attn_kernels.h"
+
+#include "backend/cpu/ops/vec.h"
+#include "core/half.h"
+
+#include <math.h>
+#include <stddef.h>
+
+static void scores_scalar(const float *q, const float *k, int32_t n, int32_t hd, float *sc) {
+  for (int32_t c = 0; c < n; c++) {
+    const float *kc = k + (int64_t)c * hd;
+    float s = 0;
+    for (int32_t i = 0; i < hd; i++) s += q[i] * kc[i];
+    sc[c] = s;
+  }
+}
+
+static void exp_shift_scalar(float *sc, int32_t n, float m) {
+  for (int32_t c = 0; c < n; c++) sc[c] = expf(sc[c] - m);
+}
+
+static void accumulate_scalar(float *acc, const float *p, const float *v, int32_t n, int32_t hd) {
+  for (int32_t c = 0; c < n; c++) {
+    const float *vc = v + (int64_t)c * hd;
+    for (int32_t i = 0; i < hd; i++) acc[i] += p[c] * vc[i];
+  }
+}
+
+static void scale_scalar(float *x, float s, int32_t n) {
+  for (int32_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static const brisk_attn_kernels scalar_kernels = {
+    scores_scalar, exp_shift_scalar, accumulate_scalar, scale_scalar, brisk_f16_to_f32_array,
+};
+
+const brisk_attn_kernels *brisk_attn_kernels_scalar(void) { return &scalar_kernels; }
+
+#ifdef BRISK_HAVE_AVX2_KERNELS
+
+/* [sum(a0), sum(a1), ..., sum(a7)] */
+BRISK_AVX2 static inline __m256 sum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4,
+                                     __m256 a5, __m256 a6, __m256 a7) {
+  __m256 s0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  __m256 s1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+  return _mm256_add_ps(_mm256_permute2f128_ps(s0, s1, 0x20), _mm256_permute2f128_ps(s0, s1, 0x31));
+}
+
+/* Eight keys at a time, one accumulator each, reduced together: no
+ * horizontal sum per key. Leftover keys (n % 8) take a plain dot. */
+BRISK_AVX2 static void scores_avx2(const float *q, const float *k, int32_t n, int32_t hd,
+                                   float *sc) {
+  int32_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    const float *kc = k + (int64_t)c * hd;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    int32_t i = 0;
+    for (; i + 8 <= hd; i += 8) {
+      __m256 qv = _mm256_loadu_ps(q + i);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + i), a0);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + hd + i), a1);
+      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 2 * hd + i), a2);
+      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 3 * hd + i), a3);
+      a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 4 * hd + i), a4);
+      a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 5 * hd + i), a5);
+      a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 6 * hd + i), a6);
+      a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 7 * hd + i), a7);
+    }
+    _mm256_storeu_ps(sc + c, sum8(a0, a1, a2, a3, a4, a5, a6, a7));
+    for (; i < hd; i++)
+      for (int32_t j = 0; j < 8; j++) sc[c + j] += q[i] * kc[(int64_t)j * hd + i];
+  }
+  for (; c < n; c++) {
+    const float *kc = k + (int64_t)c * hd;
+    __m256 a = _mm256_setzero_ps();
+    int32_t i = 0;
+    for (; i + 8 <= hd; i += 8)
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kc + i), a);
+    float s = brisk_avx2_hsum(a);
+    for (; i < hd; i++) s += q[i] * kc[i];
+    sc[c] = s;
+  }
+}
+
+BRISK_AVX2 static void exp_shift_avx2(float *sc, int32_t n, float m) {
+  const __m256 vm = _mm256_set1_ps(m);
+  for (int32_t c = 0; c < n; c += 8)
+    _mm256_store_ps(sc + c, brisk_avx2_exp(_mm256_sub_ps(_mm256_load_ps(sc + c), vm)));
+}
+
+/* Output slices outermost, keys inside: each slice of acc stays in a
+ * register across the chunk, and four slices at once keep four independent
+ * FMA chains in flight. Per element the keys are still added in order. */
+BRISK_AVX2 static void accumulate_avx2(float *acc, const float *p, const float *v, int32_t n,
+                                       int32_t hd) {
+  int32_t i = 0;
+  for (; i + 32 <= hd; i += 32) {
+    __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
+    __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
+    for (int32_t c = 0; c < n; c++) {
+      const float *vc = v + (int64_t)c * hd + i;
+      __m256 pc = _mm256_set1_ps(p[c]);
+      a0 = _mm256_fmadd_ps(pc, _mm256_loadu_ps(vc), a0);
+      a1 = _mm256_fmadd_ps(pc, _mm256_loadu_ps(vc + 8), a1);
+      a2 = _mm256_fmadd_ps(pc, _mm256_loadu_ps(vc + 16), a2);
+      a3 = _mm256_fmadd_ps(pc, _mm256_loadu_ps(vc + 24), a3);
+    }
+    _mm256_storeu_ps(acc + i, a0);
+    _mm256_storeu_ps(acc + i + 8, a1);
+    _mm256_storeu_ps(acc + i + 16, a2);
+    _mm256_storeu_ps(acc + i + 24, a3);
+  }
+  for (; i + 8 <= hd; i += 8) {
+    __m256 a = _mm256_loadu_ps(acc + i);
+    for (int32_t c = 0; c < n; c++)
+      a = _mm256_fmadd_ps(_mm256_set1_ps(p[c]), _mm256_loadu_ps(v + (int64_t)c * hd + i), a);
+    _mm256_storeu_ps(acc + i, a);
+  }
+  for (; i < hd; i++) {
+    float a = acc[i];
+    for (int32_t c = 0; c < n; c++) a += p[c] * v[(int64_t)c * hd + i];
+    acc[i] = a;
+  }
+}
+
+BRISK_AVX2 static void scale_avx2(float *x, float s, int32_t n) {
+  const __m256 vs = _mm256_set1_ps(s);
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+  for (; i < n; i++) x[i] *= s;
+}
+
+BRISK_AVX2 static void f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, brisk_avx2_load_f16(src + i));
+  for (; i < n; i++) dst[i] = brisk_f16_to_f32(src[i]);
+}
+
+static const brisk_attn_kernels avx2_kernels = {
+    scores_avx2, exp_shift_avx2, accumulate_avx2, scale_avx2, f16_to_f32_avx2,
+};
+
+const brisk_attn_kernels *brisk_attn_kernels_avx2(void) { return &avx2_kernels; }
+
+#else
+
+const brisk_attn_kernels *brisk_attn_kernels_avx2(void) { return NULL; }
+
+#endif
