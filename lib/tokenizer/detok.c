@@ -80,8 +80,10 @@ static const char *piece_at(const brisk_vocab *v, int32_t id, bool render, bool 
   bool special = (v->attrs[id] & k_special) != 0;
   if (!special && *after_special && v->strip_leading_space && n > 0 && p[0] == ' ') p++, n--;
   /* Only text resets it: an empty control piece keeps the strip pending. */
-  if (special) *after_special = true;
-  else if (n > 0 || v->piece_len[id] > 0) *after_special = false;
+  if (special)
+    *after_special = true;
+  else if (n > 0 || v->piece_len[id] > 0)
+    *after_special = false;
   *len = n;
   return p;
 }
@@ -126,8 +128,8 @@ brisk_status brisk_vocab_detokenize(const brisk_vocab *v, const int32_t *tokens,
   for (size_t i = 0; i < n_tokens; i++)
     if (tokens[i] < 0 || tokens[i] >= v->n_tokens)
       return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                         "detokenize: token %zu is id %d, out of range [0, %d)", i,
-                         (int)tokens[i], (int)v->n_tokens);
+                         "detokenize: token %zu is id %d, out of range [0, %d)", i, (int)tokens[i],
+                         (int)v->n_tokens);
   if (flags & BRISK_DETOK_REMOVE_SPECIAL) {
     if (n_tokens && brisk_vocab_adds_bos(v) && tokens[0] == v->special[BRISK_VOCAB_BOS])
       tokens++, n_tokens--;
@@ -158,8 +160,10 @@ brisk_status brisk_vocab_detokenize(const brisk_vocab *v, const int32_t *tokens,
       put(&raw, p, n);
     }
     size_t rn = clean ? clean_spaces(tmp, raw.n) : raw.n;
-    if (replace) put_replacing(&s, tmp, rn);
-    else put(&s, tmp, rn);
+    if (replace)
+      put_replacing(&s, tmp, rn);
+    else
+      put(&s, tmp, rn);
     brisk_free(tmp);
   } else {
     bool after = true;
@@ -182,7 +186,7 @@ struct brisk_detok_stream {
   bool after_special;
   char held[4]; /* start of an incomplete sequence */
   size_t n_held;
-  char *out;    /* what the last call released */
+  char *out; /* what the last call released */
   size_t out_cap;
 };
 
@@ -210,8 +214,7 @@ static brisk_status release(brisk_detok_stream *s, const char *p, size_t n, bool
   size_t total = s->n_held + n;
   /* With replacement each byte can grow to 3. */
   size_t room = (s->flags & BRISK_DETOK_REPLACE_INVALID) ? 3 * total : total;
-  if (brisk_grow((void **)&s->out, &s->out_cap, room ? room : 1, 1) != 0)
-    return brisk_error_oom();
+  if (brisk_grow((void **)&s->out, &s->out_cap, room ? room : 1, 1) != 0) return brisk_error_oom();
   /* Assemble held + new at the end of the buffer, then emit to its start. */
   char *src = s->out + (room - total);
   if (n) memmove(src + s->n_held, p, n); /* p never points into s->out */

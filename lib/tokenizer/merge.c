@@ -255,9 +255,12 @@ brisk_status brisk_vocab_build_merges(brisk_vocab *v, const brisk_vocab_desc *d)
    * them, as tables (the hot path of every tokenization). */
   for (int b = 0; b < 256; b++) {
     char ch = (char)b;
-    if (v->byte_level) v->byte_unit[b] = v->bl_unit[b];
-    else if (v->type == BRISK_VOCAB_SPM && v->escape_spaces && b == ' ') v->byte_unit[b] = v->space_unit;
-    else v->byte_unit[b] = brisk_strtab_find(&v->strs, &ch, 1);
+    if (v->byte_level)
+      v->byte_unit[b] = v->bl_unit[b];
+    else if (v->type == BRISK_VOCAB_SPM && v->escape_spaces && b == ' ')
+      v->byte_unit[b] = v->space_unit;
+    else
+      v->byte_unit[b] = brisk_strtab_find(&v->strs, &ch, 1);
   }
   for (int a = 0; a < 256; a++)
     for (int b = 0; b < 256; b++)

@@ -11,7 +11,7 @@
 typedef struct brisk_unit {
   const char *p; /* the unit's bytes in the input (for fallbacks) */
   uint32_t len;
-  int32_t id;    /* intern id of its text, -1 if no string of the vocab names it */
+  int32_t id; /* intern id of its text, -1 if no string of the vocab names it */
 } brisk_unit;
 
 typedef struct brisk_sym {
@@ -22,13 +22,13 @@ typedef struct brisk_sym {
 
 typedef struct brisk_merge_ent {
   uint32_t cost;
-  int32_t left, right;  /* symbol indices */
-  int32_t lid, rid;     /* their ids when pushed: stale if either changed */
+  int32_t left, right; /* symbol indices */
+  int32_t lid, rid;    /* their ids when pushed: stale if either changed */
   int32_t result;
 } brisk_merge_ent;
 
 typedef struct brisk_merge_ws {
-  brisk_sym *syms;      /* [n] after a run; the list starts at 0 */
+  brisk_sym *syms; /* [n] after a run; the list starts at 0 */
   size_t syms_cap;
   brisk_merge_ent *heap;
   size_t heap_n, heap_cap;

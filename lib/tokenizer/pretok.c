@@ -75,14 +75,15 @@ brisk_status brisk_pretok_add(brisk_pretok *p, const char *pattern, bool literal
   if (literal) opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_LITERAL;
   int err = 0;
   PCRE2_SIZE erroff = 0;
-  pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &err, &erroff,
-                                 p->cctx);
+  pcre2_code *re =
+      pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &err, &erroff, p->cctx);
   if (!re) {
     if (err == PCRE2_ERROR_HEAP_FAILED) return brisk_error_oom();
     PCRE2_UCHAR msg[160];
     pcre2_get_error_message(err, msg, sizeof msg);
-    return brisk_error(BRISK_E_FORMAT, "pre-tokenizer: regex '%s' does not compile at offset %zu: %s",
-                       pattern, (size_t)erroff, (const char *)msg);
+    return brisk_error(BRISK_E_FORMAT,
+                       "pre-tokenizer: regex '%s' does not compile at offset %zu: %s", pattern,
+                       (size_t)erroff, (const char *)msg);
   }
   /* JIT is an optimization: only running out of memory is an error. */
   int jrc = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
@@ -262,21 +263,24 @@ brisk_status brisk_pretok_run(const brisk_pretok *p, brisk_pretok_ws *ws, const 
 #define P_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Cased letters of DeepSeek's tokenizer.json, as code point ranges. */
 #define P_DS_LETTERS                                                                               \
-  "[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}\\x{1c4}-\\x{293}"   \
+  "[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}\\x{1c4}-\\x{293}" \
   "\\x{295}-\\x{2af}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37b}-\\x{37d}\\x{37f}\\x{386}"            \
-  "\\x{388}-\\x{38a}\\x{38c}\\x{38e}-\\x{3a1}\\x{3a3}-\\x{3f5}\\x{3f7}-\\x{481}\\x{48a}-\\x{52f}"    \
-  "\\x{531}-\\x{556}\\x{10a0}-\\x{10c5}\\x{13a0}-\\x{13f5}\\x{13f8}-\\x{13fd}\\x{1c90}-\\x{1cba}"    \
-  "\\x{1cbd}-\\x{1cbf}\\x{1d00}-\\x{1d2b}\\x{1d6b}-\\x{1d77}\\x{1d79}-\\x{1d9a}\\x{1e00}-\\x{1f15}"  \
-  "\\x{1f18}-\\x{1f1d}\\x{1f20}-\\x{1f45}\\x{1f48}-\\x{1f4d}\\x{1f50}-\\x{1f57}\\x{1f59}\\x{1f5b}"   \
-  "\\x{1f5d}\\x{1f5f}-\\x{1f7d}\\x{1f80}-\\x{1fb4}\\x{1fb6}-\\x{1fbc}\\x{1fbe}\\x{1fc2}-\\x{1fc4}"   \
-  "\\x{1fc6}-\\x{1fcc}\\x{1fd0}-\\x{1fd3}\\x{1fd6}-\\x{1fdb}\\x{1fe0}-\\x{1fec}\\x{1ff2}-\\x{1ff4}"  \
-  "\\x{1ff6}-\\x{1ffc}\\x{2102}\\x{2107}\\x{210a}-\\x{2113}\\x{2115}\\x{2119}-\\x{211d}\\x{2124}"    \
-  "\\x{2126}\\x{2128}\\x{212a}-\\x{212d}\\x{212f}-\\x{2134}\\x{2139}\\x{213c}-\\x{213f}"             \
-  "\\x{2145}-\\x{2149}\\x{214e}\\x{2183}\\x{2184}\\x{2c00}-\\x{2c7b}\\x{2c7e}-\\x{2ce4}"            \
-  "\\x{2ceb}-\\x{2cee}\\x{2cf2}\\x{2cf3}\\x{a640}-\\x{a66d}\\x{a680}-\\x{a69b}\\x{a722}-\\x{a76f}"   \
-  "\\x{a771}-\\x{a787}\\x{a78b}-\\x{a78e}\\x{ab70}-\\x{abbf}\\x{fb00}-\\x{fb06}\\x{fb13}-\\x{fb17}"  \
-  "\\x{ff21}-\\x{ff3a}\\x{ff41}-\\x{ff5a}\\x{10400}-\\x{1044f}\\x{104b0}-\\x{104d3}"                \
-  "\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}\\x{118a0}-\\x{118df}"            \
+  "\\x{388}-\\x{38a}\\x{38c}\\x{38e}-\\x{3a1}\\x{3a3}-\\x{3f5}\\x{3f7}-\\x{481}\\x{48a}-\\x{52f}"  \
+  "\\x{531}-\\x{556}\\x{10a0}-\\x{10c5}\\x{13a0}-\\x{13f5}\\x{13f8}-\\x{13fd}\\x{1c90}-\\x{1cba}"  \
+  "\\x{1cbd}-\\x{1cbf}\\x{1d00}-\\x{1d2b}\\x{1d6b}-\\x{1d77}\\x{1d79}-\\x{1d9a}\\x{1e00}-\\x{"     \
+  "1f15}"                                                                                          \
+  "\\x{1f18}-\\x{1f1d}\\x{1f20}-\\x{1f45}\\x{1f48}-\\x{1f4d}\\x{1f50}-\\x{1f57}\\x{1f59}\\x{1f5b}" \
+  "\\x{1f5d}\\x{1f5f}-\\x{1f7d}\\x{1f80}-\\x{1fb4}\\x{1fb6}-\\x{1fbc}\\x{1fbe}\\x{1fc2}-\\x{1fc4}" \
+  "\\x{1fc6}-\\x{1fcc}\\x{1fd0}-\\x{1fd3}\\x{1fd6}-\\x{1fdb}\\x{1fe0}-\\x{1fec}\\x{1ff2}-\\x{"     \
+  "1ff4}"                                                                                          \
+  "\\x{1ff6}-\\x{1ffc}\\x{2102}\\x{2107}\\x{210a}-\\x{2113}\\x{2115}\\x{2119}-\\x{211d}\\x{2124}"  \
+  "\\x{2126}\\x{2128}\\x{212a}-\\x{212d}\\x{212f}-\\x{2134}\\x{2139}\\x{213c}-\\x{213f}"           \
+  "\\x{2145}-\\x{2149}\\x{214e}\\x{2183}\\x{2184}\\x{2c00}-\\x{2c7b}\\x{2c7e}-\\x{2ce4}"           \
+  "\\x{2ceb}-\\x{2cee}\\x{2cf2}\\x{2cf3}\\x{a640}-\\x{a66d}\\x{a680}-\\x{a69b}\\x{a722}-\\x{a76f}" \
+  "\\x{a771}-\\x{a787}\\x{a78b}-\\x{a78e}\\x{ab70}-\\x{abbf}\\x{fb00}-\\x{fb06}\\x{fb13}-\\x{"     \
+  "fb17}"                                                                                          \
+  "\\x{ff21}-\\x{ff3a}\\x{ff41}-\\x{ff5a}\\x{10400}-\\x{1044f}\\x{104b0}-\\x{104d3}"               \
+  "\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}\\x{118a0}-\\x{118df}"           \
   "\\x{1e900}-\\x{1e943}]"
 #define P_CJK_HANGUL "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+"
 #define P_PORO " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{ff0c}\\x{3001}\\x{964}\\x{6d4}\\x{60c})]+"
@@ -289,8 +293,7 @@ typedef struct pre_family {
 } pre_family;
 
 static const pre_family k_families[] = {
-    {"default",
-     {"[\\p{P}\\$\\+<=>\\^~\\|]+", P_GPT2, "\\p{N}+", "[0-9][0-9][0-9]", NULL}},
+    {"default", {"[\\p{P}\\$\\+<=>\\^~\\|]+", P_GPT2, "\\p{N}+", "[0-9][0-9][0-9]", NULL}},
     {"gpt2", {P_GPT2, NULL}},
     {"llama3", {P_LLAMA3, NULL}},
     {"qwen2", {P_QWEN2, NULL}},
@@ -303,16 +306,15 @@ static const pre_family k_families[] = {
       "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?"
       "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
       NULL}},
-    {"deepseek-coder",
-     {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", P_CJK_HANGUL, "\\p{N}", NULL}},
+    {"deepseek-coder", {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", P_CJK_HANGUL, "\\p{N}", NULL}},
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", P_GPT2, "[0-9][0-9][0-9]", NULL}},
     {"starcoder", {"\\p{N}", P_GPT2, NULL}},
     {"poro", {P_PORO, NULL}},
     {"viking", {P_PORO, "\\p{N}", NULL}},
     /* Tekken and GPT-4o: the tokenizer.json patterns; PCRE2 has \p{Lu} etc.,
      * which llama.cpp approximates with lookaheads. */
-    {"tekken", {P_NOT_LN P_UPPER "*" P_LOWER "+|" P_NOT_LN P_UPPER "+" P_LOWER "*|\\p{N}" P_TAIL,
-                NULL}},
+    {"tekken",
+     {P_NOT_LN P_UPPER "*" P_LOWER "+|" P_NOT_LN P_UPPER "+" P_LOWER "*|\\p{N}" P_TAIL, NULL}},
     {"gpt-4o",
      {P_NOT_LN P_UPPER "*" P_LOWER "+" P_CONTRACTIONS "?|" P_NOT_LN P_UPPER "+" P_LOWER
                        "*" P_CONTRACTIONS "?|\\p{N}{1,3}" P_TAIL,
@@ -418,8 +420,7 @@ bool brisk_pretok_known(const char *name) { return name && find_name(name) != NU
 
 brisk_status brisk_pretok_add_named(brisk_pretok *p, const char *name, brisk_pretok_info *info) {
   const pre_name *pn = find_name(name);
-  if (!pn)
-    return brisk_error(BRISK_E_UNSUPPORTED, "tokenizer: unknown pre-tokenizer '%s'", name);
+  if (!pn) return brisk_error(BRISK_E_UNSUPPORTED, "tokenizer: unknown pre-tokenizer '%s'", name);
   const pre_family *fam = NULL;
   for (size_t i = 0; i < sizeof k_families / sizeof k_families[0]; i++)
     if (strcmp(k_families[i].family, pn->family) == 0) fam = &k_families[i];

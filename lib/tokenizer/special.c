@@ -49,8 +49,8 @@ brisk_status brisk_vocab_build_trie(brisk_vocab *v) {
   return BRISK_OK;
 }
 
-int32_t brisk_vocab_match_special(const brisk_vocab *v, const char *s, size_t n,
-                                  bool parse_special, size_t *match_len) {
+int32_t brisk_vocab_match_special(const brisk_vocab *v, const char *s, size_t n, bool parse_special,
+                                  size_t *match_len) {
   const uint8_t *first = parse_special ? v->first_any : v->first_user;
   uint8_t b0 = (uint8_t)s[0];
   if (!(first[b0 >> 3] & (1u << (b0 & 7)))) return -1;

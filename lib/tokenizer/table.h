@@ -12,13 +12,13 @@
 #include <stdint.h>
 
 typedef struct brisk_strtab {
-  char *pool;           /* [pool_len] all strings, each followed by a NUL */
+  char *pool; /* [pool_len] all strings, each followed by a NUL */
   size_t pool_len, pool_cap;
-  size_t *off;          /* [n] start of string i in pool */
-  uint32_t *len;        /* [n] its length in bytes */
-  uint32_t *hash;       /* [n] its hash */
+  size_t *off;    /* [n] start of string i in pool */
+  uint32_t *len;  /* [n] its length in bytes */
+  uint32_t *hash; /* [n] its hash */
   size_t n, cap;
-  int32_t *slots;       /* [n_slots] string id or -1 */
+  int32_t *slots; /* [n_slots] string id or -1 */
   size_t n_slots;
 } brisk_strtab;
 
@@ -36,8 +36,8 @@ static inline const char *brisk_strtab_str(const brisk_strtab *t, int32_t id) {
 }
 
 typedef struct brisk_u64map {
-  uint64_t *keys;  /* [n_slots] */
-  int32_t *vals;   /* [n_slots] value, -1 = empty slot */
+  uint64_t *keys; /* [n_slots] */
+  int32_t *vals;  /* [n_slots] value, -1 = empty slot */
   size_t n, n_slots;
 } brisk_u64map;
 

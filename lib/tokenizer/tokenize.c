@@ -21,8 +21,8 @@ typedef struct tok_ctx {
   char *norm[2]; /* normalization ping-pong buffers */
   size_t norm_cap[2];
   brisk_pretok_ws *pws;
-  size_t n_unk;    /* unknown tokens emitted so far */
-  int32_t *stage;  /* [n_stage] tokens of the chunk being flushed */
+  size_t n_unk;   /* unknown tokens emitted so far */
+  int32_t *stage; /* [n_stage] tokens of the chunk being flushed */
   size_t n_stage, stage_cap;
   /* Chunk cache: unit ids -> tokens, for text that repeats words. */
   struct cache_slot *slots; /* [CACHE_SLOTS] */
@@ -33,8 +33,8 @@ typedef struct tok_ctx {
 enum { CACHE_SLOTS = 1 << 15, CACHE_MAX_UNITS = 48, CACHE_POOL = 1 << 20 };
 
 typedef struct cache_slot {
-  uint64_t hash;  /* 0: empty */
-  uint32_t off;   /* key at pool[off], values after it */
+  uint64_t hash; /* 0: empty */
+  uint32_t off;  /* key at pool[off], values after it */
   uint16_t n_key, n_val;
 } cache_slot;
 
@@ -170,7 +170,8 @@ static brisk_status flush_chunk(tok_ctx *c) {
     if (emittable(c->v, s->id)) {
       st = stage(c, s->id);
     } else {
-      for (uint32_t k = 0; k < s->nu && st == BRISK_OK; k++) st = emit_unit(c, &c->units[s->u0 + k]);
+      for (uint32_t k = 0; k < s->nu && st == BRISK_OK; k++)
+        st = emit_unit(c, &c->units[s->u0 + k]);
     }
   }
   if (st != BRISK_OK) return st;
@@ -220,7 +221,8 @@ static brisk_status whole_word(tok_ctx *c, const char *s, size_t n, bool *done) 
   if (v->byte_level) {
     if (brisk_grow((void **)&c->enc, &c->enc_cap, 2 * n, 1) != 0) return brisk_error_oom();
     wn = 0;
-    for (size_t i = 0; i < n; i++) wn += brisk_utf8_encode(brisk_byte_to_cp((uint8_t)s[i]), c->enc + wn);
+    for (size_t i = 0; i < n; i++)
+      wn += brisk_utf8_encode(brisk_byte_to_cp((uint8_t)s[i]), c->enc + wn);
     w = c->enc;
   }
   int32_t id = brisk_strtab_find(&v->strs, w, wn);
@@ -249,7 +251,8 @@ static brisk_status process_word(void *ctx, const char *s, size_t n) {
   } else {
     for (size_t i = 0; i < n;) {
       size_t k = brisk_utf8_unit(u + i, n - i);
-      st = add_unit(c, s + i, k, k == 1 ? v->byte_unit[u[i]] : brisk_strtab_find(&v->strs, s + i, k));
+      st = add_unit(c, s + i, k,
+                    k == 1 ? v->byte_unit[u[i]] : brisk_strtab_find(&v->strs, s + i, k));
       if (st != BRISK_OK) return st;
       i += k;
     }
@@ -259,8 +262,8 @@ static brisk_status process_word(void *ctx, const char *s, size_t n) {
 
 /* Applies the normalization ops to a fragment; *out points at the result
  * (the input itself when nothing changed). */
-static brisk_status normalize(tok_ctx *c, const char *s, size_t n, bool at_start,
-                              const char **out, size_t *out_n) {
+static brisk_status normalize(tok_ctx *c, const char *s, size_t n, bool at_start, const char **out,
+                              size_t *out_n) {
   const brisk_vocab *v = c->v;
   int cur = -1; /* which buffer holds the text, -1: the input */
   const char *t = s;
@@ -344,8 +347,7 @@ static inline bool is_space(char ch) {
   return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f';
 }
 
-static brisk_status run(tok_ctx *c, const char *s, size_t n, bool add_special,
-                        bool parse_special) {
+static brisk_status run(tok_ctx *c, const char *s, size_t n, bool add_special, bool parse_special) {
   const brisk_vocab *v = c->v;
   brisk_status st = BRISK_OK;
   if (add_special && brisk_vocab_adds_bos(v)) emit(c, v->special[BRISK_VOCAB_BOS]);
@@ -373,7 +375,8 @@ static brisk_status run(tok_ctx *c, const char *s, size_t n, bool add_special,
     frag = pos;
   }
   if (n > frag) st = process_text(c, s + frag, n - frag, after_special, frag == 0);
-  if (st == BRISK_OK && add_special && brisk_vocab_adds_eos(v)) emit(c, v->special[BRISK_VOCAB_EOS]);
+  if (st == BRISK_OK && add_special && brisk_vocab_adds_eos(v))
+    emit(c, v->special[BRISK_VOCAB_EOS]);
   return st;
 }
 

@@ -49,7 +49,7 @@ static int parse_byte_token(const char *s, size_t n) {
   int v = 0;
   for (int i = 3; i < 5; i++) {
     char c = s[i];
-    int d = c >= '0' && c <= '9' ? c - '0'
+    int d = c >= '0' && c <= '9'   ? c - '0'
             : c >= 'A' && c <= 'F' ? c - 'A' + 10
             : c >= 'a' && c <= 'f' ? c - 'a' + 10
                                    : -1;
@@ -119,7 +119,7 @@ static brisk_status build_pieces(brisk_vocab *v) {
 
 static brisk_status check_special(const brisk_vocab_desc *d, int32_t *special) {
   static const char *const names[BRISK_VOCAB_SPECIAL_COUNT] = {
-      "bos", "eos", "unknown", "padding", "eot", "eom", "separator",
+      "bos",  "eos",     "unknown", "padding", "eot",     "eom",     "separator",
       "mask", "fim_pre", "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep"};
   for (int i = 0; i < BRISK_VOCAB_SPECIAL_COUNT; i++) {
     int32_t id = d->special[i];
@@ -208,11 +208,12 @@ fail:
 
 void brisk_vocab_mark_eog(brisk_vocab *v) {
   static const char *const k_eog_texts[] = {
-      "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-      "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", NULL};
+      "<|eot_id|>",      "<|im_end|>",         "<|end|>", "<end_of_turn>",
+      "<|endoftext|>",   "<|eom_id|>",         "<EOT>",   "_<EOT>",
+      "<|end_of_text|>", "<end_of_utterance>", NULL};
   memset(v->eog, 0, (size_t)v->n_tokens);
-  const int which[] = {BRISK_VOCAB_EOS, BRISK_VOCAB_EOT, BRISK_VOCAB_EOM, BRISK_VOCAB_FIM_PAD,
-                       BRISK_VOCAB_FIM_REP, BRISK_VOCAB_FIM_SEP};
+  const int which[] = {BRISK_VOCAB_EOS,     BRISK_VOCAB_EOT,     BRISK_VOCAB_EOM,
+                       BRISK_VOCAB_FIM_PAD, BRISK_VOCAB_FIM_REP, BRISK_VOCAB_FIM_SEP};
   for (size_t i = 0; i < sizeof which / sizeof which[0]; i++)
     if (v->special[which[i]] >= 0) v->eog[v->special[which[i]]] = 1;
   for (int i = 0; k_eog_texts[i]; i++) {

@@ -9,8 +9,14 @@
 #include <string.h>
 
 /* GGUF token_type values. */
-enum { GGUF_TT_NORMAL = 1, GGUF_TT_UNKNOWN, GGUF_TT_CONTROL, GGUF_TT_USER_DEFINED,
-       GGUF_TT_UNUSED, GGUF_TT_BYTE };
+enum {
+  GGUF_TT_NORMAL = 1,
+  GGUF_TT_UNKNOWN,
+  GGUF_TT_CONTROL,
+  GGUF_TT_USER_DEFINED,
+  GGUF_TT_UNUSED,
+  GGUF_TT_BYTE
+};
 
 static uint16_t attr_from_gguf(int32_t t) {
   switch (t) {
@@ -101,7 +107,8 @@ brisk_status brisk_vocab_from_gguf(const brisk_gguf *g, brisk_vocab **out) {
   } else if (model.len == 4 && memcmp(model.ptr, "gpt2", 4) == 0) {
     d.type = BRISK_VOCAB_BPE;
   } else {
-    return brisk_error(BRISK_E_UNSUPPORTED, "tokenizer: tokenizer.ggml.model '%.*s' is not supported",
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "tokenizer: tokenizer.ggml.model '%.*s' is not supported",
                        (int)(model.len > 64 ? 64 : model.len), model.ptr);
   }
 

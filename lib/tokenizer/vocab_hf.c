@@ -78,7 +78,8 @@ static brisk_status normalizer(hf_load *L, json_object *n) {
   const char *t = type_of(n);
   if (strcmp(t, "Sequence") == 0) {
     json_object *list = get(n, "normalizers");
-    size_t k = list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    size_t k =
+        list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
     for (size_t i = 0; i < k; i++) {
       brisk_status st = normalizer(L, json_object_array_get_idx(list, i));
       if (st != BRISK_OK) return st;
@@ -88,7 +89,8 @@ static brisk_status normalizer(hf_load *L, json_object *n) {
   if (strcmp(t, "Prepend") == 0) {
     size_t len = 0;
     const char *p = get_str(n, "prepend", &len);
-    if (!p) return brisk_error(BRISK_E_FORMAT, "tokenizer.json: Prepend normalizer without 'prepend'");
+    if (!p)
+      return brisk_error(BRISK_E_FORMAT, "tokenizer.json: Prepend normalizer without 'prepend'");
     return add_norm(L, BRISK_NORM_PREPEND, NULL, 0, p, len);
   }
   if (strcmp(t, "Replace") == 0) {
@@ -96,8 +98,9 @@ static brisk_status normalizer(hf_load *L, json_object *n) {
     const char *from = get_str(get(n, "pattern"), "String", &fl);
     const char *to = get_str(n, "content", &tl);
     if (!from || !to)
-      return brisk_error(BRISK_E_UNSUPPORTED,
-                         "tokenizer.json: Replace normalizer with a regex pattern is not supported");
+      return brisk_error(
+          BRISK_E_UNSUPPORTED,
+          "tokenizer.json: Replace normalizer with a regex pattern is not supported");
     return add_norm(L, BRISK_NORM_REPLACE, from, fl, to, tl);
   }
   if (strcmp(t, "NFC") == 0 || strcmp(t, "NFKC") == 0 || strcmp(t, "NFD") == 0 ||
@@ -109,8 +112,8 @@ static brisk_status normalizer(hf_load *L, json_object *n) {
 }
 
 static brisk_status behavior_of(json_object *o, brisk_split_behavior *b) {
-  static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious",
-                                      "MergedWithNext", "Contiguous"};
+  static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext",
+                                      "Contiguous"};
   const char *s = get_str(o, "behavior", NULL);
   if (!s) s = "Isolated";
   for (int i = 0; i < 5; i++) {
@@ -119,7 +122,8 @@ static brisk_status behavior_of(json_object *o, brisk_split_behavior *b) {
       return BRISK_OK;
     }
   }
-  return brisk_error(BRISK_E_UNSUPPORTED, "tokenizer.json: split behavior '%s' is not supported", s);
+  return brisk_error(BRISK_E_UNSUPPORTED, "tokenizer.json: split behavior '%s' is not supported",
+                     s);
 }
 
 static brisk_status pre_tokenizer(hf_load *L, json_object *p) {
@@ -128,7 +132,8 @@ static brisk_status pre_tokenizer(hf_load *L, json_object *p) {
   brisk_status st;
   if (strcmp(t, "Sequence") == 0) {
     json_object *list = get(p, "pretokenizers");
-    size_t k = list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    size_t k =
+        list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
     for (size_t i = 0; i < k; i++) {
       st = pre_tokenizer(L, json_object_array_get_idx(list, i));
       if (st != BRISK_OK) return st;
@@ -192,7 +197,8 @@ static brisk_status pre_tokenizer(hf_load *L, json_object *p) {
       st = add_norm(L, BRISK_NORM_PREPEND_FIRST, NULL, 0, r, rl);
     if (st == BRISK_OK && get_bool(p, "split", true)) {
       char lit[16];
-      if (rl >= sizeof lit) return brisk_error(BRISK_E_UNSUPPORTED, "tokenizer.json: long Metaspace");
+      if (rl >= sizeof lit)
+        return brisk_error(BRISK_E_UNSUPPORTED, "tokenizer.json: long Metaspace");
       memcpy(lit, r, rl);
       lit[rl] = '\0';
       st = brisk_pretok_add(L->pre, lit, true, BRISK_SPLIT_MERGED_NEXT, false);
@@ -208,7 +214,8 @@ static void decoder(hf_load *L, json_object *dec) {
   const char *t = type_of(dec);
   if (strcmp(t, "Sequence") == 0) {
     json_object *list = get(dec, "decoders");
-    size_t k = list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    size_t k =
+        list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
     for (size_t i = 0; i < k; i++) decoder(L, json_object_array_get_idx(list, i));
   } else if (strcmp(t, "ByteLevel") == 0) {
     L->saw_bytelevel = true;
@@ -237,7 +244,8 @@ static void post_processor(hf_load *L, json_object *pp, json_object *vocab) {
   const char *t = type_of(pp);
   if (strcmp(t, "Sequence") == 0) {
     json_object *list = get(pp, "processors");
-    size_t k = list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    size_t k =
+        list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
     for (size_t i = 0; i < k; i++) post_processor(L, json_object_array_get_idx(list, i), vocab);
     return;
   }
@@ -329,7 +337,8 @@ static brisk_status load_model(hf_load *L, json_object *root) {
   json_object_object_foreach(vocab, key0, val0) {
     (void)key0;
     if (!json_object_is_type(val0, json_type_int))
-      return brisk_error(BRISK_E_FORMAT, "tokenizer.json: vocab entry '%.64s' has no integer id", key0);
+      return brisk_error(BRISK_E_FORMAT, "tokenizer.json: vocab entry '%.64s' has no integer id",
+                         key0);
     int64_t id = json_object_get_int64(val0);
     if (id < 0 || (uint64_t)id >= limit)
       return brisk_error(BRISK_E_FORMAT, "tokenizer.json: vocab entry '%.64s' has id %lld", key0,
@@ -340,7 +349,8 @@ static brisk_status load_model(hf_load *L, json_object *root) {
     json_object *a = json_object_array_get_idx(added, i);
     json_object *idv = get(a, "id");
     if (!idv || !json_object_is_type(idv, json_type_int) || !get_str(a, "content", NULL))
-      return brisk_error(BRISK_E_FORMAT, "tokenizer.json: added_tokens[%zu] lacks id or content", i);
+      return brisk_error(BRISK_E_FORMAT, "tokenizer.json: added_tokens[%zu] lacks id or content",
+                         i);
     int64_t id = json_object_get_int64(idv);
     if (id < 0 || (uint64_t)id >= limit)
       return brisk_error(BRISK_E_FORMAT, "tokenizer.json: added_tokens[%zu] has id %lld", i,
@@ -379,8 +389,8 @@ static brisk_status load_model(hf_load *L, json_object *root) {
     size_t len = 0;
     const char *content = get_str(a, "content", &len);
     L->toks[id] = (brisk_vocab_str){content, len};
-    uint16_t attr = get_bool(a, "special", false) ? BRISK_TOKEN_ATTR_CONTROL
-                                                  : BRISK_TOKEN_ATTR_USER_DEFINED;
+    uint16_t attr =
+        get_bool(a, "special", false) ? BRISK_TOKEN_ATTR_CONTROL : BRISK_TOKEN_ATTR_USER_DEFINED;
     if (unk && strcmp(unk, content) == 0) attr = BRISK_TOKEN_ATTR_UNKNOWN;
     if (get_bool(a, "lstrip", false)) attr |= BRISK_TOKEN_ATTR_LSTRIP;
     if (get_bool(a, "rstrip", false)) attr |= BRISK_TOKEN_ATTR_RSTRIP;
@@ -398,15 +408,18 @@ static brisk_status load_model(hf_load *L, json_object *root) {
       const char *s = json_object_get_string(m);
       size_t len = (size_t)json_object_get_string_len(m);
       const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
-      if (!sp) return brisk_error(BRISK_E_FORMAT, "tokenizer.json: merge %zu '%.64s' has no space", i, s);
+      if (!sp)
+        return brisk_error(BRISK_E_FORMAT, "tokenizer.json: merge %zu '%.64s' has no space", i, s);
       L->ml[i] = (brisk_vocab_str){s, (size_t)(sp - s)};
       L->mr[i] = (brisk_vocab_str){sp + 1, (size_t)(s + len - sp - 1)};
     } else if (json_object_is_type(m, json_type_array) && json_object_array_length(m) == 2 &&
                json_object_is_type(json_object_array_get_idx(m, 0), json_type_string) &&
                json_object_is_type(json_object_array_get_idx(m, 1), json_type_string)) {
       json_object *a = json_object_array_get_idx(m, 0), *b = json_object_array_get_idx(m, 1);
-      L->ml[i] = (brisk_vocab_str){json_object_get_string(a), (size_t)json_object_get_string_len(a)};
-      L->mr[i] = (brisk_vocab_str){json_object_get_string(b), (size_t)json_object_get_string_len(b)};
+      L->ml[i] =
+          (brisk_vocab_str){json_object_get_string(a), (size_t)json_object_get_string_len(a)};
+      L->mr[i] =
+          (brisk_vocab_str){json_object_get_string(b), (size_t)json_object_get_string_len(b)};
     } else {
       return brisk_error(BRISK_E_FORMAT,
                          "tokenizer.json: merge %zu is neither \"a b\" nor [\"a\", \"b\"]", i);
@@ -444,7 +457,8 @@ static brisk_status load(hf_load *L, json_object *root, brisk_vocab **out) {
 brisk_status brisk_vocab_from_hf_json(const char *json, size_t len, brisk_vocab **out) {
   if ((!json && len) || !out)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "vocab_from_hf_json: NULL argument");
-  if (len > INT32_MAX) return brisk_error(BRISK_E_FORMAT, "tokenizer.json: %zu bytes is too large", len);
+  if (len > INT32_MAX)
+    return brisk_error(BRISK_E_FORMAT, "tokenizer.json: %zu bytes is too large", len);
   json_tokener *tok = json_tokener_new_ex(64);
   if (!tok) return brisk_error_oom();
   json_object *root = json_tokener_parse_ex(tok, json ? json : "", (int)len);

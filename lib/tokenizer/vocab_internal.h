@@ -9,10 +9,10 @@
 /* A text rewrite applied to each fragment before pre-tokenization
  * (Hugging Face normalizers and Metaspace). */
 typedef enum brisk_norm_kind {
-  BRISK_NORM_REPLACE = 1, /* every `from` -> `to` */
-  BRISK_NORM_PREPEND = 2, /* `to` before a non-empty fragment */
-  BRISK_NORM_PREPEND_FIRST = 3, /* the same, first fragment of the input only,
-                                   and not if it already starts with `to` */
+  BRISK_NORM_REPLACE = 1,        /* every `from` -> `to` */
+  BRISK_NORM_PREPEND = 2,        /* `to` before a non-empty fragment */
+  BRISK_NORM_PREPEND_FIRST = 3,  /* the same, first fragment of the input only,
+                                    and not if it already starts with `to` */
   BRISK_NORM_PREPEND_UNLESS = 4, /* every fragment, not if it starts with `to` */
 } brisk_norm_kind;
 
@@ -25,10 +25,10 @@ typedef struct brisk_norm_op {
 /* Special-token trie: leftmost-longest matching of CONTROL / USER_DEFINED /
  * UNKNOWN token texts. */
 typedef struct brisk_trie_node {
-  int32_t child;    /* first child, -1 none */
-  int32_t sibling;  /* next sibling, -1 none */
-  int32_t id_any;   /* token ending here (any special kind), -1 none */
-  int32_t id_user;  /* token ending here that is USER_DEFINED, -1 none */
+  int32_t child;   /* first child, -1 none */
+  int32_t sibling; /* next sibling, -1 none */
+  int32_t id_any;  /* token ending here (any special kind), -1 none */
+  int32_t id_user; /* token ending here that is USER_DEFINED, -1 none */
   uint8_t byte;
 } brisk_trie_node;
 
@@ -45,14 +45,14 @@ struct brisk_vocab {
   uint8_t *eog;    /* [n_tokens] 1 = end of generation */
 
   /* Rendered pieces (control tokens as their text). */
-  char *pieces;         /* [pieces_len] */
-  size_t *piece_off;    /* [n_tokens] */
-  uint32_t *piece_len;  /* [n_tokens] */
+  char *pieces;        /* [pieces_len] */
+  size_t *piece_off;   /* [n_tokens] */
+  uint32_t *piece_len; /* [n_tokens] */
 
   /* Merges: pair (left id, right id) -> entry e; lower cost merges first. */
   brisk_u64map pairs;
-  uint32_t *pair_cost;   /* [n_pairs] */
-  int32_t *pair_result;  /* [n_pairs] intern id of the joined string */
+  uint32_t *pair_cost;  /* [n_pairs] */
+  int32_t *pair_result; /* [n_pairs] intern id of the joined string */
   size_t n_pairs;
   /* Character pairs (intern ids) that some merge joins: elsewhere a word can
    * be cut without changing the result. */
@@ -74,13 +74,13 @@ struct brisk_vocab {
   bool byte_fallback;       /* unknown characters -> <0xXX> tokens */
   bool ignore_merges;       /* a word that is a token is emitted whole */
   bool clean_spaces;
-  bool fuse_unk;            /* consecutive unknowns become one */
+  bool fuse_unk; /* consecutive unknowns become one */
 
-  brisk_pretok *pre;        /* NULL: a word is the whole fragment */
-  brisk_norm_op *norm;      /* [n_norm] */
+  brisk_pretok *pre;   /* NULL: a word is the whole fragment */
+  brisk_norm_op *norm; /* [n_norm] */
   size_t n_norm;
 
-  brisk_trie_node *trie;    /* [n_trie], node 0 is the root */
+  brisk_trie_node *trie; /* [n_trie], node 0 is the root */
   size_t n_trie, trie_cap;
   uint8_t first_any[32], first_user[32]; /* bitmaps of first bytes */
 };
@@ -93,12 +93,12 @@ typedef struct brisk_vocab_str {
 
 typedef struct brisk_vocab_desc {
   brisk_vocab_type type;
-  const char *pre_name;          /* for brisk_vocab_pre_name */
+  const char *pre_name; /* for brisk_vocab_pre_name */
   uint32_t n_tokens;
-  const brisk_vocab_str *tokens; /* [n_tokens] */
-  const float *scores;           /* [n_tokens] or NULL (all 0) */
-  const uint16_t *attrs;         /* [n_tokens] or NULL (all NORMAL) */
-  size_t n_merges;               /* BPE */
+  const brisk_vocab_str *tokens;                   /* [n_tokens] */
+  const float *scores;                             /* [n_tokens] or NULL (all 0) */
+  const uint16_t *attrs;                           /* [n_tokens] or NULL (all NORMAL) */
+  size_t n_merges;                                 /* BPE */
   const brisk_vocab_str *merge_left, *merge_right; /* [n_merges] */
   int32_t special[BRISK_VOCAB_SPECIAL_COUNT];      /* -1 none; checked */
   bool add_bos, add_eos, add_space_prefix, strip_leading_space, escape_spaces;
@@ -119,8 +119,8 @@ void brisk_vocab_mark_eog(brisk_vocab *v);
 /* Special-token trie (special.c). */
 brisk_status brisk_vocab_build_trie(brisk_vocab *v);
 /* Longest special token at s[0, n): its id and length, or -1. */
-int32_t brisk_vocab_match_special(const brisk_vocab *v, const char *s, size_t n,
-                                  bool parse_special, size_t *match_len);
+int32_t brisk_vocab_match_special(const brisk_vocab *v, const char *s, size_t n, bool parse_special,
+                                  size_t *match_len);
 
 /* Merge tables (merges.c). */
 brisk_status brisk_vocab_build_merges(brisk_vocab *v, const brisk_vocab_desc *d);

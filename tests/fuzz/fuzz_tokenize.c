@@ -68,13 +68,15 @@ static brisk_vocab *make_vocab(int bpe) {
   d.type = bpe ? BRISK_VOCAB_BPE : BRISK_VOCAB_SPM;
   d.n_tokens = (uint32_t)n;
   d.tokens = toks, d.attrs = attrs, d.scores = scores;
-  d.special[BRISK_VOCAB_UNK] = 256, d.special[BRISK_VOCAB_BOS] = 257, d.special[BRISK_VOCAB_EOS] = 258;
+  d.special[BRISK_VOCAB_UNK] = 256, d.special[BRISK_VOCAB_BOS] = 257,
+  d.special[BRISK_VOCAB_EOS] = 258;
   d.add_bos = true;
   brisk_pretok *pre = NULL;
   if (bpe) {
     d.byte_level = true;
     d.n_merges = nm, d.merge_left = ml, d.merge_right = mr;
-    if (brisk_pretok_create(&pre) != BRISK_OK || brisk_pretok_add_named(pre, "llama3", NULL) != BRISK_OK)
+    if (brisk_pretok_create(&pre) != BRISK_OK ||
+        brisk_pretok_add_named(pre, "llama3", NULL) != BRISK_OK)
       abort();
   } else {
     d.escape_spaces = d.add_space_prefix = d.strip_leading_space = d.byte_fallback = true;
@@ -116,8 +118,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = start; i <= n; i++) {
     const char *p;
     size_t k;
-    if (i < n) st = brisk_detok_stream_push(s, toks[i], &p, &k);
-    else st = brisk_detok_stream_flush(s, &p, &k);
+    if (i < n)
+      st = brisk_detok_stream_push(s, toks[i], &p, &k);
+    else
+      st = brisk_detok_stream_flush(s, &p, &k);
     if (st != BRISK_OK || off + k > dn || memcmp(p, back + off, k) != 0) abort();
     off += k;
   }

@@ -89,7 +89,8 @@ static void test_megabytes_of_text(void **state) {
   int32_t *t = tok_all(v, text, reps * p, false, false, &n);
   /* The period ends in a newline that the regex keeps apart: periodic. */
   assert_int_equal(n, reps * n1);
-  for (size_t i = 0; i < reps; i += reps / 7 + 1) assert_memory_equal(t + i * n1, one, n1 * sizeof *t);
+  for (size_t i = 0; i < reps; i += reps / 7 + 1)
+    assert_memory_equal(t + i * n1, one, n1 * sizeof *t);
   check_roundtrip(v, text, reps * p, t, n);
   free(t), free(one), free(text);
   brisk_vocab_free(v);

@@ -158,7 +158,8 @@ static void test_spm_matches_reference(void **state) {
 
 static void bl_text(const char *raw, size_t n, char *out, size_t *len) {
   *len = 0;
-  for (size_t i = 0; i < n; i++) *len += brisk_utf8_encode(brisk_byte_to_cp((uint8_t)raw[i]), out + *len);
+  for (size_t i = 0; i < n; i++)
+    *len += brisk_utf8_encode(brisk_byte_to_cp((uint8_t)raw[i]), out + *len);
 }
 
 typedef struct bpe_case {
@@ -194,7 +195,8 @@ static void bpe_vocab(test_rng *r, bpe_case *c, const char *alphabet, size_t n_a
     c->ml[c->n_merges] = strdup(c->t.text[a]);
     c->mr[c->n_merges] = strdup(c->t.text[b]);
     c->n_merges++;
-    if (tv_find(&c->t, cat, strlen(cat)) < 0) pool[np++] = tv_add(&c->t, cat, strlen(cat), BRISK_TOKEN_ATTR_NORMAL, 0);
+    if (tv_find(&c->t, cat, strlen(cat)) < 0)
+      pool[np++] = tv_add(&c->t, cat, strlen(cat), BRISK_TOKEN_ATTR_NORMAL, 0);
   }
   free(pool);
 }
@@ -210,7 +212,8 @@ static brisk_vocab *build_bpe(const bpe_case *c, brisk_pretok *pre) {
   brisk_vocab_desc d;
   brisk_vocab_desc_init(&d);
   brisk_vocab_str *s = tv_strs(&c->t);
-  brisk_vocab_str *l = malloc((c->n_merges + 1) * sizeof *l), *r = malloc((c->n_merges + 1) * sizeof *r);
+  brisk_vocab_str *l = malloc((c->n_merges + 1) * sizeof *l),
+                  *r = malloc((c->n_merges + 1) * sizeof *r);
   for (size_t m = 0; m < c->n_merges; m++) {
     l[m] = (brisk_vocab_str){c->ml[m], strlen(c->ml[m])};
     r[m] = (brisk_vocab_str){c->mr[m], strlen(c->mr[m])};
@@ -244,7 +247,8 @@ static size_t bpe_reference(const bpe_case *c, const char *raw, size_t n, int32_
     size_t best_rank = SIZE_MAX, best = 0;
     for (size_t i = 0; i + 1 < ns; i++)
       for (size_t m = 0; m < c->n_merges && m < best_rank; m++)
-        if (strcmp(c->ml[m], sym[i]) == 0 && strcmp(c->mr[m], sym[i + 1]) == 0) best_rank = m, best = i;
+        if (strcmp(c->ml[m], sym[i]) == 0 && strcmp(c->mr[m], sym[i + 1]) == 0)
+          best_rank = m, best = i;
     if (best_rank == SIZE_MAX) break;
     char *cat = malloc(strlen(sym[best]) + strlen(sym[best + 1]) + 1);
     strcpy(cat, sym[best]);
@@ -410,8 +414,10 @@ static void stream_all(const brisk_vocab *v, const int32_t *toks, size_t n, uint
   for (size_t i = 0; i <= n; i++) {
     const char *p;
     size_t k;
-    if (i < n) assert_int_equal(brisk_detok_stream_push(s, toks[i], &p, &k), BRISK_OK);
-    else assert_int_equal(brisk_detok_stream_flush(s, &p, &k), BRISK_OK);
+    if (i < n)
+      assert_int_equal(brisk_detok_stream_push(s, toks[i], &p, &k), BRISK_OK);
+    else
+      assert_int_equal(brisk_detok_stream_flush(s, &p, &k), BRISK_OK);
     /* Every release of valid text is itself complete UTF-8. */
     for (size_t j = 0; check_valid && j < k;) {
       size_t u = brisk_utf8_seq((const unsigned char *)p + j, k - j, NULL);
@@ -427,8 +433,8 @@ static void stream_all(const brisk_vocab *v, const int32_t *toks, size_t n, uint
 static void test_stream_matches_detokenize(void **state) {
   (void)state;
   test_rng r = test_rng_seeded(__func__);
-  const char alphabet[] = {'a', 'b', ' ', (char)0xC3, (char)0xA9, (char)0xE2, (char)0x82,
-                           (char)0xAC};
+  const char alphabet[] = {'a',        'b',        ' ',        (char)0xC3,
+                           (char)0xA9, (char)0xE2, (char)0x82, (char)0xAC};
   bpe_case c;
   bpe_vocab(&r, &c, alphabet, sizeof alphabet);
   brisk_vocab *v = build_bpe(&c, NULL);
@@ -531,7 +537,10 @@ static void test_split_behaviors(void **state) {
   expect_split(brisk_pretok_bytelevel_pattern, false, BRISK_SPLIT_ISOLATED, false,
                "Hello  world's 42\n", "Hello| | world|'s| 42|\n|");
   /* Invalid UTF-8 never matches: it stays in the gaps. */
-  expect_split("\\p{L}+", false, BRISK_SPLIT_ISOLATED, false, "ab\xFF" "cd", "ab|\xFF|cd|");
+  expect_split("\\p{L}+", false, BRISK_SPLIT_ISOLATED, false,
+               "ab\xFF"
+               "cd",
+               "ab|\xFF|cd|");
   brisk_pretok *p = NULL;
   assert_int_equal(brisk_pretok_create(&p), BRISK_OK);
   assert_int_equal(brisk_pretok_add(p, "(unclosed", false, BRISK_SPLIT_ISOLATED, false),
@@ -542,12 +551,16 @@ static void test_split_behaviors(void **state) {
 
 static void test_named_pre_tokenizers(void **state) {
   (void)state;
-  const char *names[] = {"default", "gpt-2", "gpt2", "llama3", "llama-bpe", "qwen2", "deepseek-llm",
-                         "deepseek-coder", "deepseek-v3", "falcon", "starcoder", "mpt", "refact",
-                         "command-r", "smollm", "olmo", "dbrx", "stablelm2", "gpt-4o", "tekken",
-                         "chatglm-bpe", "viking", "jais", "smaug-bpe", "poro-chat", "bloom",
-                         "gpt3-finnish", "exaone", "phi-2", "chameleon", "minerva-7b", "codeshell",
-                         "superbpe", "bailingmoe", "seed-coder", "llama4", NULL};
+  const char *names[] = {"default",     "gpt-2",      "gpt2",         "llama3",
+                         "llama-bpe",   "qwen2",      "deepseek-llm", "deepseek-coder",
+                         "deepseek-v3", "falcon",     "starcoder",    "mpt",
+                         "refact",      "command-r",  "smollm",       "olmo",
+                         "dbrx",        "stablelm2",  "gpt-4o",       "tekken",
+                         "chatglm-bpe", "viking",     "jais",         "smaug-bpe",
+                         "poro-chat",   "bloom",      "gpt3-finnish", "exaone",
+                         "phi-2",       "chameleon",  "minerva-7b",   "codeshell",
+                         "superbpe",    "bailingmoe", "seed-coder",   "llama4",
+                         NULL};
   for (int i = 0; names[i]; i++) {
     brisk_pretok *p = NULL;
     brisk_pretok_info info;
@@ -576,7 +589,8 @@ static const char k_json_bl[] =
     "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
     "\"use_regex\":true},\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\"},"
     "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
-    "\"vocab\":{\"a\":0,\"b\":1,\"\xC4\xA0\":2,\"ab\":3,\"\xC4\xA0" "ab\":4,\"c\":5},"
+    "\"vocab\":{\"a\":0,\"b\":1,\"\xC4\xA0\":2,\"ab\":3,\"\xC4\xA0"
+    "ab\":4,\"c\":5},"
     "\"merges\":%s}}";
 
 static brisk_vocab *hf_load(const char *fmt, const char *arg) {
@@ -631,7 +645,8 @@ static const char k_json_meta[] =
     "{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
     "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"byte_fallback\":true,\"fuse_unk\":true,"
     "\"vocab\":{\"<unk>\":0,\"<s>\":1,\"<0x41>\":2,\"\xE2\x96\x81\":3,\"h\":4,\"i\":5,"
-    "\"\xE2\x96\x81h\":6,\"\xE2\x96\x81hi\":7},\"merges\":[\"\xE2\x96\x81 h\",\"\xE2\x96\x81h i\"]}}";
+    "\"\xE2\x96\x81h\":6,\"\xE2\x96\x81hi\":7},\"merges\":[\"\xE2\x96\x81 h\",\"\xE2\x96\x81h "
+    "i\"]}}";
 
 static void test_hf_json_spm_like(void **state) {
   (void)state;
@@ -733,7 +748,8 @@ static brisk_status op_tokenize(void *p) {
   size_t n;
   const char text[] = "ab ab<|end|>c ba \xFF";
   brisk_status st = brisk_vocab_tokenize(c->v_json, text, sizeof text - 1, true, true, out, 64, &n);
-  if (st == BRISK_OK) st = brisk_vocab_tokenize(c->v_spm, text, sizeof text - 1, true, true, out, 64, &n);
+  if (st == BRISK_OK)
+    st = brisk_vocab_tokenize(c->v_spm, text, sizeof text - 1, true, true, out, 64, &n);
   return st;
 }
 

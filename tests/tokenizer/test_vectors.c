@@ -10,8 +10,8 @@
 
 #include <stdio.h>
 
-static const char *const k_vocabs[] = {"llama-spm", "llama-bpe", "gpt-2", "falcon",
-                                       "deepseek-llm", "mpt", "refact", "qwen2"};
+static const char *const k_vocabs[] = {"llama-spm",    "llama-bpe", "gpt-2",  "falcon",
+                                       "deepseek-llm", "mpt",       "refact", "qwen2"};
 
 static char *slurp(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
@@ -91,8 +91,10 @@ static void test_published_vectors(void **state) {
       for (size_t i = 0; i <= n; i++) {
         const char *t;
         size_t tl;
-        if (i < n) assert_int_equal(brisk_detok_stream_push(s, got[i], &t, &tl), BRISK_OK);
-        else assert_int_equal(brisk_detok_stream_flush(s, &t, &tl), BRISK_OK);
+        if (i < n)
+          assert_int_equal(brisk_detok_stream_push(s, got[i], &t, &tl), BRISK_OK);
+        else
+          assert_int_equal(brisk_detok_stream_flush(s, &t, &tl), BRISK_OK);
         assert_true(sl + tl <= len);
         assert_memory_equal(t, pos + sl, tl);
         sl += tl;
@@ -159,34 +161,51 @@ static void test_special_tokens_real(void **state) {
 
 /* GGUF metadata in memory through the writer. */
 typedef struct kv_spec {
-  const char *model;         /* NULL: no tokenizer.ggml.model */
-  const char *pre;           /* NULL: none */
-  bool tokens_as_u32;        /* write tokens with the wrong type */
-  uint64_t n_scores;         /* scores array length (0: none) */
-  int add_space_prefix;      /* -1: absent */
+  const char *model;    /* NULL: no tokenizer.ggml.model */
+  const char *pre;      /* NULL: none */
+  bool tokens_as_u32;   /* write tokens with the wrong type */
+  uint64_t n_scores;    /* scores array length (0: none) */
+  int add_space_prefix; /* -1: absent */
 } kv_spec;
 
 static brisk_status load_spec(const kv_spec *k, brisk_vocab **v) {
   brisk_gguf_writer *w = NULL;
   assert_int_equal(brisk_gguf_writer_create(3, 32, &w), BRISK_OK);
-  const char *toks[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "\xE2\x96\x81" "a", "b"};
+  const char *toks[] = {"<unk>",
+                        "<s>",
+                        "</s>",
+                        "\xE2\x96\x81",
+                        "a",
+                        "\xE2\x96\x81"
+                        "a",
+                        "b"};
   int32_t types[] = {2, 3, 3, 1, 1, 1, 1};
   float scores[16] = {0, 0, 0, -1, -2, -0.5f, -3};
-  if (k->model) assert_int_equal(brisk_gguf_writer_set_str(w, "tokenizer.ggml.model", k->model), BRISK_OK);
-  if (k->pre) assert_int_equal(brisk_gguf_writer_set_str(w, "tokenizer.ggml.pre", k->pre), BRISK_OK);
+  if (k->model)
+    assert_int_equal(brisk_gguf_writer_set_str(w, "tokenizer.ggml.model", k->model), BRISK_OK);
+  if (k->pre)
+    assert_int_equal(brisk_gguf_writer_set_str(w, "tokenizer.ggml.pre", k->pre), BRISK_OK);
   if (k->tokens_as_u32) {
     uint32_t bogus[7] = {0};
-    assert_int_equal(brisk_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", BRISK_GGUF_UINT32, bogus, 7), BRISK_OK);
+    assert_int_equal(
+        brisk_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", BRISK_GGUF_UINT32, bogus, 7),
+        BRISK_OK);
   } else {
     assert_int_equal(brisk_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 7), BRISK_OK);
   }
-  assert_int_equal(brisk_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", BRISK_GGUF_INT32, types, 7), BRISK_OK);
+  assert_int_equal(
+      brisk_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", BRISK_GGUF_INT32, types, 7),
+      BRISK_OK);
   if (k->n_scores)
-    assert_int_equal(brisk_gguf_writer_set_arr(w, "tokenizer.ggml.scores", BRISK_GGUF_FLOAT32, scores, k->n_scores), BRISK_OK);
+    assert_int_equal(brisk_gguf_writer_set_arr(w, "tokenizer.ggml.scores", BRISK_GGUF_FLOAT32,
+                                               scores, k->n_scores),
+                     BRISK_OK);
   const char *merges[] = {"a b"};
   assert_int_equal(brisk_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1), BRISK_OK);
   if (k->add_space_prefix >= 0)
-    assert_int_equal(brisk_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", k->add_space_prefix), BRISK_OK);
+    assert_int_equal(
+        brisk_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", k->add_space_prefix),
+        BRISK_OK);
   void *data = NULL;
   size_t size = 0;
   assert_int_equal(brisk_gguf_writer_write_memory(w, &data, &size), BRISK_OK);

@@ -38,9 +38,12 @@ static int ends_with(const char *s, const char *suffix) {
 int main(int argc, char **argv) {
   int parse_special = 0, add_special = 0, i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
-    if (strcmp(argv[i], "--parse-special") == 0) parse_special = 1;
-    else if (strcmp(argv[i], "--add-special") == 0) add_special = 1;
-    else break;
+    if (strcmp(argv[i], "--parse-special") == 0)
+      parse_special = 1;
+    else if (strcmp(argv[i], "--add-special") == 0)
+      add_special = 1;
+    else
+      break;
   }
   if (argc - i != 2) {
     fprintf(stderr, "usage: %s [--parse-special] [--add-special] VOCAB INPUT\n", argv[0]);
@@ -83,8 +86,8 @@ int main(int argc, char **argv) {
       for (size_t k = 0; k < need; k++) printf(" %d", (int)toks[k]);
       printf("\n=");
       size_t tn = 0;
-      brisk_vocab_detokenize(v, toks, need, parse_special ? BRISK_DETOK_RENDER_SPECIAL : 0, NULL,
-                             0, &tn);
+      brisk_vocab_detokenize(v, toks, need, parse_special ? BRISK_DETOK_RENDER_SPECIAL : 0, NULL, 0,
+                             &tn);
       char *text = malloc(tn ? tn : 1);
       st = brisk_vocab_detokenize(v, toks, need, parse_special ? BRISK_DETOK_RENDER_SPECIAL : 0,
                                   text, tn, &tn);
