@@ -153,6 +153,7 @@ static void test_against_reference(void **state) {
         weights w = make_weights(&rng, type, ns[ni], ks[ki]);
         for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
           const int64_t m = ms[mi];
+          if (ki == nk - 1 && m != 1 && m != 3 && m != 33) continue; /* keep the run short */
           float *x = make_x(&rng, m, w.k);
           float *ys = malloc((size_t)(m * w.n) * sizeof(float));
           float *yv = malloc((size_t)(m * w.n) * sizeof(float));
@@ -216,7 +217,7 @@ static void test_deterministic(void **state) {
     for (size_t t = 0; t < N_TYPES; t++) {
       const uint32_t type = weight_types[t];
       const int64_t bs = brisk_dtype_get(type)->block_size;
-      const int64_t k = bs == 1 ? 101 : 3 * bs, n = 131, m = 37;
+      const int64_t k = bs == 1 ? 101 : 3 * bs, n = 67, m = 37;
       weights w = make_weights(&rng, type, n, k);
       float *x = make_x(&rng, m, k);
       float *y0 = malloc((size_t)(m * n) * sizeof(float));
@@ -261,7 +262,7 @@ static void test_tiles_and_placement(void **state) {
   const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K, BRISK_DTYPE_F16};
   for (size_t t = 0; t < 4; t++) {
     const uint32_t type = types[t];
-    const int64_t k = 2048, n = 150, m = 210; /* several activation tiles at k = 2048 */
+    const int64_t k = 2048, n = 150, m = 120; /* several tiles both ways at k = 2048 */
     weights w = make_weights(&rng, type, n, k);
     float *x = make_x(&rng, m, k);
     float *y0 = malloc((size_t)(m * n) * sizeof(float));

@@ -20,6 +20,12 @@
 #define TILE_X_BYTES (256 * 1024)
 #define TILE_W_BYTES (64 * 1024)
 #define GEMV_MAX_M BRISK_MM_MAX_X
+/* Float-weight GEMM: k is walked in chunks so that 4 activation rows
+ * (4 x 2 KiB) stay in L1 while up to FTILE_W weight rows stream from L2;
+ * without it the kernels wait on L2 for the activations. */
+#define FCHUNK_K 512
+#define FTILE_W 32
+#define FTILE_X 32
 
 static _Atomic int force_scalar;
 
@@ -36,14 +42,15 @@ bool brisk_cpu_matmul_uses_avx2(void) {
 
 typedef struct mm_job {
   brisk_mm_tile_fn tile;
-  brisk_mm_act_fn act; /* NULL: x is used as given */
-  const uint8_t *w;    /* [n][w_stride] */
-  size_t w_stride;     /* bytes per weight row */
-  const float *x;      /* [m][k] */
-  const uint8_t *xa;   /* [m][xa_stride]: x itself or its quantized rows */
-  uint8_t *xq;         /* the quantized rows (workspace), when act != NULL */
-  size_t xa_stride;    /* bytes */
-  float *y;            /* [m][n] */
+  brisk_mm_chunk_fn chunk; /* float-weight GEMM, when the kernels have it */
+  brisk_mm_act_fn act;     /* NULL: x is used as given */
+  const uint8_t *w;        /* [n][w_stride] */
+  size_t w_stride;         /* bytes per weight row */
+  const float *x;          /* [m][k] */
+  const uint8_t *xa;       /* [m][xa_stride]: x itself or its quantized rows */
+  uint8_t *xq;             /* the quantized rows (workspace), when act != NULL */
+  size_t xa_stride;        /* bytes */
+  float *y;                /* [m][n] */
   int64_t n, k, m;
   int64_t act_rows; /* activation rows per quantization task */
   int64_t w_rows;   /* weight rows per task (GEMV) or per tile (GEMM) */
@@ -94,6 +101,37 @@ static void gemm_task(void *ctx, size_t i) {
   if (c1 > j->n) c1 = j->n;
   if (r1 > j->m) r1 = j->m;
   run_block(j, c0, c1, r0, r1);
+}
+
+/* Float-weight GEMM tile: per group of 4 activation rows, the accumulators
+ * of the tile's outputs live in `acc` while k advances chunk by chunk. */
+static void gemm_float_task(void *ctx, size_t i) {
+  const mm_job *j = ctx;
+  const int64_t wt = (int64_t)i % j->n_wtiles, xt = (int64_t)i / j->n_wtiles;
+  int64_t c0 = wt * j->w_rows, c1 = c0 + j->w_rows, r0 = xt * j->x_rows, r1 = r0 + j->x_rows;
+  if (c1 > j->n) c1 = j->n;
+  if (r1 > j->m) r1 = j->m;
+  float acc[BRISK_MM_MAX_X * FTILE_W * 8]; /* [4][FTILE_W][8] lane sums */
+  brisk_mm_tile t = {
+      .k = j->k, .w_stride = j->w_stride, .x_stride = j->xa_stride, .y_stride = (size_t)j->n};
+  const int64_t k8 = j->k / 8 * 8;
+  for (int64_t r = r0; r < r1; r += BRISK_MM_MAX_X) {
+    const int nx = (int)(r1 - r < BRISK_MM_MAX_X ? r1 - r : BRISK_MM_MAX_X);
+    memset(acc, 0, sizeof acc);
+    t.x = j->xa + (size_t)r * j->xa_stride;
+    for (int64_t k0 = 0; k0 < k8; k0 += FCHUNK_K) {
+      const int64_t k1 = k0 + FCHUNK_K < k8 ? k0 + FCHUNK_K : k8;
+      for (int64_t c = c0; c < c1; c += 2) {
+        t.w = j->w + (size_t)c * j->w_stride;
+        j->chunk(&t, c1 - c >= 2 ? 2 : 1, nx, k0, k1, acc + (c - c0) * 8, FTILE_W);
+      }
+    }
+    for (int64_t c = c0; c < c1; c += 2) {
+      t.w = j->w + (size_t)c * j->w_stride;
+      t.y = j->y + (size_t)r * (size_t)j->n + (size_t)c;
+      j->chunk(&t, c1 - c >= 2 ? 2 : 1, nx, 0, -1, acc + (c - c0) * 8, FTILE_W);
+    }
+  }
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -229,6 +267,12 @@ brisk_status brisk_cpu_matmul(brisk_threadpool *pool, uint32_t w_type, const voi
     /* About 4 tasks per thread for balance; whole groups of 4 rows. */
     j.w_rows = clamp64(ceil_div(ceil_div(n, 4 * conc), 4) * 4, 4, n);
     brisk_parallel_for(pool, (size_t)ceil_div(n, j.w_rows), gemv_task, &j);
+  } else if ((j.chunk = avx2 ? brisk_mm_avx2_float_chunk(w_type) : NULL) != NULL) {
+    j.x_rows = FTILE_X;
+    j.w_rows = FTILE_W;
+    while (j.w_rows > 2 && ceil_div(n, j.w_rows) * ceil_div(m, j.x_rows) < 4 * conc) j.w_rows /= 2;
+    j.n_wtiles = ceil_div(n, j.w_rows);
+    brisk_parallel_for(pool, (size_t)(j.n_wtiles * ceil_div(m, j.x_rows)), gemm_float_task, &j);
   } else {
     j.x_rows = clamp64((int64_t)(TILE_X_BYTES / j.xa_stride) / 4 * 4, 4, 128);
     j.w_rows = clamp64((int64_t)(TILE_W_BYTES / j.w_stride) / 2 * 2, 2, 64);

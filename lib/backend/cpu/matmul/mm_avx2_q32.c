@@ -93,28 +93,24 @@ MM_INLINE void tile_q32(const brisk_mm_tile *t, const int type, const int C, con
       accm[r][c] = 0;
     }
   for (int64_t i = 0; i < nb; i++) {
-    __m256i q[BRISK_MM_MAX_W], aq[BRISK_MM_MAX_W];
-    __m256 dw[BRISK_MM_MAX_W];
-    float mw[BRISK_MM_MAX_W] = {0};
+    /* One weight row at a time keeps few registers live; its unpacked
+     * block serves every activation row. */
 #  pragma GCC unroll 4
     for (int c = 0; c < C; c++) {
-      float d;
-      q[c] = decode(t->w + (size_t)c * t->w_stride + (size_t)i * bs, type, &d, &mw[c]);
-      dw[c] = _mm256_set1_ps(d);
-      if (!has_min(type)) aq[c] = _mm256_sign_epi8(q[c], q[c]); /* |q| */
-    }
+      float d, mw = 0;
+      const __m256i q = decode(t->w + (size_t)c * t->w_stride + (size_t)i * bs, type, &d, &mw);
+      const __m256 dw = _mm256_set1_ps(d);
+      const __m256i aq = has_min(type) ? q : _mm256_sign_epi8(q, q); /* |q| */
 #  pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-      const brisk_mm_q8 *xb = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
-      const __m256i y = _mm256_loadu_si256((const __m256i *)xb->qs);
-      const __m256 dx = _mm256_set1_ps(xb->d);
-#  pragma GCC unroll 4
-      for (int c = 0; c < C; c++) {
+      for (int r = 0; r < R; r++) {
+        const brisk_mm_q8 *xb = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
+        const __m256i y = _mm256_loadu_si256((const __m256i *)xb->qs);
         /* sign(y, q) moves q's sign onto y so maddubs sees |q| unsigned. */
         const __m256i p =
-            has_min(type) ? mm_dot_u8i8(q[c], y) : mm_dot_u8i8(aq[c], _mm256_sign_epi8(y, q[c]));
-        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[c], dx), acc[r][c]);
-        if (has_min(type)) accm[r][c] += mw[c] * xb->s;
+            has_min(type) ? mm_dot_u8i8(q, y) : mm_dot_u8i8(aq, _mm256_sign_epi8(y, q));
+        const __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(&xb->d));
+        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dd, acc[r][c]);
+        if (has_min(type)) accm[r][c] += mw * xb->s;
       }
     }
   }

@@ -44,6 +44,14 @@ typedef struct brisk_mm_tile {
 
 /* n_w in 1..4, n_x in 1..4; n_w == 4 only with n_x == 1. */
 typedef void (*brisk_mm_tile_fn)(const brisk_mm_tile *t, int n_w, int n_x);
+/* Float-weight GEMM pieces: the FMA steps of a tile kernel over [k0, k1)
+ * (multiples of 8) with the 8-lane accumulators of output (r, c) kept at
+ * acc[(r * acc_stride + c) * 8]; k1 < 0 finishes (lane sum, k % 8 remainder)
+ * into y. Chunked or not, each output gets the same operations, so the bits
+ * equal the one-pass tile kernel's. n_w in 1..2, n_x in 1..4. */
+typedef void (*brisk_mm_chunk_fn)(const brisk_mm_tile *t, int n_w, int n_x, int64_t k0, int64_t k1,
+                                  float *acc, size_t acc_stride);
+
 /* One row of k floats into the activation format. */
 typedef void (*brisk_mm_act_fn)(const float *x, void *dst, int64_t k);
 
@@ -63,6 +71,7 @@ void brisk_mm_quantize_q8_scalar(const float *x, void *dst, int64_t k);
 
 /* Per-family AVX2 tables behind brisk_mm_avx2_tile (NULL without AVX2). */
 brisk_mm_tile_fn brisk_mm_avx2_float_tile(uint32_t w_type);
+brisk_mm_chunk_fn brisk_mm_avx2_float_chunk(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx2_q32_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx2_k_tile(uint32_t w_type);
 
