@@ -5,9 +5,16 @@
 #include "model/model.h"
 
 typedef struct brisk_gguf brisk_gguf;
+typedef struct brisk_hf brisk_hf;
 
 brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
                                    const brisk_model_params *params);
+
+/* Hugging Face folders; buffers converted at load are appended to *owned
+ * (the source frees them). */
+brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
+                                 const brisk_model_params *params, void ***owned,
+                                 size_t *n_owned, size_t *cap_owned);
 
 /* Validates hyper-parameters read from any source (non-zero sizes, heads
  * divide evenly, sane bounds), naming the offending value. */

@@ -7,6 +7,10 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "format/gguf.h"
+#include "format/hf.h"
+#include "format/json.h"
+
+#include <json-c/json.h>
 #include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
@@ -14,7 +18,10 @@
 #include <sys/stat.h>
 
 struct brisk_model_source {
-  brisk_gguf *gguf;
+  brisk_gguf *gguf; /* exactly one of gguf and hf is set */
+  brisk_hf *hf;
+  void **owned; /* weights converted at load (HF vectors) */
+  size_t n_owned, cap_owned;
 };
 
 brisk_status brisk_model_source_open(const char *path, const brisk_model_params *params,
@@ -22,14 +29,14 @@ brisk_status brisk_model_source_open(const char *path, const brisk_model_params 
   struct stat st_buf;
   if (stat(path, &st_buf) != 0)
     return brisk_error(BRISK_E_IO, "cannot open model '%s': no such file or folder", path);
-  if (S_ISDIR(st_buf.st_mode))
-    return brisk_error(BRISK_E_UNSUPPORTED,
-                       "'%s' is a folder; Hugging Face folders are not supported yet", path);
   brisk_model_source *src = brisk_calloc(1, sizeof *src);
   if (!src) return brisk_error_oom();
-  brisk_status st = params->use_mmap ? brisk_gguf_open(path, &src->gguf)
-                                     : brisk_gguf_open_flags(path, BRISK_GGUF_OPEN_NO_MMAP,
-                                                             &src->gguf);
+  brisk_status st;
+  if (S_ISDIR(st_buf.st_mode))
+    st = brisk_hf_open(path, &src->hf);
+  else
+    st = params->use_mmap ? brisk_gguf_open(path, &src->gguf)
+                          : brisk_gguf_open_flags(path, BRISK_GGUF_OPEN_NO_MMAP, &src->gguf);
   if (st) {
     brisk_free(src);
     return st;
@@ -41,23 +48,54 @@ brisk_status brisk_model_source_open(const char *path, const brisk_model_params 
 void brisk_model_source_close(brisk_model_source *src) {
   if (!src) return;
   brisk_gguf_close(src->gguf);
+  brisk_hf_close(src->hf);
+  for (size_t i = 0; i < src->n_owned; i++) brisk_aligned_free(src->owned[i]);
+  brisk_free(src->owned);
   brisk_free(src);
 }
 
 /* A tokenizer this build does not know leaves the model without a
  * vocabulary (token ids still work); a malformed one fails the load. */
-static brisk_status load_vocab(brisk_model *m, const brisk_model_source *src) {
-  if (brisk_gguf_find_key(src->gguf, "tokenizer.ggml.model") < 0) {
-    m->vocab_error = brisk_strdup("the file has no tokenizer.ggml.model");
-    return m->vocab_error ? BRISK_OK : brisk_error_oom();
-  }
-  brisk_status st = brisk_vocab_from_gguf(src->gguf, &m->vocab);
+static brisk_status vocab_status(brisk_model *m, brisk_status st) {
   if (st == BRISK_E_UNSUPPORTED) {
     BRISK_WARN("%s; the model is usable with token ids only", brisk_last_error());
     m->vocab_error = brisk_strdup(brisk_last_error());
     return m->vocab_error ? BRISK_OK : brisk_error_oom();
   }
   return st;
+}
+
+/* tokenizer.json, with BOS/EOS and add_bos from the folder's other files. */
+static brisk_status load_hf_vocab(brisk_model *m, const brisk_hf *hf) {
+  const char *path = brisk_hf_tokenizer_json_path(hf);
+  if (!path) {
+    m->vocab_error = brisk_strdup("the folder has no tokenizer.json");
+    return m->vocab_error ? BRISK_OK : brisk_error_oom();
+  }
+  brisk_status st = brisk_vocab_from_hf_file(path, &m->vocab);
+  if (st) return vocab_status(m, st);
+  int32_t bos, eos[8];
+  size_t n_eos = 0;
+  if (brisk_hf_bos_id(hf, &bos) == BRISK_OK && bos < brisk_vocab_n_tokens(m->vocab))
+    brisk_vocab_set_special(m->vocab, BRISK_VOCAB_BOS, bos);
+  if (brisk_hf_eos_ids(hf, eos, 8, &n_eos) == BRISK_OK && n_eos > 0 &&
+      eos[0] < brisk_vocab_n_tokens(m->vocab))
+    brisk_vocab_set_special(m->vocab, BRISK_VOCAB_EOS, eos[0]);
+  bool add_bos = false, add_eos = false;
+  const struct json_object *tc = brisk_hf_tokenizer_config(hf);
+  int set_bos = brisk_json_get_bool(tc, "tokenizer_config.json", "add_bos_token", &add_bos) == BRISK_OK;
+  int set_eos = brisk_json_get_bool(tc, "tokenizer_config.json", "add_eos_token", &add_eos) == BRISK_OK;
+  brisk_vocab_set_add_special(m->vocab, set_bos ? add_bos : -1, set_eos ? add_eos : -1);
+  return BRISK_OK;
+}
+
+static brisk_status load_vocab(brisk_model *m, const brisk_model_source *src) {
+  if (src->hf) return load_hf_vocab(m, src->hf);
+  if (brisk_gguf_find_key(src->gguf, "tokenizer.ggml.model") < 0) {
+    m->vocab_error = brisk_strdup("the file has no tokenizer.ggml.model");
+    return m->vocab_error ? BRISK_OK : brisk_error_oom();
+  }
+  return vocab_status(m, brisk_vocab_from_gguf(src->gguf, &m->vocab));
 }
 
 brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
@@ -68,7 +106,10 @@ brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
     m->hp.n_vocab = m->vocab ? (uint32_t)brisk_vocab_n_tokens(m->vocab) : 0;
     return BRISK_OK;
   }
-  if ((st = brisk_model_load_gguf(m, src->gguf, params))) return st;
+  st = src->hf ? brisk_model_load_hf(m, src->hf, params, &src->owned, &src->n_owned,
+                                     &src->cap_owned)
+               : brisk_model_load_gguf(m, src->gguf, params);
+  if (st) return st;
   if (m->vocab && (uint32_t)brisk_vocab_n_tokens(m->vocab) > m->hp.n_vocab)
     BRISK_WARN("the vocabulary has %d tokens but the embedding only %u rows",
                brisk_vocab_n_tokens(m->vocab), m->hp.n_vocab);
@@ -76,22 +117,33 @@ brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
 }
 
 const char *brisk_model_source_kind(const brisk_model_source *src) {
-  (void)src;
-  return "gguf";
+  return src->hf ? "hf" : "gguf";
 }
 
 const char *brisk_model_source_chat_template(const brisk_model_source *src) {
+  if (src->hf) return brisk_hf_chat_template(src->hf, NULL);
   brisk_gguf_str s;
   if (brisk_gguf_get_str(src->gguf, "tokenizer.chat_template", &s) != BRISK_OK) return NULL;
   return s.ptr;
 }
 
 int64_t brisk_model_source_n_tensors(const brisk_model_source *src) {
-  return brisk_gguf_n_tensors(src->gguf);
+  return src->hf ? (int64_t)brisk_hf_n_tensors(src->hf) : brisk_gguf_n_tensors(src->gguf);
 }
 
 void brisk_model_source_tensor(const brisk_model_source *src, int64_t index,
                                brisk_tensor_info *info) {
+  if (src->hf) {
+    /* safetensors shapes are outermost first; the API lists fastest first. */
+    const brisk_safetensors_tensor *t = brisk_hf_tensor_at(src->hf, (size_t)index);
+    info->name = t->name;
+    info->type = brisk_dtype_name(t->dtype);
+    info->n_dims = t->n_dims ? t->n_dims : 1;
+    for (int d = 0; d < 4; d++)
+      info->dims[d] = d < (int)t->n_dims ? t->shape[t->n_dims - 1 - d] : 1;
+    info->n_bytes = t->n_bytes;
+    return;
+  }
   const brisk_gguf_tensor *t = brisk_gguf_tensor_at(src->gguf, index);
   info->name = t->name;
   info->type = brisk_dtype_name(t->type);
@@ -100,8 +152,39 @@ void brisk_model_source_tensor(const brisk_model_source *src, int64_t index,
   info->n_bytes = t->n_bytes;
 }
 
+/* Writes text of length len (plus a NUL, truncated to cap). */
+static brisk_status put_text(const char *key, const char *text, size_t len, char *buf, size_t cap,
+                             size_t *needed) {
+  if (cap > 0) {
+    size_t n = len < cap - 1 ? len : cap - 1;
+    memcpy(buf, text, n);
+    buf[n] = 0;
+  }
+  if (needed) *needed = len;
+  if (len + 1 > cap)
+    return brisk_error(BRISK_E_BUFFER_TOO_SMALL, "metadata '%s' needs %zu bytes, buffer has %zu",
+                       key, len + 1, cap);
+  return BRISK_OK;
+}
+
+/* config.json values: strings as they are, anything else as JSON text. */
+static brisk_status hf_meta(const brisk_hf *hf, const char *key, char *buf, size_t cap,
+                            size_t *needed) {
+  struct json_object *v = NULL;
+  brisk_status st = brisk_json_find(brisk_hf_config(hf), "config.json", key, &v);
+  if (st == BRISK_E_NOT_FOUND)
+    return brisk_error(BRISK_E_NOT_FOUND, "metadata key '%s' is not in config.json", key);
+  if (st) return st;
+  if (json_object_is_type(v, json_type_string))
+    return put_text(key, json_object_get_string(v), (size_t)json_object_get_string_len(v), buf,
+                    cap, needed);
+  const char *text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
+  return put_text(key, text, strlen(text), buf, cap, needed);
+}
+
 brisk_status brisk_model_source_meta(const brisk_model_source *src, const char *key, char *buf,
                                      size_t cap, size_t *needed) {
+  if (src->hf) return hf_meta(src->hf, key, buf, cap, needed);
   int64_t i = brisk_gguf_find_key(src->gguf, key);
   if (i < 0) return brisk_error(BRISK_E_NOT_FOUND, "metadata key '%s' is not in the model", key);
   /* Strings can be long (chat templates): format into a buffer of the

@@ -59,7 +59,7 @@ int cmd_info(int argc, char **argv) {
   }
   char name[256], tokenizer[64];
   meta_or(m, "general.name", name, sizeof name, "");
-  meta_or(m, "tokenizer.ggml.model", tokenizer, sizeof tokenizer, "none");
+  snprintf(tokenizer, sizeof tokenizer, "%s", brisk_model_tokenizer(m)[0] ? brisk_model_tokenizer(m) : "none");
   const char *tmpl = brisk_model_chat_template(m);
 
   if (json) {
