@@ -8,6 +8,7 @@
 #include "backend/cpu/matmul/mm_internal.h"
 #include "core/alloc.h"
 #include "core/dtype.h"
+#include "core/half.h"
 #include "core/threadpool.h"
 #include "quant/quant.h"
 
@@ -148,6 +149,7 @@ static void test_against_reference(void **state) {
     const int64_t ks[4] = {bs == 1 ? 7 : bs, bs == 1 ? 64 : 2 * bs, bs == 1 ? 67 : 3 * bs,
                            bs == 1 ? 203 : 5 * bs};
     double worst[2] = {0, 0};
+    int64_t n_differ = 0; /* outputs where the two kernel sets round differently */
     for (int ki = 0; ki < nk; ki++) {
       for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
         weights w = make_weights(&rng, type, ns[ni], ks[ki]);
@@ -164,6 +166,7 @@ static void test_against_reference(void **state) {
             brisk_cpu_matmul_force_scalar(false);
             matmul_ok(pool, &w, x, m, yv);
             worst[1] = fmax(worst[1], check_against_reference(&w, x, m, yv, "avx2"));
+            for (int64_t i = 0; i < m * w.n; i++) n_differ += ys[i] != yv[i];
           }
           free(x);
           free(ys);
@@ -172,11 +175,66 @@ static void test_against_reference(void **state) {
         free_weights(&w);
       }
     }
-    fprintf(stderr, "%-5s worst error / bound: scalar %.3f, avx2 %.3f\n", brisk_dtype_name(type),
-            worst[0], worst[1]);
+    fprintf(stderr, "%-5s worst error / bound: scalar %.3f, avx2 %.3f; %lld outputs differ\n",
+            brisk_dtype_name(type), worst[0], worst[1], (long long)n_differ);
+    /* Both kernel sets really ran: their summation orders differ somewhere. */
+    if (avx2) assert_true(n_differ > 0);
   }
   brisk_cpu_matmul_force_scalar(false);
   brisk_threadpool_free(pool);
+}
+
+/* Offsets of the fp16 scale fields in each type's block. */
+static int f16_fields(uint32_t type, int off[2]) {
+  switch (type) {
+  case BRISK_DTYPE_Q8_0:
+  case BRISK_DTYPE_Q4_0:
+  case BRISK_DTYPE_Q5_0: off[0] = 0; return 1;
+  case BRISK_DTYPE_Q4_1:
+  case BRISK_DTYPE_Q5_1:
+  case BRISK_DTYPE_Q4_K:
+  case BRISK_DTYPE_Q5_K: off[0] = 0, off[1] = 2; return 2;
+  case BRISK_DTYPE_Q6_K: off[0] = 208; return 1;
+  default: return 0;
+  }
+}
+
+/* Weights as any file may hold them: random block bytes (every level and
+ * scale pattern, q8_0's -128 included) with finite fp16 scales. Catches
+ * 16-bit saturation and sign handling that quantizer output never hits. */
+static void test_random_blocks(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded("matmul_random_blocks");
+  const bool avx2 = have_avx2();
+  for (size_t t = 3; t < N_TYPES; t++) { /* the quantized types */
+    const uint32_t type = weight_types[t];
+    const brisk_dtype_info *info = brisk_dtype_get(type);
+    const int64_t n = 9, k = 3 * (int64_t)info->block_size, m = 5;
+    weights w = make_weights(&rng, type, n, k);
+    for (uint64_t b = 0; b < w.row_bytes * (uint64_t)n; b++) w.q[b] = (uint8_t)test_rng_u64(&rng);
+    int off[2];
+    const int nf = f16_fields(type, off);
+    for (int64_t blk = 0; blk < (int64_t)(w.row_bytes * (uint64_t)n / info->type_size); blk++)
+      for (int f = 0; f < nf; f++) {
+        uint16_t h = brisk_f32_to_f16((float)test_rng_uniform(&rng, -1, 1));
+        memcpy(w.q + (size_t)blk * info->type_size + (size_t)off[f], &h, 2);
+      }
+    if (type == BRISK_DTYPE_Q8_0) /* the level no quantizer writes */
+      for (int64_t blk = 0; blk < n * 3; blk++) memset(w.q + blk * 34 + 2, 0x80, 16);
+    for (int64_t j = 0; j < n; j++)
+      assert_int_equal(brisk_dequantize_row(type, w.q + j * w.row_bytes, w.deq + j * k, k),
+                       BRISK_OK);
+    float *x = make_x(&rng, m, k);
+    float y[9 * 5];
+    for (int scalar = 1; scalar >= (avx2 ? 0 : 1); scalar--) {
+      brisk_cpu_matmul_force_scalar(scalar);
+      matmul_ok(NULL, &w, x, m, y);
+      check_against_reference(&w, x, m, y, scalar ? "scalar" : "avx2");
+    }
+    brisk_cpu_matmul_force_scalar(false);
+    free(x);
+    free_weights(&w);
+  }
 }
 
 /* The AVX2 activation quantizers write exactly the scalar ones' bytes. */
@@ -390,11 +448,9 @@ static void test_allocation_failure(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_against_reference),
-      cmocka_unit_test(test_activation_quantizers_agree),
-      cmocka_unit_test(test_deterministic),
-      cmocka_unit_test(test_tiles_and_placement),
-      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_against_reference),           cmocka_unit_test(test_random_blocks),
+      cmocka_unit_test(test_activation_quantizers_agree), cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_tiles_and_placement),         cmocka_unit_test(test_errors),
       cmocka_unit_test(test_allocation_failure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
