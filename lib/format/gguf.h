@@ -80,7 +80,8 @@ const void *brisk_gguf_bytes(const brisk_gguf *g);
  * - keys and tensor names are non-empty, valid UTF-8 without control
  *   characters (U+0000..U+001F, U+007F: messages stay one line), and unique;
  *   string values may hold any bytes (vocabularies do);
- * - arrays of arrays are malformed (BRISK_E_FORMAT), as llama.cpp makes them;
+ * - arrays of arrays are rejected as malformed (BRISK_E_FORMAT): no model
+ *   file uses them and their size cannot be bounded cheaply;
  * - bool values (scalars and array elements) are 0 or 1;
  * - tensors have 1..4 dims, each >= 1, whose product fits in int64_t, a row
  *   length divisible by the type's block size, an offset that is a multiple
@@ -96,7 +97,10 @@ bool brisk_gguf_utf8_valid(const char *s, size_t len);
 /* A valid key or tensor name: UTF-8 as above and no control characters. */
 bool brisk_gguf_name_valid(const char *s, size_t len);
 
-/* Metadata: keys are indexed 0..n-1 in file order. */
+/* A handle is immutable once open: any number of threads may read it at
+ * once. Pointers it returns live until brisk_gguf_close.
+ * Metadata: keys are indexed 0..n-1 in file order; an index out of range
+ * gives NULL / (brisk_gguf_type)-1 / 0 below. */
 int64_t brisk_gguf_n_kv(const brisk_gguf *g);
 int64_t brisk_gguf_find_key(const brisk_gguf *g, const char *key); /* -1 if absent */
 const char *brisk_gguf_key(const brisk_gguf *g, int64_t i);

@@ -131,7 +131,7 @@ int fuzz_write_seeds(const char *dir) {
 
   /* Slightly broken: truncations, then single fields changed. */
   err |= save(dir, "broken-truncated-header.gguf", &full, 20);
-  err |= save(dir, "broken-truncated-kv.gguf", &full, full.size / 4);
+  err |= save(dir, "broken-truncated-kv.gguf", &full, full.size * 3 / 5);
   err |= save(dir, "broken-truncated-data.gguf", &full, full.size - 40);
   err |= save_patched(dir, "broken-version-1.gguf", &full, 4, "\1\0\0\0", 4);
   err |= save_patched(dir, "broken-huge-n-kv.gguf", &full, 16, "\0\0\0\0\0\0\0\x40", 8);
