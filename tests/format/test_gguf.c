@@ -681,6 +681,8 @@ typedef struct oom_ctx {
   const void *data;
   size_t size;
   spec *s;
+  const char *path;
+  uint32_t flags;
 } oom_ctx;
 
 static brisk_status oom_open(void *arg) {
@@ -705,6 +707,15 @@ static brisk_status oom_write(void *arg) {
   return st;
 }
 
+static brisk_status oom_open_file(void *arg) {
+  oom_ctx *c = arg;
+  brisk_gguf *g;
+  brisk_status st = brisk_gguf_open_flags(c->path, c->flags, &g);
+  if (st) return st;
+  brisk_gguf_close(g);
+  return BRISK_OK;
+}
+
 static void test_allocation_failures(void **state) {
   (void)state;
   test_rng r = test_rng_seeded("gguf_allocation_failures");
@@ -721,6 +732,18 @@ static void test_allocation_failures(void **state) {
   c.data = mem;
   uint64_t n_open = test_every_allocation_fails(oom_open, &c);
   assert_true(n_open > 3);
+  /* The file paths too: mmap, and read() into a buffer (one more allocation). */
+  char path[512];
+  temp_path(path, sizeof path);
+  FILE *f = fopen(path, "wb");
+  assert_int_equal(fwrite(mem, 1, c.size, f), c.size);
+  fclose(f);
+  c.path = path;
+  c.flags = 0;
+  assert_int_equal(test_every_allocation_fails(oom_open_file, &c), n_open);
+  c.flags = BRISK_GGUF_OPEN_NO_MMAP;
+  assert_int_equal(test_every_allocation_fails(oom_open_file, &c), n_open + 1);
+  unlink(path);
   brisk_free(mem);
   free_spec(s);
   free(s);
