@@ -209,6 +209,12 @@ struct brisk_backend {
                            const float *v /* [n_tokens][n_kv_heads][head_dim] */,
                            const int64_t *slots /* [n_tokens] host */, int32_t n_tokens);
 
+  /* Copy-on-write support: copies whole blocks (all KV heads) of one cache,
+   * pairs[i] = {src, dst}, in order; src != dst, both in [0, n_blocks). */
+  brisk_status (*kv_copy_blocks)(brisk_backend *be, const brisk_kv_layout *kv,
+                                 void *cache /* [n_blocks][n_kv_heads][block_size][head_dim] */,
+                                 const int32_t *pairs /* [n_pairs][2] host */, int32_t n_pairs);
+
   /* Causal attention of each query over its own sequence's cached keys
    * (positions 0..p, or the sliding window), GQA: query head h reads kv head
    * h / (n_heads / n_kv_heads). Keys up to each query's position must have

@@ -339,6 +339,65 @@ static void test_kv_write_layout(void **state) {
   ops_paths_close(&P);
 }
 
+static void test_kv_copy_blocks(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("kv_copy_blocks");
+  ops_paths P = ops_paths_open(0);
+  brisk_backend *be = P.be[0];
+  brisk_kv_layout kv = {BRISK_DTYPE_F16, 6, 2, 4, rand_int(&r, 1, 40)};
+  size_t block = (size_t)kv.n_kv_heads * kv.block_size * kv.head_dim * 2;
+  uint8_t *cache = malloc(block * 6), *want = malloc(block * 6);
+  for (size_t i = 0; i < block * 6; i++) cache[i] = (uint8_t)test_rng_u64(&r);
+  memcpy(want, cache, block * 6);
+  /* In order: block 4 gets 1, then block 0 gets the new 4. */
+  const int32_t pairs[3][2] = {{1, 4}, {4, 0}, {5, 2}};
+  memcpy(want + 4 * block, want + 1 * block, block);
+  memcpy(want + 0 * block, want + 4 * block, block);
+  memcpy(want + 2 * block, want + 5 * block, block);
+  assert_int_equal(be->kv_copy_blocks(be, &kv, cache, &pairs[0][0], 3), BRISK_OK);
+  assert_memory_equal(cache, want, block * 6);
+  const int32_t bad[2][2] = {{1, 2}, {3, 6}};
+  assert_int_equal(be->kv_copy_blocks(be, &kv, cache, &bad[0][0], 2), BRISK_E_INVALID_ARGUMENT);
+  assert_memory_equal(cache, want, block * 6); /* checked before copying */
+  const int32_t same[1][2] = {{3, 3}};
+  assert_int_equal(be->kv_copy_blocks(be, &kv, cache, &same[0][0], 1), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(be->kv_copy_blocks(be, &kv, cache, NULL, 0), BRISK_OK);
+  free(cache), free(want);
+  ops_paths_close(&P);
+}
+
+/* A host job system (here: tasks run in reverse order, claiming 5-way
+ * concurrency) must give the same bits as the library's own pool. */
+static void reverse_parallel_for(void *user, size_t n, brisk_task_fn task, void *ctx) {
+  (void)user;
+  for (size_t i = n; i-- > 0;) task(ctx, i);
+}
+
+static void test_attention_host_hook(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("attention_host_hook");
+  ops_paths P = ops_paths_open(0);
+  attn_case c = {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 3, 200, 4, 0};
+  for (int b = 0; b < P.n; b++) {
+    brisk_backend *be = P.be[b];
+    attn_setup S;
+    setup(&S, &c, &r, be);
+    size_t n_out = (size_t)S.batch.n_tokens * S.n_heads * c.head_dim;
+    float *own = malloc(n_out * sizeof *own), *hooked = malloc(n_out * sizeof *hooked);
+    brisk_attn_params ap = {S.n_heads, 0, 0};
+    assert_int_equal(be->attention(be, &S.kv, S.k_cache, S.v_cache, S.q, &S.batch, &ap, own),
+                     BRISK_OK);
+    assert_int_equal(brisk_set_parallel_for(reverse_parallel_for, NULL, 5), BRISK_OK);
+    brisk_status st = be->attention(be, &S.kv, S.k_cache, S.v_cache, S.q, &S.batch, &ap, hooked);
+    assert_int_equal(brisk_set_parallel_for(NULL, NULL, 0), BRISK_OK);
+    assert_int_equal(st, BRISK_OK);
+    assert_memory_equal(own, hooked, n_out * sizeof *own);
+    free(own), free(hooked);
+    teardown(&S, &c, be);
+  }
+  ops_paths_close(&P);
+}
+
 static void test_attention_bad_arguments(void **state) {
   (void)state;
   ops_paths P = ops_paths_open(0);
@@ -389,6 +448,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kv_write_layout),         cmocka_unit_test(test_paged_attention),
       cmocka_unit_test(test_attention_windows),       cmocka_unit_test(test_attention_wide_groups),
+      cmocka_unit_test(test_kv_copy_blocks),          cmocka_unit_test(test_attention_host_hook),
       cmocka_unit_test(test_attention_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

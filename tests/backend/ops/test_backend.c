@@ -100,6 +100,8 @@ static void test_matmul(void **state) {
     void *w = make_weight(&r, type, n, k, wd);
     float *x = rand_floats(&r, (size_t)(m * k), 1), *y = malloc((size_t)(m * n) * sizeof *y);
     assert_int_equal(be->matmul(be, type, w, n, k, x, m, y), BRISK_OK);
+    /* Quantized weights need x quantized into the backend's kept workspace. */
+    if (brisk_dtype_get(type)->quantized) assert_true(brisk_backend_cpu_workspace_bytes(be) > 0);
     double xmax = 0;
     for (int64_t i = 0; i < m * k; i++) xmax = fmax(xmax, fabs(x[i]));
     for (int64_t a = 0; a < m; a++) {

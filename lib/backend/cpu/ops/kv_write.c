@@ -1,4 +1,5 @@
-/* KV write: each token's k and v heads into their slots of the paged caches. */
+/* Writes into the paged KV caches: each token's k and v heads into their
+ * slots, and whole-block copies for copy-on-write. */
 #include "backend/cpu/ops/ops.h"
 #include "backend/cpu/ops/vec.h"
 
@@ -84,5 +85,29 @@ brisk_status brisk_cpu_ops_kv_write(brisk_backend *be, const brisk_kv_layout *kv
   kv_write_job job = {kv, {k_cache, v_cache}, {k, v}, slots, c->avx2};
   double work = 2.0 * n_tokens * (double)kv->n_kv_heads * kv->head_dim;
   brisk_cpu_ops_parallel(c->pool, n_tokens, 1, work, kv_write_range, &job);
+  return BRISK_OK;
+}
+
+brisk_status brisk_cpu_ops_kv_copy_blocks(brisk_backend *be, const brisk_kv_layout *kv, void *cache,
+                                          const int32_t *pairs, int32_t n_pairs) {
+  (void)be;
+  size_t cache_bytes;
+  brisk_status st = brisk_cpu_ops_check_kv("kv_copy_blocks", kv, &cache_bytes);
+  if (st != BRISK_OK) return st;
+  if (n_pairs < 0 || (n_pairs > 0 && (!cache || !pairs)))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "kv_copy_blocks: %d pairs, cache or pairs NULL",
+                       (int)n_pairs);
+  for (int32_t i = 0; i < n_pairs; i++) {
+    int32_t src = pairs[2 * i], dst = pairs[2 * i + 1];
+    if (src < 0 || src >= kv->n_blocks || dst < 0 || dst >= kv->n_blocks || src == dst)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "kv_copy_blocks: pair %d copies block %d to %d (needs distinct blocks in "
+                         "[0, %d))",
+                         (int)i, (int)src, (int)dst, (int)kv->n_blocks);
+  }
+  const size_t block_bytes = cache_bytes / (size_t)kv->n_blocks;
+  for (int32_t i = 0; i < n_pairs; i++)
+    memcpy((char *)cache + (size_t)pairs[2 * i + 1] * block_bytes,
+           (const char *)cache + (size_t)pairs[2 * i] * block_bytes, block_bytes);
   return BRISK_OK;
 }

@@ -50,6 +50,8 @@ brisk_status brisk_cpu_ops_softmax(brisk_backend *be, const float *x, int64_t n_
 brisk_status brisk_cpu_ops_kv_write(brisk_backend *be, const brisk_kv_layout *kv, void *k_cache,
                                     void *v_cache, const float *k, const float *v,
                                     const int64_t *slots, int32_t n_tokens);
+brisk_status brisk_cpu_ops_kv_copy_blocks(brisk_backend *be, const brisk_kv_layout *kv, void *cache,
+                                          const int32_t *pairs, int32_t n_pairs);
 brisk_status brisk_cpu_ops_attention(brisk_backend *be, const brisk_kv_layout *kv,
                                      const void *k_cache, const void *v_cache, const float *q,
                                      const brisk_attn_batch *batch, const brisk_attn_params *params,
