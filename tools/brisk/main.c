@@ -8,12 +8,16 @@
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
 
 static const struct {
   const char *name;
   cli_command_fn fn;
   const char *help;
 } commands[] = {
+    {"logits", cmd_logits, "write the logits of a token sequence (float32 [n][n_vocab])"},
+    {"run", cmd_run, "generate text from a prompt (greedy), streaming it"},
     {"version", cmd_version, "print the version and what this machine supports"},
     {"info", cmd_info, "describe a model file: architecture, sizes, tensor types"},
     {"tokenize", cmd_tokenize, "show the token ids and pieces of a text"},

@@ -1,0 +1,328 @@
+/* The context: a model, a backend, a paged KV cache and the forward pass,
+ * behind brisk_decode and the sequence operations. */
+#include "context/batch.h"
+
+#include "backend/cpu/ops/cpu_backend.h"
+#include "core/alloc.h"
+#include "core/checked.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "forward/forward.h"
+#include "kv/kv.h"
+#include "model/model.h"
+
+#include <string.h>
+
+struct brisk_context {
+  const brisk_model *model;
+  brisk_context_params params;
+  brisk_threadpool *pool;
+  brisk_backend *be;
+  brisk_kv *kv;
+  brisk_forward_kv storage;
+  uint64_t bytes_per_block;
+  brisk_forward *fwd;
+  /* Per-decode scratch, host, sized for max_batch_tokens. */
+  int64_t *slot;         /* [max_batch] */
+  int32_t *seq_row;      /* [max_batch] */
+  int32_t *out_rows;     /* [max_batch] */
+  int32_t *logit_row;    /* [max_batch] batch entry -> row of logits, or -1 */
+  int32_t *seq_ids;      /* [max_batch] distinct sequences of the batch */
+  int32_t *roll_seq;     /* [max_batch] sequences a decode touches */
+  int32_t *old_len;      /* [max_batch] their lengths before it */
+  brisk_kv_copy *copies; /* [max_batch] */
+  int32_t *tables;       /* host [n_tables_cap] block tables of the batch */
+  size_t tables_cap;
+  float *logits_dev;     /* backend [max_batch][n_vocab] */
+  float *logits;         /* host [max_batch][n_vocab] */
+  int32_t n_logit_entries; /* entries of the last decode; 0 before the first */
+};
+
+BRISK_API void brisk_context_params_init(brisk_context_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+  p->block_size = 16;
+  p->kv_type = BRISK_KV_F16;
+  p->max_batch_tokens = 512;
+  p->n_seq_max = 64;
+}
+
+static brisk_status copy_params(const brisk_context_params *in, brisk_context_params *out) {
+  brisk_context_params_init(out);
+  if (!in) return BRISK_OK;
+  if (in->struct_size < sizeof *out || in->struct_size > 4096)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_context_params.struct_size %u is invalid (call "
+                       "brisk_context_params_init)",
+                       in->struct_size);
+  memcpy(out, in, sizeof *out);
+  out->struct_size = sizeof *out;
+  if (out->n_threads < 0 || out->n_threads > 1024)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "n_threads %d is outside [0, 1024]",
+                       out->n_threads);
+  if (out->block_size < 1 || out->block_size > 4096)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "block_size %d is outside [1, 4096]",
+                       out->block_size);
+  if (out->kv_type != BRISK_KV_F16 && out->kv_type != BRISK_KV_F32)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "kv_type %d is not a brisk_kv_type",
+                       (int)out->kv_type);
+  if (out->max_batch_tokens < 1 || out->max_batch_tokens > (1 << 20))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "max_batch_tokens %d is outside [1, 2^20]",
+                       out->max_batch_tokens);
+  if (out->n_seq_max < 1 || out->n_seq_max > (1 << 20))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "n_seq_max %d is outside [1, 2^20]",
+                       out->n_seq_max);
+  if (out->kv_tokens < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "kv_tokens %d is negative", out->kv_tokens);
+  return BRISK_OK;
+}
+
+/* Number of KV blocks from the params: tokens, else a byte budget, else a
+ * default of min(n_ctx_train, 4096) tokens. */
+static brisk_status pool_blocks(const brisk_context_params *p, const brisk_hparams *hp,
+                                uint64_t bytes_per_block, int32_t *n_blocks) {
+  uint64_t blocks;
+  if (p->kv_tokens > 0 || p->kv_bytes == 0) {
+    uint64_t tokens = p->kv_tokens > 0 ? (uint64_t)p->kv_tokens
+                                       : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    blocks = (tokens + (uint64_t)p->block_size - 1) / (uint64_t)p->block_size;
+  } else {
+    blocks = p->kv_bytes / bytes_per_block;
+    if (blocks == 0)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "kv_bytes %llu is less than one KV block (%llu bytes)",
+                         (unsigned long long)p->kv_bytes, (unsigned long long)bytes_per_block);
+  }
+  if (blocks > INT32_MAX / (uint64_t)p->block_size)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "KV pool of %llu blocks is too large",
+                       (unsigned long long)blocks);
+  *n_blocks = (int32_t)blocks;
+  return BRISK_OK;
+}
+
+static brisk_status alloc_kv_storage(brisk_context *c) {
+  const brisk_hparams *hp = &c->model->hp;
+  brisk_forward_kv *s = &c->storage;
+  size_t layer_bytes = (size_t)(c->bytes_per_block / (2 * hp->n_layer)) *
+                       (size_t)s->layout.n_blocks;
+  s->k = brisk_calloc(hp->n_layer, sizeof(void *));
+  s->v = brisk_calloc(hp->n_layer, sizeof(void *));
+  if (!s->k || !s->v) return brisk_error_oom();
+  for (uint32_t l = 0; l < hp->n_layer; l++) {
+    brisk_status st;
+    if ((st = c->be->buffer_alloc(c->be, layer_bytes, &s->k[l])) ||
+        (st = c->be->buffer_alloc(c->be, layer_bytes, &s->v[l])))
+      return st;
+  }
+  return BRISK_OK;
+}
+
+BRISK_API void brisk_context_free(brisk_context *c) {
+  if (!c) return;
+  for (uint32_t l = 0; l < c->model->hp.n_layer; l++) {
+    if (c->storage.k) c->be->buffer_free(c->be, c->storage.k[l]);
+    if (c->storage.v) c->be->buffer_free(c->be, c->storage.v[l]);
+  }
+  brisk_free(c->storage.k);
+  brisk_free(c->storage.v);
+  if (c->be) c->be->buffer_free(c->be, c->logits_dev);
+  brisk_forward_free(c->fwd);
+  brisk_kv_free(c->kv);
+  brisk_backend_free(c->be);
+  brisk_threadpool_free(c->pool);
+  brisk_free(c->slot);
+  brisk_free(c->seq_row);
+  brisk_free(c->out_rows);
+  brisk_free(c->logit_row);
+  brisk_free(c->seq_ids);
+  brisk_free(c->old_len);
+  brisk_free(c->roll_seq);
+  brisk_free(c->copies);
+  brisk_free(c->tables);
+  brisk_free(c->logits);
+  brisk_free(c);
+}
+
+BRISK_API brisk_status brisk_context_create(const brisk_model *model,
+                                            const brisk_context_params *params,
+                                            brisk_context **out) {
+  if (!model || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_context_create: model and out must be set");
+  brisk_context_params p;
+  brisk_status st = copy_params(params, &p);
+  if (st) return st;
+  const brisk_hparams *hp = &model->hp;
+  size_t elt = p.kv_type == BRISK_KV_F16 ? 2 : 4;
+  uint64_t bytes_per_block = 2ull * hp->n_layer * hp->n_head_kv * hp->head_dim *
+                             (uint64_t)p.block_size * elt;
+  int32_t n_blocks = 0;
+  if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
+
+  brisk_context *c = brisk_calloc(1, sizeof *c);
+  if (!c) return brisk_error_oom();
+  c->model = model;
+  c->params = p;
+  c->bytes_per_block = bytes_per_block;
+  c->storage.layout = (brisk_kv_layout){p.kv_type == BRISK_KV_F16 ? BRISK_DTYPE_F16 : BRISK_DTYPE_F32,
+                                        n_blocks, (int32_t)hp->n_head_kv, p.block_size,
+                                        (int32_t)hp->head_dim};
+  size_t nb = (size_t)p.max_batch_tokens, nv = hp->n_vocab;
+  c->slot = brisk_malloc(nb * sizeof *c->slot);
+  c->seq_row = brisk_malloc(nb * sizeof *c->seq_row);
+  c->out_rows = brisk_malloc(nb * sizeof *c->out_rows);
+  c->logit_row = brisk_malloc(nb * sizeof *c->logit_row);
+  c->seq_ids = brisk_malloc(nb * sizeof *c->seq_ids);
+  c->old_len = brisk_malloc(nb * sizeof *c->old_len);
+  c->roll_seq = brisk_malloc(nb * sizeof *c->roll_seq);
+  c->copies = brisk_malloc(nb * sizeof *c->copies);
+  c->logits = brisk_malloc(nb * nv * sizeof(float));
+  if (!c->slot || !c->seq_row || !c->out_rows || !c->logit_row || !c->seq_ids || !c->old_len || !c->roll_seq ||
+      !c->copies || !c->logits) {
+    st = brisk_error_oom();
+    goto fail;
+  }
+  if ((st = brisk_threadpool_create(p.n_threads, &c->pool)) ||
+      (st = brisk_backend_cpu_create(c->pool, BRISK_CPU_ISA_AUTO, &c->be)) ||
+      (st = brisk_kv_create(n_blocks, p.block_size, p.n_seq_max, &c->kv)) ||
+      (st = alloc_kv_storage(c)) || (st = brisk_forward_create(model, c->be, p.max_batch_tokens, &c->fwd)) ||
+      (st = c->be->buffer_alloc(c->be, nb * nv * sizeof(float), (void **)&c->logits_dev)))
+    goto fail;
+  *out = c;
+  return BRISK_OK;
+fail:
+  brisk_context_free(c);
+  return st;
+}
+
+BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *c, brisk_kv_stats *s) {
+  if (!c || !s || s->struct_size < sizeof *s)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_context_kv_stats: context and stats (with struct_size) must be set");
+  s->block_size = brisk_kv_block_size(c->kv);
+  s->n_blocks = brisk_kv_n_blocks(c->kv);
+  s->n_free_blocks = brisk_kv_n_free_blocks(c->kv);
+  s->bytes_per_block = c->bytes_per_block;
+  s->kv_bytes = c->bytes_per_block * (uint64_t)s->n_blocks;
+  s->other_bytes = brisk_forward_bytes(c->fwd) + brisk_backend_cpu_workspace_bytes(c->be) +
+                   (uint64_t)c->params.max_batch_tokens * c->model->hp.n_vocab * sizeof(float);
+  return BRISK_OK;
+}
+
+/* Copies whole blocks (every layer, K and V) for copy-on-write. */
+static brisk_status copy_blocks(brisk_context *c, int32_t n_copies) {
+  _Static_assert(sizeof(brisk_kv_copy) == 2 * sizeof(int32_t), "copies are {src, dst} pairs");
+  if (n_copies == 0) return BRISK_OK;
+  const int32_t *pairs = (const int32_t *)c->copies;
+  for (uint32_t l = 0; l < c->model->hp.n_layer; l++) {
+    brisk_status st;
+    if ((st = c->be->kv_copy_blocks(c->be, &c->storage.layout, c->storage.k[l], pairs, n_copies)) ||
+        (st = c->be->kv_copy_blocks(c->be, &c->storage.layout, c->storage.v[l], pairs, n_copies)))
+      return st;
+  }
+  return BRISK_OK;
+}
+
+/* Gathers the block tables of the batch's sequences into one host matrix
+ * [n_seqs][max_blocks] and maps each entry to its row. */
+static brisk_status build_tables(brisk_context *c, const brisk_batch *b, int32_t *n_seqs,
+                                 int32_t *max_blocks) {
+  *n_seqs = 0;
+  *max_blocks = 1;
+  for (int32_t i = 0; i < b->n; i++) {
+    int32_t r = 0;
+    while (r < *n_seqs && c->seq_ids[r] != b->seq[i]) r++;
+    if (r == *n_seqs) c->seq_ids[(*n_seqs)++] = b->seq[i];
+    c->seq_row[i] = r;
+  }
+  for (int32_t r = 0; r < *n_seqs; r++) {
+    int32_t nbk;
+    brisk_kv_block_table(c->kv, c->seq_ids[r], &nbk);
+    if (nbk > *max_blocks) *max_blocks = nbk;
+  }
+  size_t need = (size_t)*n_seqs * (size_t)*max_blocks;
+  if (brisk_grow((void **)&c->tables, &c->tables_cap, need, sizeof *c->tables))
+    return brisk_error_oom();
+  for (int32_t r = 0; r < *n_seqs; r++) {
+    int32_t nbk;
+    const int32_t *t = brisk_kv_block_table(c->kv, c->seq_ids[r], &nbk);
+    memcpy(c->tables + (size_t)r * (size_t)*max_blocks, t, (size_t)nbk * sizeof *t);
+  }
+  return BRISK_OK;
+}
+
+BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
+  if (!c || !b) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_decode: context and batch must be set");
+  const brisk_hparams *hp = &c->model->hp;
+  if (b->n < 1 || b->n > c->params.max_batch_tokens)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "batch has %d tokens; this context takes 1..%d (max_batch_tokens)", b->n,
+                       c->params.max_batch_tokens);
+  int32_t n_out = 0;
+  for (int32_t i = 0; i < b->n; i++) {
+    if (b->token[i] < 0 || (uint32_t)b->token[i] >= hp->n_vocab)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT, "batch entry %d: token %d is outside [0, %u)",
+                         i, b->token[i], hp->n_vocab);
+    if (b->want[i]) c->out_rows[n_out++] = i;
+  }
+  /* Remember each sequence's length so a failed pass can be rolled back. */
+  int32_t n_roll = 0;
+  for (int32_t i = 0; i < b->n; i++) {
+    if (b->seq[i] < 0 || b->seq[i] >= c->params.n_seq_max)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "batch entry %d: sequence id %d is outside [0, %d)", i, b->seq[i],
+                         c->params.n_seq_max);
+    int32_t r = 0;
+    while (r < n_roll && c->roll_seq[r] != b->seq[i]) r++;
+    if (r == n_roll) {
+      c->roll_seq[n_roll] = b->seq[i];
+      c->old_len[n_roll++] = brisk_kv_seq_len(c->kv, b->seq[i]);
+    }
+  }
+  int32_t n_copies = 0;
+  brisk_status st = brisk_kv_reserve(c->kv, b->n, b->seq, b->pos, c->slot, c->copies, &n_copies);
+  if (st) return st;
+  int32_t n_seqs = 0, max_blocks = 0;
+  if (!(st = copy_blocks(c, n_copies)) && !(st = build_tables(c, b, &n_seqs, &max_blocks))) {
+    brisk_forward_batch fb = {b->n,     b->token,  b->pos,   c->seq_row, c->slot,
+                              c->tables, n_seqs,   max_blocks, n_out,    c->out_rows};
+    st = brisk_forward_run(c->fwd, &c->storage, &fb, c->logits_dev, c->params.abort_callback,
+                           c->params.abort_user_data);
+  }
+  if (!st && n_out)
+    st = c->be->download(c->be, c->logits, c->logits_dev, (size_t)n_out * hp->n_vocab * sizeof(float));
+  if (st) {
+    /* Undo the reservation: the context is as before the call. */
+    for (int32_t r = 0; r < n_roll; r++) brisk_kv_seq_truncate(c->kv, c->roll_seq[r], c->old_len[r]);
+    return st;
+  }
+  for (int32_t i = 0; i < b->n; i++) c->logit_row[i] = -1;
+  for (int32_t j = 0; j < n_out; j++) c->logit_row[c->out_rows[j]] = j;
+  c->n_logit_entries = b->n;
+  return BRISK_OK;
+}
+
+BRISK_API const float *brisk_get_logits(const brisk_context *c, int32_t i) {
+  if (!c || i < 0 || i >= c->n_logit_entries || c->logit_row[i] < 0) return NULL;
+  return c->logits + (size_t)c->logit_row[i] * c->model->hp.n_vocab;
+}
+
+BRISK_API int32_t brisk_seq_len(const brisk_context *c, int32_t seq) {
+  return c ? brisk_kv_seq_len(c->kv, seq) : 0;
+}
+
+BRISK_API brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t len) {
+  if (!c) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_seq_truncate: context is NULL");
+  return brisk_kv_seq_truncate(c->kv, seq, len);
+}
+
+BRISK_API brisk_status brisk_seq_free(brisk_context *c, int32_t seq) {
+  if (!c) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_seq_free: context is NULL");
+  return brisk_kv_seq_free(c->kv, seq);
+}
+
+BRISK_API brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst) {
+  if (!c) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_seq_fork: context is NULL");
+  return brisk_kv_seq_fork(c->kv, src, dst);
+}

@@ -1,0 +1,54 @@
+/* The forward pass over a batch, written once for every architecture and
+ * every backend: it calls only the backend's operation table. */
+#ifndef BRISK_FORWARD_FORWARD_H
+#define BRISK_FORWARD_FORWARD_H
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+#include <stdint.h>
+
+typedef struct brisk_forward brisk_forward;
+
+/* Per-layer paged K/V storage, owned by the caller (the context). */
+typedef struct brisk_forward_kv {
+  brisk_kv_layout layout;
+  void **k; /* [n_layer] each [n_blocks][n_kv_heads][block_size][head_dim] */
+  void **v; /* [n_layer] same */
+} brisk_forward_kv;
+
+/* One batch, all host memory. Token i is position pos[i] of the sequence
+ * whose block table is row seq_row[i] of block_tables, and its K/V goes to
+ * global slot slot[i]. Logits are produced for the n_out tokens listed in
+ * out_rows (ascending batch indices). */
+typedef struct brisk_forward_batch {
+  int32_t n_tokens;
+  const int32_t *tokens;       /* [n_tokens] */
+  const int32_t *pos;          /* [n_tokens] */
+  const int32_t *seq_row;      /* [n_tokens] */
+  const int64_t *slot;         /* [n_tokens] */
+  const int32_t *block_tables; /* [n_seqs][max_blocks] */
+  int32_t n_seqs;
+  int32_t max_blocks;
+  int32_t n_out;
+  const int32_t *out_rows; /* [n_out] */
+} brisk_forward_batch;
+
+/* Abort check between layers: nonzero stops the pass with BRISK_E_CANCELLED. */
+typedef int (*brisk_forward_abort_fn)(void *user_data);
+
+/* Activation buffers sized for batches of up to max_tokens tokens. */
+brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *be, int32_t max_tokens,
+                                  brisk_forward **out);
+void brisk_forward_free(brisk_forward *f);
+/* Bytes of backend memory the activation buffers hold. */
+uint64_t brisk_forward_bytes(const brisk_forward *f);
+
+/* Runs the model on the batch: writes every token's K/V into `kv` and the
+ * logits of the out_rows tokens into logits ([n_out][n_vocab], backend
+ * memory). */
+brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
+                               const brisk_forward_batch *batch, float *logits,
+                               brisk_forward_abort_fn abort_fn, void *abort_user_data);
+
+#endif

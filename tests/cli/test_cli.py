@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The brisk command-line program: every subcommand's --json output parses
+and says the right things; failures exit non-zero with one line on stderr.
+Usage: test_cli.py BRISK_BINARY SHARED_DIR. Exit 77 (skip) without ../shared."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+brisk, shared = sys.argv[1], sys.argv[2]
+stories = os.path.join(shared, "models", "stories260K.gguf")
+spm = os.path.join(shared, "tokenizer", "ggml-vocab-llama-spm.gguf")
+if not os.path.exists(stories) or not os.path.exists(spm):
+    print("SKIP: ../shared models are absent")
+    sys.exit(77)
+
+
+def run(*args, ok=True):
+    p = subprocess.run([brisk, *args], capture_output=True, text=True, timeout=300)
+    if ok and p.returncode != 0:
+        sys.exit(f"brisk {' '.join(args)} failed: {p.stderr}")
+    if not ok:
+        assert p.returncode != 0, f"brisk {' '.join(args)} should fail"
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("brisk"), p.stderr
+    return p
+
+
+v = json.loads(run("version", "--json").stdout)
+assert v["abi"] == 0 and "cpu:" in v["system"], v
+
+info = json.loads(run("info", stories, "--json").stdout)
+assert info["architecture"] == "llama" and info["n_vocab"] == 512 and info["n_layer"] == 5, info
+assert info["tensor_types"]["f32"]["tensors"] == 47 and info["chat_template"] is False, info
+assert info["tokenizer"] == "spm", info
+
+tok = json.loads(run("tokenize", spm, "Hello world", "--json").stdout)
+assert tok["ids"] == [1, 15043, 3186] and tok["pieces"] == ["<s>", " Hello", " world"], tok
+tok = json.loads(run("tokenize", spm, "Hello world", "--no-bos", "--json").stdout)
+assert tok["ids"] == [15043, 3186], tok
+with tempfile.TemporaryDirectory() as d:
+    text = os.path.join(d, "in.txt")
+    with open(text, "w") as f:
+        f.write("Hello world")
+    tok = json.loads(run("tokenize", spm, "--file", text, "--json").stdout)
+    assert tok["ids"] == [1, 15043, 3186], tok
+
+    # logits: the golden sequence S, compared with the golden file.
+    S = [1, 482, 82, 508, 499, 496, 482, 120, 488, 114, 508, 267, 482, 119, 108, 112, 496]
+    out = os.path.join(d, "s.f32")
+    j = json.loads(run("logits", stories, out, *map(str, S), "--json").stdout)
+    assert j["n_tokens"] == 17 and j["n_vocab"] == 512, j
+    golden = os.path.join(shared, "golden", "stories260K.logits.f32")
+    mine = struct.unpack(f"{17 * 512}f", open(out, "rb").read())
+    gold = struct.unpack(f"{17 * 512}f", open(golden, "rb").read())
+    for r in range(17):
+        a, b = mine[r * 512:(r + 1) * 512], gold[r * 512:(r + 1) * 512]
+        num = sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5
+        den = sum(y * y for y in b) ** 0.5
+        assert num / den < 1e-4, (r, num / den)
+
+r = json.loads(run("run", "-m", stories, "-p", "Once upon a time", "-n", "8", "--json").stdout)
+assert r["generated_tokens"] == 8 and r["prompt_tokens"] > 1, r
+assert r["prompt_tokens_per_s"] > 0 and r["generated_tokens_per_s"] > 0, r
+
+# Failures: one line on stderr, non-zero exit.
+run("info", "/nonexistent.gguf", ok=False)
+run("tokenize", spm, ok=False)
+run("logits", stories, "/tmp/x.f32", "99999", ok=False)
+run("run", "-m", stories, "-n", "-3", ok=False)
+run("no-such-command", ok=False)
+print("cli: all checks passed")
