@@ -125,18 +125,12 @@ typedef struct brisk_attn_params {
   int32_t sliding_window; /* > 0: a query at p sees keys in (p - window, p]; 0: all of 0..p */
 } brisk_attn_params;
 
-/* ---- other enums -------------------------------------------------------- */
+/* ---- activations -------------------------------------------------------- */
 
 typedef enum brisk_glu_kind {
   BRISK_GLU_SWIGLU = 0, /* silu(gate) * up */
   BRISK_GLU_GEGLU = 1   /* gelu(gate) * up, gelu by its tanh approximation */
 } brisk_glu_kind;
-
-typedef enum brisk_cpu_isa {
-  BRISK_CPU_ISA_AUTO = 0,   /* the best this processor supports */
-  BRISK_CPU_ISA_SCALAR = 1, /* portable C */
-  BRISK_CPU_ISA_AVX2 = 2    /* AVX2 + FMA + F16C; BRISK_E_UNSUPPORTED where absent */
-} brisk_cpu_isa;
 
 /* ---- the table ---------------------------------------------------------- */
 

@@ -6,6 +6,12 @@
 #include "backend/backend.h"
 #include "core/threadpool.h"
 
+typedef enum brisk_cpu_isa {
+  BRISK_CPU_ISA_AUTO = 0,   /* the best this processor supports */
+  BRISK_CPU_ISA_SCALAR = 1, /* portable C */
+  BRISK_CPU_ISA_AVX2 = 2    /* AVX2 + FMA + F16C */
+} brisk_cpu_isa;
+
 /* Creates a CPU backend running its loops on `pool` (borrowed: it must
  * outlive the backend; NULL runs everything on the calling thread, or on
  * the host hook when one is installed). `isa` picks the kernels of the
