@@ -16,8 +16,9 @@ MM_INLINE float hmax8(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-/* 32 floats times id, rounded to int8 into out[0..32); returns their sum. */
-MM_INLINE int round32(const float *x, __m256 id, int8_t *out) {
+/* 32 floats times id, rounded to int8 into out[0..32); returns their sum,
+ * and with ls != NULL stores 8 x the sums of each 4 consecutive values. */
+MM_INLINE int round32(const float *x, __m256 id, int8_t *out, int32_t *ls) {
   const __m256 lim = _mm256_set1_ps(127);
   __m256i v[4];
   for (int q = 0; q < 4; q++) {
@@ -25,6 +26,13 @@ MM_INLINE int round32(const float *x, __m256 id, int8_t *out) {
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     f = _mm256_min_ps(_mm256_max_ps(f, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
     v[q] = _mm256_cvtps_epi32(f);
+  }
+  if (ls) {
+    /* Pairwise adds give the 4-sums in lane order 0 2 4 6 | 1 3 5 7. */
+    const __m256i h =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i l = _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)ls, _mm256_slli_epi32(l, 3));
   }
   __m256i s = _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
   __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
@@ -44,7 +52,7 @@ static MM_TARGET void quantize_q8(const float *x, void *dst, int64_t k) {
     for (int q = 1; q < 4; q++) m = _mm256_max_ps(m, abs8(_mm256_loadu_ps(x + 8 * q)));
     const float amax = hmax8(m);
     const float id = amax > 0 ? 127 / amax : 0;
-    const int sum = round32(x, _mm256_set1_ps(id), b[i].qs);
+    const int sum = round32(x, _mm256_set1_ps(id), b[i].qs, b[i].ls);
     b[i].d = amax / 127;
     b[i].s = b[i].d * (float)sum;
   }
@@ -58,7 +66,7 @@ static MM_TARGET void quantize_q8k(const float *x, void *dst, int64_t k) {
     const float amax = hmax8(m);
     const float id = amax > 0 ? 127 / amax : 0;
     const __m256 idv = _mm256_set1_ps(id);
-    for (int g = 0; g < BRISK_QK_K / 32; g++) round32(x + 32 * g, idv, b[i].qs + 32 * g);
+    for (int g = 0; g < BRISK_QK_K / 32; g++) round32(x + 32 * g, idv, b[i].qs + 32 * g, NULL);
     b[i].d = amax / 127;
     for (int g = 0; g < BRISK_QK_K / 16; g++) {
       int s = 0;

@@ -1,8 +1,11 @@
 /* AVX2 kernels for the 32-element types against brisk_mm_q8 activations.
  * Each weight block is unpacked once into 32 bytes and reused for every
- * activation row of the tile: integer products with maddubs (signed weights
- * through the abs/sign trick), one FMA per block and output with the
- * product of the two scales; q4_1/q5_1 add min * (d_x * sum x) on the side. */
+ * activation row of the tile: integer products with maddubs, one FMA per
+ * block and output with the product of the two scales. Levels stay unsigned
+ * (0..15 / 0..31): the -8 / -16 offsets of q4_0 / q5_0 come off the int32
+ * lanes through the activation's lane sums, and q4_1 / q5_1 add
+ * min * (d_x * sum x) on the side. q8_0 levels are signed: maddubs sees |q|
+ * and y with q's sign. Scales are read through brisk_mm_f16_table. */
 #include "backend/cpu/matmul/mm_internal.h"
 
 #include "backend/cpu/matmul/mm_avx2.h"
@@ -14,10 +17,11 @@
 enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
 
 /* 16 bytes of nibbles: bytes 0..15 the low nibbles, 16..31 the high ones,
- * which is element order. */
+ * which is element order (the high lane shifted by a per-dword count). */
 MM_INLINE __m256i nibbles(const uint8_t *qs) {
-  const __m128i v = _mm_loadu_si128((const __m128i *)qs);
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+  const __m256i by = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+  return _mm256_and_si256(_mm256_srlv_epi32(v, by), _mm256_set1_epi8(0x0f));
 }
 
 /* Bit j of the little-endian qh word as 0x10 in byte j. */
@@ -45,42 +49,42 @@ static inline size_t block_bytes(const int type) {
 
 static inline int has_min(const int type) { return type == T_Q4_1 || type == T_Q5_1; }
 
-/* One weight block: the 32 levels (signed for the symmetric types, unsigned
- * for the ones with a min), the scale, and the min. */
-MM_INLINE __m256i decode(const uint8_t *blk, const int type, float *d, float *mn) {
+/* One weight block: the 32 levels (signed for q8_0, else unsigned), and the
+ * fp16 bits of its scale and min. */
+MM_INLINE __m256i decode(const uint8_t *blk, const int type, uint16_t *d, uint16_t *mn) {
   switch (type) {
   case T_Q8_0: {
     const brisk_block_q8_0 *b = (const brisk_block_q8_0 *)blk;
-    *d = mm_f16(b->d);
+    *d = b->d;
     return _mm256_loadu_si256((const __m256i *)b->qs);
   }
   case T_Q4_0: {
     const brisk_block_q4_0 *b = (const brisk_block_q4_0 *)blk;
-    *d = mm_f16(b->d);
-    return _mm256_sub_epi8(nibbles(b->qs), _mm256_set1_epi8(8));
+    *d = b->d;
+    return nibbles(b->qs);
   }
   case T_Q4_1: {
     const brisk_block_q4_1 *b = (const brisk_block_q4_1 *)blk;
-    *d = mm_f16(b->d);
-    *mn = mm_f16(b->m);
+    *d = b->d;
+    *mn = b->m;
     return nibbles(b->qs);
   }
   case T_Q5_0: {
     const brisk_block_q5_0 *b = (const brisk_block_q5_0 *)blk;
-    *d = mm_f16(b->d);
-    const __m256i q = _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
-    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    *d = b->d;
+    return _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
   }
   default: {
     const brisk_block_q5_1 *b = (const brisk_block_q5_1 *)blk;
-    *d = mm_f16(b->d);
-    *mn = mm_f16(b->m);
+    *d = b->d;
+    *mn = b->m;
     return _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
   }
   }
 }
 
 MM_INLINE void tile_q32(const brisk_mm_tile *t, const int type, const int C, const int R) {
+  const float *f16 = brisk_mm_f16_table();
   const size_t bs = block_bytes(type);
   const int64_t nb = t->k / 32;
   __m256 acc[BRISK_MM_MAX_X][BRISK_MM_MAX_W];
@@ -97,20 +101,27 @@ MM_INLINE void tile_q32(const brisk_mm_tile *t, const int type, const int C, con
      * block serves every activation row. */
 #  pragma GCC unroll 4
     for (int c = 0; c < C; c++) {
-      float d, mw = 0;
-      const __m256i q = decode(t->w + (size_t)c * t->w_stride + (size_t)i * bs, type, &d, &mw);
-      const __m256 dw = _mm256_set1_ps(d);
-      const __m256i aq = has_min(type) ? q : _mm256_sign_epi8(q, q); /* |q| */
+      uint16_t d, mn = 0;
+      const __m256i q = decode(t->w + (size_t)c * t->w_stride + (size_t)i * bs, type, &d, &mn);
+      const __m256 dw = _mm256_broadcast_ss(&f16[d]);
+      const __m256i aq = type == T_Q8_0 ? _mm256_sign_epi8(q, q) : q; /* |q| */
 #  pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         const brisk_mm_q8 *xb = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
         const __m256i y = _mm256_loadu_si256((const __m256i *)xb->qs);
-        /* sign(y, q) moves q's sign onto y so maddubs sees |q| unsigned. */
-        const __m256i p =
-            has_min(type) ? mm_dot_u8i8(q, y) : mm_dot_u8i8(aq, _mm256_sign_epi8(y, q));
+        __m256i p;
+        if (type == T_Q8_0) {
+          /* sign(y, q) moves q's sign onto y so maddubs sees |q| unsigned. */
+          p = mm_dot_u8i8(aq, _mm256_sign_epi8(y, q));
+        } else {
+          p = mm_dot_u8i8(q, y);
+          const __m256i ls = _mm256_loadu_si256((const __m256i *)xb->ls);
+          if (type == T_Q4_0) p = _mm256_sub_epi32(p, ls);
+          if (type == T_Q5_0) p = _mm256_sub_epi32(_mm256_sub_epi32(p, ls), ls);
+        }
         const __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(&xb->d));
         acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dd, acc[r][c]);
-        if (has_min(type)) accm[r][c] += mw * xb->s;
+        if (has_min(type)) accm[r][c] += f16[mn] * xb->s;
       }
     }
   }

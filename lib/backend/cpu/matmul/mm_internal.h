@@ -25,11 +25,15 @@ typedef enum brisk_mm_act {
 } brisk_mm_act;
 
 /* An activation block of 32: x ~ d * qs, s = d * sum(qs) for the min terms of
- * q4_1 / q5_1. d is float (not fp16) as it never leaves memory. */
+ * q4_1 / q5_1, and ls[l] = 8 * (qs[4l] + ... + qs[4l+3]): the -8 offset of
+ * q4_0 levels (twice it for q5_0's -16) in the int32 lanes the AVX2 dot
+ * product leaves, so the weights can stay unsigned. d is float (not fp16) as
+ * it never leaves memory. */
 typedef struct brisk_mm_q8 {
   float d;
   float s;
   int8_t qs[32];
+  int32_t ls[8];
 } brisk_mm_q8;
 
 typedef struct brisk_mm_tile {
@@ -68,6 +72,11 @@ brisk_mm_act_fn brisk_mm_scalar_act(brisk_mm_act act);
 brisk_mm_act_fn brisk_mm_avx2_act(brisk_mm_act act);
 
 void brisk_mm_quantize_q8_scalar(const float *x, void *dst, int64_t k);
+
+/* fp16 -> float for every bit pattern (256 KiB, built on first use): a
+ * broadcast load from it is cheaper in the AVX2 inner loops than an F16C
+ * conversion of one scalar. Exact, as brisk_f16_to_f32. */
+const float *brisk_mm_f16_table(void);
 
 /* Per-family AVX2 tables behind brisk_mm_avx2_tile (NULL without AVX2). */
 brisk_mm_tile_fn brisk_mm_avx2_float_tile(uint32_t w_type);

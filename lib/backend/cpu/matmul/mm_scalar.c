@@ -9,6 +9,20 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <pthread.h>
+
+static float f16_table[65536];
+static pthread_once_t f16_table_once = PTHREAD_ONCE_INIT;
+static void f16_table_init(void) {
+  for (uint32_t h = 0; h < 65536; h++) f16_table[h] = brisk_f16_to_f32((uint16_t)h);
+}
+const float *brisk_mm_f16_table(void) {
+  pthread_once(&f16_table_once, f16_table_init);
+  return f16_table;
+}
+
+/* The table, for the loops below (also where there is no F16C). */
+#define F16(h) (f16_table[(uint16_t)(h)])
 
 brisk_mm_act brisk_mm_act_format(uint32_t w_type) {
   switch (w_type) {
@@ -49,6 +63,9 @@ void brisk_mm_quantize_q8_scalar(const float *x, void *dst, int64_t k) {
     }
     b[i].d = amax / 127;
     b[i].s = b[i].d * (float)sum;
+    for (int l = 0; l < 8; l++)
+      b[i].ls[l] =
+          8 * (b[i].qs[4 * l] + b[i].qs[4 * l + 1] + b[i].qs[4 * l + 2] + b[i].qs[4 * l + 3]);
   }
 }
 
@@ -84,9 +101,9 @@ static float dot_f16(const uint8_t *w, const uint8_t *xb, int64_t k) {
   float acc[8] = {0};
   int64_t i = 0;
   for (; i + 8 <= k; i += 8)
-    for (int l = 0; l < 8; l++) acc[l] += brisk_f16_to_f32(a[i + l]) * x[i + l];
+    for (int l = 0; l < 8; l++) acc[l] += F16(a[i + l]) * x[i + l];
   float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; i < k; i++) s += brisk_f16_to_f32(a[i]) * x[i];
+  for (; i < k; i++) s += F16(a[i]) * x[i];
   return s;
 }
 
@@ -111,7 +128,7 @@ static float dot_q8_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
   for (int64_t i = 0; i < k / 32; i++) {
     int sum = 0;
     for (int j = 0; j < 32; j++) sum += a[i].qs[j] * x[i].qs[j];
-    s += (float)sum * (brisk_f16_to_f32(a[i].d) * x[i].d);
+    s += (float)sum * (F16(a[i].d) * x[i].d);
   }
   return s;
 }
@@ -126,7 +143,7 @@ static float dot_q4_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
       sum += ((a[i].qs[j] & 0xf) - 8) * x[i].qs[j];
       sum += ((a[i].qs[j] >> 4) - 8) * x[i].qs[j + 16];
     }
-    s += (float)sum * (brisk_f16_to_f32(a[i].d) * x[i].d);
+    s += (float)sum * (F16(a[i].d) * x[i].d);
   }
   return s;
 }
@@ -141,8 +158,8 @@ static float dot_q4_1(const uint8_t *w, const uint8_t *xb, int64_t k) {
       sum += (a[i].qs[j] & 0xf) * x[i].qs[j];
       sum += (a[i].qs[j] >> 4) * x[i].qs[j + 16];
     }
-    s += (float)sum * (brisk_f16_to_f32(a[i].d) * x[i].d);
-    sm += brisk_f16_to_f32(a[i].m) * x[i].s;
+    s += (float)sum * (F16(a[i].d) * x[i].d);
+    sm += F16(a[i].m) * x[i].s;
   }
   return s + sm;
 }
@@ -163,7 +180,7 @@ static float dot_q5_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
       int q1 = (a[i].qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
       sum += (q0 - 16) * x[i].qs[j] + (q1 - 16) * x[i].qs[j + 16];
     }
-    s += (float)sum * (brisk_f16_to_f32(a[i].d) * x[i].d);
+    s += (float)sum * (F16(a[i].d) * x[i].d);
   }
   return s;
 }
@@ -180,8 +197,8 @@ static float dot_q5_1(const uint8_t *w, const uint8_t *xb, int64_t k) {
       int q1 = (a[i].qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
       sum += q0 * x[i].qs[j] + q1 * x[i].qs[j + 16];
     }
-    s += (float)sum * (brisk_f16_to_f32(a[i].d) * x[i].d);
-    sm += brisk_f16_to_f32(a[i].m) * x[i].s;
+    s += (float)sum * (F16(a[i].d) * x[i].d);
+    sm += F16(a[i].m) * x[i].s;
   }
   return s + sm;
 }
@@ -205,8 +222,8 @@ static float dot_q4_k(const uint8_t *w, const uint8_t *xb, int64_t k) {
       sumi += sc * sub;
       summ += mn * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
     }
-    s += (float)sumi * (brisk_f16_to_f32(a[i].d) * x[i].d);
-    sm -= (float)summ * (brisk_f16_to_f32(a[i].dmin) * x[i].d);
+    s += (float)sumi * (F16(a[i].d) * x[i].d);
+    sm -= (float)summ * (F16(a[i].dmin) * x[i].d);
   }
   return s + sm;
 }
@@ -230,8 +247,8 @@ static float dot_q5_k(const uint8_t *w, const uint8_t *xb, int64_t k) {
       sumi += sc * sub;
       summ += mn * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
     }
-    s += (float)sumi * (brisk_f16_to_f32(a[i].d) * x[i].d);
-    sm -= (float)summ * (brisk_f16_to_f32(a[i].dmin) * x[i].d);
+    s += (float)sumi * (F16(a[i].d) * x[i].d);
+    sm -= (float)summ * (F16(a[i].dmin) * x[i].d);
   }
   return s + sm;
 }
@@ -253,7 +270,7 @@ static float dot_q6_k(const uint8_t *w, const uint8_t *xb, int64_t k) {
       sumi += a[i].scales[g] * sub;
       offs += a[i].scales[g] * x[i].bsums[g];
     }
-    const float dd = brisk_f16_to_f32(a[i].d) * x[i].d;
+    const float dd = F16(a[i].d) * x[i].d;
     s += (float)sumi * dd;
     sm -= (float)(32 * offs) * dd; /* the -32 offset of every level */
   }
@@ -263,6 +280,7 @@ static float dot_q6_k(const uint8_t *w, const uint8_t *xb, int64_t k) {
 typedef float (*dot_fn)(const uint8_t *w, const uint8_t *x, int64_t k);
 
 static inline void tile_with(dot_fn dot, const brisk_mm_tile *t, int n_w, int n_x) {
+  (void)brisk_mm_f16_table(); /* built before the dots read it */
   for (int r = 0; r < n_x; r++)
     for (int c = 0; c < n_w; c++)
       t->y[(size_t)r * t->y_stride + (size_t)c] =
