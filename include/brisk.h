@@ -180,8 +180,10 @@ BRISK_API brisk_status brisk_set_log_callback(brisk_log_fn fn, void *user_data,
 /* ------------------------------------------------------------------------ */
 
 /*
- * Every allocation the library makes goes through these functions (large
- * read-only file mappings excepted: they are mmap'ed, not allocated).
+ * Every allocation the library makes goes through these functions, with two
+ * exceptions: read-only file mappings (mmap'ed, not allocated), and the
+ * temporary JSON parse trees of Hugging Face folders (config.json,
+ * tokenizer.json), which the json-c library allocates with malloc.
  * They must be thread-safe. `malloc` and `realloc` return NULL on failure;
  * the library then returns BRISK_E_OUT_OF_MEMORY from the public call.
  */
