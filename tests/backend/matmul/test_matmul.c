@@ -294,6 +294,10 @@ static void test_deterministic(void **state) {
           assert_memory_equal(y0 + i * n, y1, (size_t)(sizes[s] * n) * sizeof(float));
         }
       }
+      /* Choosing the scalar kernels per call equals forcing them globally. */
+      assert_int_equal(brisk_cpu_matmul_ex(pools[2], false, type, w.q, n, k, x, m, y1, NULL, 0),
+                       BRISK_OK);
+      if (scalar) assert_memory_equal(y0, y1, (size_t)(m * n) * sizeof(float));
       /* GEMV with a single thread and with four: the same. */
       for (int p = 0; p < 4; p++) {
         matmul_ok(pools[p], &w, x + 5 * k, 1, y1);

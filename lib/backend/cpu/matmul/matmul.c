@@ -189,6 +189,12 @@ static bool misaligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)
 brisk_status brisk_cpu_matmul(brisk_threadpool *pool, uint32_t w_type, const void *w, int64_t n,
                               int64_t k, const float *x, int64_t m, float *y, void *workspace,
                               size_t workspace_size) {
+  return brisk_cpu_matmul_ex(pool, true, w_type, w, n, k, x, m, y, workspace, workspace_size);
+}
+
+brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32_t w_type,
+                                 const void *w, int64_t n, int64_t k, const float *x, int64_t m,
+                                 float *y, void *workspace, size_t workspace_size) {
   static const char fn[] = "brisk_cpu_matmul";
   size_t xa_stride = 0;
   uint64_t row_bytes = 0;
@@ -236,7 +242,7 @@ brisk_status brisk_cpu_matmul(brisk_threadpool *pool, uint32_t w_type, const voi
         "%s: workspace of %zu bytes is below the %zu needed (%s, k = %lld, m = %lld)", fn,
         workspace_size, need, info->name, (long long)k, (long long)m);
 
-  const bool avx2 = avx2_usable() && brisk_mm_avx2_tile(w_type) != NULL;
+  const bool avx2 = allow_avx2 && avx2_usable() && brisk_mm_avx2_tile(w_type) != NULL;
   const brisk_mm_act act = brisk_mm_act_format(w_type);
   mm_job j = {
       .tile = avx2 ? brisk_mm_avx2_tile(w_type) : brisk_mm_scalar_tile(w_type),

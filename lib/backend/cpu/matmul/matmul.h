@@ -48,6 +48,13 @@ brisk_status brisk_cpu_matmul(brisk_threadpool *pool, uint32_t w_type, const voi
                               int64_t k, const float *x, int64_t m, float *y, void *workspace,
                               size_t workspace_size);
 
+/* As brisk_cpu_matmul with the kernel set chosen per call: allow_avx2 false
+ * runs the scalar kernels (a backend created for the scalar ISA); true runs
+ * AVX2 where the CPU has it, unless brisk_cpu_matmul_force_scalar is on. */
+brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32_t w_type,
+                                 const void *w, int64_t n, int64_t k, const float *x, int64_t m,
+                                 float *y, void *workspace, size_t workspace_size);
+
 /* Test and benchmark hook: true forces the portable scalar kernels even where
  * AVX2 is available (process-wide; not for use while a matmul runs). */
 void brisk_cpu_matmul_force_scalar(bool force);
