@@ -10,12 +10,14 @@ int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 static const struct {
   const char *name;
   cli_command_fn fn;
   const char *help;
 } commands[] = {
+    {"bench", cmd_bench, "model, kernel and tokenizer speed against the machine's limits"},
     {"logits", cmd_logits, "write the logits of a token sequence (float32 [n][n_vocab])"},
     {"run", cmd_run, "generate text from a prompt (greedy), streaming it"},
     {"version", cmd_version, "print the version and what this machine supports"},

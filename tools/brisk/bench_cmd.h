@@ -1,0 +1,26 @@
+/* The three modes of `brisk bench` (cmd_bench.c parses the arguments). Each
+ * returns the exit code and prints one JSON object with json set. */
+#ifndef BRISK_TOOLS_BENCH_CMD_H
+#define BRISK_TOOLS_BENCH_CMD_H
+
+#include <stdbool.h>
+
+typedef struct bench_model_opts {
+  const char *model;
+  int p, n, threads, reps; /* threads 0: one per processor */
+  bool json;
+} bench_model_opts;
+
+/* brisk bench -m MODEL: pp / tg tokens/s and decode MBU. */
+int bench_model_run(const bench_model_opts *o);
+
+/* brisk bench --kernels: GEMV GB/s per weight type against the measured
+ * bandwidth, GEMM GFLOP/s against the FMA peak, thread-pool dispatch cost;
+ * at 1 thread and at `threads` (0: one per processor). `quick` shrinks the
+ * shapes and times (for tests: the numbers then mean little). */
+int bench_kernels_run(int threads, bool quick, bool json);
+
+/* brisk bench --tokenize VOCAB FILE: MB/s of brisk_tokenize over the file. */
+int bench_tokenize_run(const char *vocab, const char *file, int reps, bool json);
+
+#endif
