@@ -454,6 +454,88 @@ BRISK_API uint32_t brisk_token_attr(const brisk_model *model, int32_t token);
 BRISK_API const char *brisk_model_tokenizer(const brisk_model *model);
 
 /* ------------------------------------------------------------------------ */
+/* Chat templates                                                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * brisk never runs a template engine on text from a model file. The model's
+ * template (brisk_model_chat_template) is recognized as one of the common
+ * families by distinctive fragments, and that family's format is written by
+ * the library's own code, as the family's reference template renders it,
+ * with two documented differences: the reference's leading BOS text is left
+ * out (tokenize the result with BRISK_TOKENIZE_ADD_SPECIAL |
+ * BRISK_TOKENIZE_PARSE_SPECIAL, which adds BOS as the vocabulary says), and
+ * no model-specific default system prompt is inserted (pass a system message
+ * for that). Families (names as returned and accepted):
+ *   "chatml"            <|im_start|>role\ncontent<|im_end|>\n (Qwen, SmolLM, ...)
+ *   "llama2"            [INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] (Llama 2 chat)
+ *   "llama3"            <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+ *   "mistral-v1"        " [INST] ... [/INST]" (Mistral 7B v0.1/v0.2, Mixtral 8x7B)
+ *   "mistral-v3"        "[INST] ...[/INST]" (Mistral 7B v0.3, Mixtral 8x22B)
+ *   "mistral-v3-tekken" "[INST]...[/INST]" (Mistral Nemo)
+ *   "mistral-v7"        [SYSTEM_PROMPT] ...[/SYSTEM_PROMPT][INST] ...[/INST] (Large 2411)
+ *   "mistral-v7-tekken" the same without the spaces (Mistral Small 3)
+ *   "gemma"             <start_of_turn>user|model\n...<end_of_turn>\n (Gemma 1-3)
+ *   "phi3"              <|role|>\ncontent<|end|>\n (Phi-3, Phi-3.5)
+ * Families whose reference accepts a system message only as the first
+ * message (llama2, mistral-v1/v3/v3-tekken, gemma) fold it into a user turn
+ * as the reference does. Contents are copied byte for byte, except where the
+ * reference trims them (llama2, llama3, gemma, mistral-v3 assistant turns),
+ * which strips ASCII whitespace at both ends.
+ */
+
+/* One message of a conversation. role is "system", "user" or "assistant";
+ * both strings are NUL-terminated UTF-8 owned by the caller. */
+typedef struct brisk_chat_message {
+  const char *role;
+  const char *content;
+} brisk_chat_message;
+
+/*
+ * Formats a conversation as the prompt text the model was trained on.
+ * template_name selects a family by name (see above); NULL detects it from
+ * the model's template text. add_assistant_prefix nonzero appends the
+ * opening of an assistant turn (the generation prompt) for families that
+ * have one (llama2 and the mistral families end a user turn with [/INST],
+ * which already is it). Writes the text NUL-terminated into buf and its
+ * length without the NUL into *len (if len is not NULL).
+ *   BRISK_E_BUFFER_TOO_SMALL  length + 1 > capacity: *len is the needed
+ *                             length (without the NUL); buf holds a
+ *                             truncated, NUL-terminated prefix if capacity > 0
+ *   BRISK_E_UNSUPPORTED       template_name is not a known family, the model
+ *                             has no chat template, or its template is not
+ *                             recognized (the message says so; pass a
+ *                             template name to choose the format)
+ *   BRISK_E_INVALID_ARGUMENT  messages NULL with n_messages > 0, buf NULL with
+ *                             capacity > 0, model and template_name both
+ *                             NULL, a role other than system/user/assistant
+ *                             or a NULL content (the message names the
+ *                             message index and role), or a system message
+ *                             after the first in a family that allows one
+ *                             only first
+ * model may be NULL when template_name is given. Allocates nothing. Reads
+ * the model only: may run concurrently with any other read of the model.
+ */
+BRISK_API brisk_status brisk_chat_apply(const brisk_model *model, const char *template_name,
+                                        const brisk_chat_message *messages, size_t n_messages,
+                                        int add_assistant_prefix, char *buf, size_t capacity,
+                                        size_t *len);
+
+/*
+ * The family name ("chatml", ...) recognized in the model's chat template, a
+ * static string; NULL if model is NULL, has no template or its template is
+ * not recognized. Safe to call concurrently.
+ */
+BRISK_API const char *brisk_chat_template_name(const brisk_model *model);
+
+/*
+ * The names of the built-in families: writes min(count, capacity) static
+ * strings to names (which may be NULL when capacity is 0) and returns the
+ * count. Any thread, any time.
+ */
+BRISK_API size_t brisk_chat_builtin_templates(const char **names, size_t capacity);
+
+/* ------------------------------------------------------------------------ */
 /* Context: KV cache and forward passes                                     */
 /* ------------------------------------------------------------------------ */
 
