@@ -676,6 +676,139 @@ BRISK_API brisk_status brisk_seq_free(brisk_context *ctx, int32_t seq_id);
 BRISK_API brisk_status brisk_seq_fork(brisk_context *ctx, int32_t src_seq_id, int32_t dst_seq_id);
 
 /* ------------------------------------------------------------------------ */
+/* Sampling                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A sampler picks the next token from one row of logits. It applies, in this
+ * order:
+ *   1. logit bias: logit[token] += bias for each listed pair;
+ *   2. penalties over the last penalty_last_n accepted tokens, for each
+ *      distinct token there with count c: a positive logit is divided by
+ *      repeat_penalty and a negative one multiplied by it, then
+ *      c * frequency_penalty and (c > 0) * presence_penalty are subtracted;
+ *   3. temperature: 0 picks the largest logit (ties go to the lowest id),
+ *      ignores steps 4-7 and draws no random number; otherwise
+ *      p is proportional to exp(logit / temperature);
+ *   4. top-k: keeps the k most likely tokens (ties by lower id);
+ *   5. top-p (nucleus): keeps the smallest set of most likely tokens whose
+ *      probability sums to at least top_p (at least one token);
+ *   6. min-p: keeps the tokens with p >= min_p * (largest p);
+ *   7. typical-p: locally typical sampling (Meister et al. 2022, as in
+ *      Hugging Face's TypicalLogitsWarper): orders tokens by
+ *      |-log p - entropy| and keeps the smallest prefix with mass >= typical_p;
+ *   8. a draw from what is left, renormalized.
+ * Steps 5-7 see the distribution left by the steps before, renormalized.
+ * The draw uses brisk's own generator (xoshiro256** seeded through
+ * splitmix64), one 64-bit number per non-greedy sample: the same seed,
+ * parameters, logits and accepted tokens give the same tokens on every
+ * platform (up to the last bit of exp() in the platform's C library).
+ *
+ * A sampler belongs to one generation: it holds the penalty window and the
+ * random state. Calls on one sampler must not run concurrently; distinct
+ * samplers are independent.
+ */
+typedef struct brisk_sampler brisk_sampler;
+
+/* One logit-bias entry: `bias` is added to the logit of `token`. */
+typedef struct brisk_logit_bias {
+  int32_t token;
+  float bias; /* finite, or -INFINITY to forbid the token */
+} brisk_logit_bias;
+
+typedef struct brisk_sampler_params {
+  uint32_t struct_size; /* sizeof(brisk_sampler_params) */
+  uint64_t seed;        /* any value; default 0 */
+  /* Every field below is checked by brisk_sampler_create; a value outside
+   * its range is rejected, never clamped. The defaults turn every step off
+   * but the draw: tokens come from the model's own distribution. */
+  float temperature;       /* >= 0; 0 = greedy; default 1 */
+  int32_t top_k;           /* >= 0; 0 (or >= n_vocab) = off; default 0 */
+  float top_p;             /* (0, 1]; 1 = off; default 1 */
+  float min_p;             /* [0, 1]; 0 = off; default 0 */
+  float typical_p;         /* (0, 1]; 1 = off; default 1 */
+  int32_t penalty_last_n;  /* >= 0 accepted tokens in the window; default 64 */
+  float repeat_penalty;    /* > 0, finite; 1 = off; default 1 */
+  float frequency_penalty; /* finite; 0 = off; default 0 */
+  float presence_penalty;  /* finite; 0 = off; default 0 */
+  /* Logit bias: n_logit_bias pairs (tokens in [0, n_vocab); a token listed
+   * twice gets both biases), copied by brisk_sampler_create. */
+  size_t n_logit_bias;
+  const brisk_logit_bias *logit_bias; /* may be NULL when n_logit_bias is 0 */
+  /* Top log-probabilities to report per sample, [0, n_vocab]; 0 = off
+   * (saves a pass over the vocabulary). See brisk_sampler_last_logprobs. */
+  int32_t n_logprobs;
+} brisk_sampler_params;
+
+/* Fills *params with defaults (including struct_size). NULL is ignored. */
+BRISK_API void brisk_sampler_params_init(brisk_sampler_params *params);
+
+/*
+ * Creates a sampler for the vocabulary of `model` (which must outlive it).
+ * `params` may be NULL for defaults. BRISK_E_INVALID_ARGUMENT for a NULL
+ * model or out, a model without logits (n_vocab 0), a bad struct_size, or a
+ * field out of range (the message names the field and its value),
+ * BRISK_E_OUT_OF_MEMORY. On failure *out is untouched.
+ */
+BRISK_API brisk_status brisk_sampler_create(const brisk_model *model,
+                                            const brisk_sampler_params *params,
+                                            brisk_sampler **out);
+
+/* Frees the sampler. NULL is a no-op. */
+BRISK_API void brisk_sampler_free(brisk_sampler *sampler);
+
+/*
+ * Samples a token from brisk_get_logits(ctx, i) into *token. `ctx` must run
+ * the sampler's model (the sampler reads n_vocab logits). Sampling does not
+ * accept the token: call brisk_sampler_accept with the token actually used,
+ * so that the penalties see it. BRISK_E_INVALID_ARGUMENT for a NULL
+ * argument, an entry i without logits, a NaN or +inf logit, or when bias and
+ * penalties leave no token with a finite logit. On error *token, the random
+ * state and the last log-probabilities are unchanged.
+ */
+BRISK_API brisk_status brisk_sampler_sample(brisk_sampler *sampler, const brisk_context *ctx,
+                                            int32_t i, int32_t *token);
+
+/*
+ * The same from a caller's row of logits (e.g. computed elsewhere, or over
+ * FFI). `logits` is read only during the call and not modified; n_vocab
+ * must equal the sampler's vocabulary size (BRISK_E_INVALID_ARGUMENT
+ * otherwise). Logits may be -INFINITY (never sampled).
+ */
+BRISK_API brisk_status brisk_sampler_sample_logits(brisk_sampler *sampler, const float *logits,
+                                                   int32_t n_vocab, int32_t *token);
+
+/*
+ * Appends a token to the penalty window (dropping the oldest once it holds
+ * penalty_last_n). Typically the sampled token, and also the prompt tokens
+ * if they should be penalized. BRISK_E_INVALID_ARGUMENT for a NULL sampler
+ * or a token outside [0, n_vocab).
+ */
+BRISK_API brisk_status brisk_sampler_accept(brisk_sampler *sampler, int32_t token);
+
+/*
+ * Starts over: empties the penalty window, reseeds the generator with the
+ * params' seed and forgets the last log-probabilities. NULL is a no-op.
+ */
+BRISK_API void brisk_sampler_reset(brisk_sampler *sampler);
+
+/*
+ * Log-probabilities of the last successful sample: entry 0 is the sampled
+ * token, entries 1..n_logprobs the most likely tokens in decreasing order
+ * (ties by lower id; the sampled token may appear again there). They are the
+ * log-softmax of the logits after bias and penalties, at temperature 1 and
+ * before any truncation: the model's view, independent of how the token was
+ * picked (-INFINITY for forbidden tokens). Writes min(n, capacity) pairs
+ * (n = n_logprobs + 1) and sets *n to n; BRISK_E_BUFFER_TOO_SMALL when
+ * capacity < n. BRISK_E_INVALID_STATE if n_logprobs is 0 or nothing was
+ * sampled since create or reset; BRISK_E_INVALID_ARGUMENT for a NULL sampler
+ * or n, or NULL arrays with capacity > 0.
+ */
+BRISK_API brisk_status brisk_sampler_last_logprobs(const brisk_sampler *sampler,
+                                                   int32_t *tokens, float *logprobs,
+                                                   size_t capacity, size_t *n);
+
+/* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */
 /* ------------------------------------------------------------------------ */
 #ifdef BRISK_EXPERIMENTAL
