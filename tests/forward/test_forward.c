@@ -138,9 +138,11 @@ static void test_weight_types_vs_reference(void **state) {
     double e = worst_vs_reference(m, BRISK_KV_F32, toks, 12);
     bool quantized = brisk_dtype_get(types[t])->quantized;
     fprintf(stderr, "%-5s %.2e\n", brisk_dtype_name(types[t]), e);
-    /* K-quants pair with Q8_K activations, one scale per 256 values: coarser. */
+    /* K-quants pair with Q8_K activations, one scale per 256 values: coarser.
+     * Over 25 seeds the worst was 4.4e-2 (K) and 1.8e-2 (32-blocks); a wrong
+     * kernel or layout is off by more than 0.2. */
     bool k_quant = brisk_dtype_get(types[t])->block_size == 256;
-    assert_true(e < (k_quant ? 5e-2 : quantized ? 3e-2 : 1e-3));
+    assert_true(e < (k_quant ? 8e-2 : quantized ? 3e-2 : 1e-3));
     brisk_model_free(m);
   }
 }
