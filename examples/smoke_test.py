@@ -1,0 +1,45 @@
+"""Runs one example program on a small model: it must exit 0 and print text.
+
+Usage: smoke_test.py SHARED_DIR NAME EXECUTABLE
+Uses ../shared/models/stories260K.gguf; the chat example also runs on
+SmolLM2-135M-Instruct (whose template is recognized) when that file is in
+brisk's cache. Exit 77 (skip) when no model is available.
+"""
+import os
+import subprocess
+import sys
+
+shared, name, exe = sys.argv[1], sys.argv[2], sys.argv[3]
+stories = os.path.join(shared, "models", "stories260K.gguf")
+cache = os.environ.get("BRISK_CACHE_DIR") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "brisk")
+smollm2 = os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+runs = []
+if os.path.exists(stories):
+    if name == "simple":
+        runs.append([exe, stories, "Once upon a time", "12"])
+    elif name == "batched":
+        runs.append([exe, stories, "Once upon a time", "3", "8"])
+    else:  # stories260K has no chat template: name one
+        runs.append([exe, stories, "Hello", "chatml"])
+if name == "chat" and os.path.exists(smollm2):
+    runs.append([exe, smollm2, "What is 2+2?"])
+if not runs:
+    print(f"SKIP: neither {stories} nor {smollm2} exists")
+    sys.exit(77)
+
+for argv in runs:
+    p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=100)
+    print("$", " ".join(argv))
+    print(p.stdout)
+    print(p.stderr, file=sys.stderr)
+    if p.returncode != 0:
+        sys.exit(f"{name}: exit status {p.returncode}")
+    if not p.stdout.strip():
+        sys.exit(f"{name}: printed nothing")
+    if name == "batched" and p.stdout.count("--- completion") != int(argv[3]):
+        sys.exit("batched: wrong number of completions")
+    if name == "chat" and argv[1] == smollm2 and "template chatml" not in p.stderr:
+        sys.exit("chat: SmolLM2's template was not recognized as chatml")
+print("OK")
