@@ -61,6 +61,19 @@ typedef struct test_result {
   bench_stats s;
 } test_result;
 
+/* Read/copy bandwidth on a pool of its own, freed before returning. */
+static bool measure_bw(int threads, bench_bandwidth *out) {
+  brisk_threadpool *pool = NULL;
+  if (brisk_threadpool_create(threads, &pool) != BRISK_OK) {
+    cli_fail("bench", "%s", brisk_last_error());
+    return false;
+  }
+  bool ok = bench_measure_bandwidth(pool, threads, BW_BYTES, 12, out);
+  brisk_threadpool_free(pool);
+  if (!ok) cli_fail("bench", "no memory for the %zu MiB bandwidth buffers", BW_BYTES >> 20);
+  return ok;
+}
+
 static int fail_ctx(brisk_context *ctx, brisk_batch *b) {
   int rc = cli_fail("bench", "%s", brisk_last_error());
   brisk_batch_free(b);
@@ -169,19 +182,12 @@ int bench_model_run(const bench_model_opts *o) {
   brisk_model *m = NULL;
   if (brisk_model_load(opt.model, &mp, &m) != BRISK_OK)
     return cli_fail("bench", "%s", brisk_last_error());
-  /* Bandwidth before any context exists, on a pool freed before the
-   * contexts start their own, so no idle workers compete with the decode. */
-  bench_bandwidth bw = {0};
-  brisk_threadpool *pool = NULL;
-  if (brisk_threadpool_create(opt.threads, &pool) != BRISK_OK) {
+  /* Bandwidth before and after the tests, when no context exists (so no
+   * idle workers compete); MBU uses the mean of the two medians. */
+  bench_bandwidth bw0 = {0}, bw1 = {0};
+  if (!measure_bw(opt.threads, &bw0)) {
     brisk_model_free(m);
-    return cli_fail("bench", "%s", brisk_last_error());
-  }
-  bool have_bw = bench_measure_bandwidth(pool, opt.threads, BW_BYTES, 12, &bw);
-  brisk_threadpool_free(pool);
-  if (!have_bw) {
-    brisk_model_free(m);
-    return cli_fail("bench", "no memory for the %zu MiB bandwidth buffer", BW_BYTES >> 20);
+    return 1;
   }
 
   const uint64_t w_bytes = decode_weight_bytes(m);
@@ -189,11 +195,12 @@ int bench_model_run(const bench_model_opts *o) {
   uint64_t kv_bpt_pp = 0, kv_bpt = 0;
   if (opt.p > 0 && run_test(m, &opt, true, &pp, &kv_bpt_pp) != 0) goto fail;
   if (opt.n > 0 && run_test(m, &opt, false, &tg, &kv_bpt) != 0) goto fail;
+  if (!measure_bw(opt.threads, &bw1)) goto fail;
   bench_load_avg(load_after, sizeof load_after);
 
   /* Step i (0-based) attends over i + 1 positions: (n + 1) / 2 on average. */
   const double step_bytes = (double)w_bytes + (double)kv_bpt * (opt.n + 1) / 2.0;
-  const double bw_bytes = bw.read_gbs.median * 1e9;
+  const double bw_gbs = 0.5 * (bw0.read_gbs.median + bw1.read_gbs.median), bw_bytes = bw_gbs * 1e9;
   const double mbu = opt.n > 0 ? step_bytes * tg.s.median / bw_bytes : 0;
   /* A step whose bytes fit in the cache is not bound by DRAM: MBU is then
    * printed but flagged as meaningless (it can exceed 100%). */
@@ -212,8 +219,11 @@ int bench_model_run(const bench_model_opts *o) {
            load_after);
     if (opt.p > 0) print_test_json("pp", &pp);
     if (opt.n > 0) print_test_json("tg", &tg);
-    printf(", \"mem_read_gbs\": %.3f, \"mem_read_gbs_max\": %.3f, \"mem_copy_gbs\": %.3f",
-           bw.read_gbs.median, bw.read_gbs.max, bw.copy_gbs.median);
+    printf(", \"mem_read_gbs\": %.3f, \"mem_read_gbs_before\": %.3f, \"mem_read_gbs_after\": "
+           "%.3f, \"mem_read_gbs_max\": %.3f, \"mem_copy_gbs\": %.3f",
+           bw_gbs, bw0.read_gbs.median, bw1.read_gbs.median,
+           bw0.read_gbs.max > bw1.read_gbs.max ? bw0.read_gbs.max : bw1.read_gbs.max,
+           0.5 * (bw0.copy_gbs.median + bw1.copy_gbs.median));
     printf(", \"decode_weight_bytes\": %" PRIu64 ", \"kv_bytes_per_position\": %" PRIu64
            ", \"decode_bytes_per_token\": %.0f",
            w_bytes, kv_bpt, opt.n > 0 ? step_bytes : 0.0);
@@ -226,8 +236,10 @@ int bench_model_run(const bench_model_opts *o) {
            brisk_model_architecture(m), (double)brisk_model_n_params(m) / 1e6,
            (double)brisk_model_weight_bytes(m) / 1048576.0, opt.threads, opt.reps);
     printf("load average before %s, after %s\n", load_before, load_after);
-    printf("memory read %.1f GB/s (median of 12 passes over %zu MiB, best %.1f), copy %.1f GB/s\n",
-           bw.read_gbs.median, BW_BYTES >> 20, bw.read_gbs.max, bw.copy_gbs.median);
+    printf("memory read %.1f GB/s before, %.1f after (medians of 12 passes over %zu MiB), "
+           "copy %.1f / %.1f GB/s\n",
+           bw0.read_gbs.median, bw1.read_gbs.median, BW_BYTES >> 20, bw0.copy_gbs.median,
+           bw1.copy_gbs.median);
     printf("%-8s %12s %12s %12s\n", "test", "median t/s", "min", "max");
     if (opt.p > 0) printf("pp%-6d %12.2f %12.2f %12.2f\n", opt.p, pp.s.median, pp.s.min, pp.s.max);
     if (opt.n > 0) {
