@@ -4,16 +4,20 @@
  *
  *   bench_matmul [threads] [type-name-filter]
  *
+ * Two tables. "One core" runs on the calling thread only and times with the
+ * thread's CPU clock, so other processes on a shared machine barely move it:
+ * it is the kernels' own speed. "All threads" times wall-clock on the pool,
+ * what a caller gets on this machine right now.
+ *
  * GEMV "hot" repeats one weight matrix (it may sit in the last-level cache).
  * GEMV "cold" rotates through copies totalling 256 MiB, so weights stream
- * from DRAM as in the decode of a real model; each cold call is paired with
- * a plain read of the same number of bytes from another large buffer on the
- * same threads, back to back, and "of read" is the median of the per-pair
- * ratios: on a shared machine both halves of a pair see the same load. The
- * read is split into tasks like the GEMV (4 per thread, 4 streams each).
- * GEMV numbers are medians over calls; GB/s counts weight bytes only.
- * GEMM numbers are the fastest of a few calls; the scalar GEMM is measured
- * at m = 16 to keep the run short (a rate, so comparable). */
+ * from DRAM as in the decode of a real model; each cold call is paired with a
+ * plain read of as many bytes from another large buffer, back to back on the
+ * same threads (4 tasks per thread, 4 streams each, like the GEMV), and
+ * "of read" is the median of the per-pair ratios. GEMV numbers are medians
+ * over calls; GB/s counts weight bytes only. GEMM numbers are the fastest of
+ * a few calls; the scalar GEMM is measured at m = 16 to keep the run short
+ * (a rate, so comparable). */
 #include "backend/cpu/matmul/matmul.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -25,12 +29,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define COLD_BYTES ((size_t)256 << 20) /* well above a 16-32 MiB L3 */
 #define READ_BYTES ((size_t)512 << 20)
 #define MAX_SAMPLES 4096
 
 static double now_s(void) { return (double)brisk_now_ns() * 1e-9; }
+
+/* The calling thread's CPU time: excludes time other processes ran. */
+static double cpu_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* One core (NULL pool, CPU clock) or all threads (wall clock). */
+static int one_core;
+static double clock_s(void) { return one_core ? cpu_s() : now_s(); }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -97,9 +113,9 @@ static double time_read(brisk_threadpool *pool, int threads, size_t bytes) {
   /* Split like the GEMV: about 4 tasks per thread, taken dynamically. */
   read_ctx c = {.buf = read_buf + read_pos / 8, .words = bytes / 8, .n_tasks = 4 * (size_t)threads};
   read_pos += bytes;
-  double t0 = now_s();
+  double t0 = clock_s();
   brisk_parallel_for(pool, c.n_tasks, read_task, &c);
-  return now_s() - t0;
+  return clock_s() - t0;
 }
 
 /* ---- matmul calls */
@@ -119,10 +135,10 @@ typedef struct mm_case {
 
 static double time_call(mm_case *c) {
   const uint8_t *w = c->w[c->call++ % c->n_copies];
-  double t0 = now_s();
+  double t0 = clock_s();
   brisk_status st =
       brisk_cpu_matmul(c->pool, c->type, w, c->n, c->k, c->x, c->m, c->y, c->ws, c->ws_size);
-  double dt = now_s() - t0;
+  double dt = clock_s() - t0;
   if (st != BRISK_OK) {
     fprintf(stderr, "matmul failed: %s\n", brisk_last_error());
     exit(1);
@@ -189,13 +205,14 @@ int main(int argc, char **argv) {
   if (!rb) return 1;
   memset(rb, 1, READ_BYTES);
   read_buf = rb;
-  {
+  for (one_core = 1; one_core >= 0; one_core--) {
     static double s[400];
     const size_t slice = (size_t)8 << 20;
-    for (int i = 0; i < 400; i++) s[i] = (double)slice / time_read(pool, threads, slice) / 1e9;
+    for (int i = 0; i < 400; i++)
+      s[i] = (double)slice / time_read(one_core ? NULL : pool, one_core ? 1 : threads, slice) / 1e9;
     double med = median(s, 400);
-    printf("memory read bandwidth (8 MiB from DRAM, %d threads): median %.1f GB/s, best %.1f\n",
-           threads, med, s[399]);
+    printf("memory read bandwidth, 8 MiB from DRAM, %s: median %.1f GB/s, best %.1f\n",
+           one_core ? "one core (CPU clock)" : "all threads (wall clock)", med, s[399]);
   }
 
   static const uint32_t types[] = {BRISK_DTYPE_F32,  BRISK_DTYPE_F16,  BRISK_DTYPE_BF16,
@@ -203,10 +220,8 @@ int main(int argc, char **argv) {
                                    BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, BRISK_DTYPE_Q4_K,
                                    BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K};
   static const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}}; /* n x k */
-  printf(
-      "\nGEMV m=1 (GB/s of weights)                                    | GEMM m=512 (GFLOP/s)\n");
-  printf("%-5s %-10s %6s %6s %6s %7s %7s %6s | %7s %7s %6s\n", "type", "n x k", "hot", "cold",
-         "read", "of read", "scalar", "x", "avx2", "scalar", "x");
+  static char lines[2][2 * 11][160];                               /* [mode][row] */
+  int n_lines = 0;
   for (size_t s = 0; s < 2; s++) {
     const int64_t n = shapes[s][0], k = shapes[s][1];
     float *row = malloc((size_t)k * sizeof(float));
@@ -235,41 +250,45 @@ int main(int argc, char **argv) {
       }
       const size_t ws_size = brisk_cpu_matmul_workspace_size(type, k, 512, threads);
       void *ws = ws_size ? brisk_aligned_alloc(64, ws_size) : NULL;
-      mm_case c = {.pool = pool,
-                   .threads = threads,
-                   .type = type,
-                   .w = w,
-                   .n_copies = 1,
-                   .n = n,
-                   .k = k,
-                   .m = 1,
-                   .wbytes = wbytes,
-                   .x = x,
-                   .y = y,
-                   .ws = ws,
-                   .ws_size = ws_size};
-      double read_gbs = 0, ratio = 0;
-      brisk_cpu_matmul_force_scalar(false);
-      const double hot = gemv_gbs(&c, 0.3, 0, NULL, NULL);
-      c.n_copies = copies;
-      const double cold = gemv_gbs(&c, 0.6, 1, &read_gbs, &ratio);
-      brisk_cpu_matmul_force_scalar(true);
-      const double cold_s = gemv_gbs(&c, 0.3, 0, NULL, NULL);
-      c.n_copies = 1;
-      c.m = 512;
-      brisk_cpu_matmul_force_scalar(false);
-      const double gf = gemm_gflops(&c, 1.0);
-      c.m = 16;
-      brisk_cpu_matmul_force_scalar(true);
-      const double gf_s = gemm_gflops(&c, 0.3);
-      brisk_cpu_matmul_force_scalar(false);
-
-      char shape[32];
-      snprintf(shape, sizeof shape, "%lldx%lld", (long long)n, (long long)k);
-      printf("%-5s %-10s %6.1f %6.1f %6.1f %6.0f%% %7.1f %6.1f | %7.1f %7.2f %6.1f\n",
-             brisk_dtype_name(type), shape, hot, cold, read_gbs, 100 * ratio, cold_s, cold / cold_s,
-             gf, gf_s, gf / gf_s);
-      fflush(stdout);
+      for (one_core = 1; one_core >= 0; one_core--) {
+        mm_case c = {.pool = one_core ? NULL : pool,
+                     .threads = one_core ? 1 : threads,
+                     .type = type,
+                     .w = w,
+                     .n_copies = 1,
+                     .n = n,
+                     .k = k,
+                     .m = 1,
+                     .wbytes = wbytes,
+                     .x = x,
+                     .y = y,
+                     .ws = ws,
+                     .ws_size = ws_size};
+        double read_gbs = 0, ratio = 0;
+        brisk_cpu_matmul_force_scalar(false);
+        const double hot = gemv_gbs(&c, 0.3, 0, NULL, NULL);
+        c.n_copies = copies;
+        const double cold = gemv_gbs(&c, 0.6, 1, &read_gbs, &ratio);
+        brisk_cpu_matmul_force_scalar(true);
+        const double cold_s = gemv_gbs(&c, 0.3, 0, NULL, NULL);
+        c.n_copies = 1;
+        c.m = 512;
+        brisk_cpu_matmul_force_scalar(false);
+        const double gf = gemm_gflops(&c, 1.0);
+        c.m = 16;
+        brisk_cpu_matmul_force_scalar(true);
+        const double gf_s = gemm_gflops(&c, 0.3);
+        brisk_cpu_matmul_force_scalar(false);
+        char shape[32];
+        snprintf(shape, sizeof shape, "%lldx%lld", (long long)n, (long long)k);
+        snprintf(lines[one_core][n_lines], sizeof lines[0][0],
+                 "%-5s %-10s %6.1f %6.1f %6.1f %6.0f%% %7.1f %6.1f | %7.1f %7.2f %6.1f",
+                 brisk_dtype_name(type), shape, hot, cold, read_gbs, 100 * ratio, cold_s,
+                 cold / cold_s, gf, gf_s, gf / gf_s);
+        fprintf(stderr, "%s %s\n", one_core ? "[one core]" : "[all threads]",
+                lines[one_core][n_lines]);
+      }
+      n_lines++;
       for (int cpy = 0; cpy < copies; cpy++) free(w[cpy]);
       free(w);
       brisk_aligned_free(ws);
@@ -277,6 +296,15 @@ int main(int argc, char **argv) {
     free(row);
     free(x);
     free(y);
+  }
+  for (int mode = 1; mode >= 0; mode--) {
+    printf("\n%s\n", mode ? "One core, CPU clock (the kernels' own speed):"
+                          : "All threads, wall clock (on this machine now):");
+    printf("GEMV m=1 (GB/s of weights)                                    | GEMM m=512 "
+           "(GFLOP/s)\n");
+    printf("%-5s %-10s %6s %6s %6s %7s %7s %6s | %7s %7s %6s\n", "type", "n x k", "hot", "cold",
+           "read", "of read", "scalar", "x", "avx2", "scalar", "x");
+    for (int i = 0; i < n_lines; i++) printf("%s\n", lines[mode][i]);
   }
   print_load();
   free(rb);

@@ -77,6 +77,7 @@ MM_INLINE void tile_q45_k(const brisk_mm_tile *t, const int five, const int C, c
 #  pragma GCC unroll 4
     for (int c = 0; c < C; c++) {
       const uint8_t *blk = t->w + (size_t)c * t->w_stride + (size_t)i * bs;
+      mm_prefetch_block(blk + (size_t)C * t->w_stride, bs);
       const uint8_t *qs, *qh = NULL, *scales;
       float d, dmin;
       if (five) {
@@ -165,6 +166,7 @@ MM_INLINE void tile_q6_k(const brisk_mm_tile *t, const int C, const int R) {
 #  pragma GCC unroll 4
     for (int c = 0; c < C; c++) {
       const brisk_block_q6_k *b = (const brisk_block_q6_k *)(t->w + (size_t)c * t->w_stride) + i;
+      mm_prefetch_block((const uint8_t *)b + (size_t)C * t->w_stride, sizeof *b);
       /* 16 int8 scales as int16: [0..7] in both lanes, and [8..15]. */
       const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
       const __m256i sc_a = _mm256_permute2x128_si256(sc, sc, 0x00);

@@ -102,7 +102,10 @@ MM_INLINE void tile_q32(const brisk_mm_tile *t, const int type, const int C, con
 #  pragma GCC unroll 4
     for (int c = 0; c < C; c++) {
       uint16_t d, mn = 0;
-      const __m256i q = decode(t->w + (size_t)c * t->w_stride + (size_t)i * bs, type, &d, &mn);
+      const uint8_t *blk = t->w + (size_t)c * t->w_stride + (size_t)i * bs;
+      /* see mm_prefetch_block: the next GEMV tile's block, one line */
+      _mm_prefetch((const char *)(blk + (size_t)C * t->w_stride), _MM_HINT_T0);
+      const __m256i q = decode(blk, type, &d, &mn);
       const __m256 dw = _mm256_broadcast_ss(&f16[d]);
       const __m256i aq = type == T_Q8_0 ? _mm256_sign_epi8(q, q) : q; /* |q| */
 #  pragma GCC unroll 4
