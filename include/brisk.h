@@ -592,6 +592,9 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
 /* Frees the context, its KV cache and threads. NULL is a no-op. */
 BRISK_API void brisk_context_free(brisk_context *ctx);
 
+/* The model the context runs; NULL for NULL. */
+BRISK_API const brisk_model *brisk_context_model(const brisk_context *ctx);
+
 /* KV cache occupancy, for monitoring and admission decisions. */
 typedef struct brisk_kv_stats {
   uint32_t struct_size;    /* set by the caller: sizeof(brisk_kv_stats) */

@@ -326,3 +326,7 @@ BRISK_API brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst
   if (!c) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_seq_fork: context is NULL");
   return brisk_kv_seq_fork(c->kv, src, dst);
 }
+
+BRISK_API const brisk_model *brisk_context_model(const brisk_context *c) {
+  return c ? c->model : NULL;
+}

@@ -160,6 +160,11 @@ BRISK_API brisk_status brisk_sampler_sample(brisk_sampler *s, const brisk_contex
   if (!s || !ctx || !token)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_sampler_sample: sampler, ctx or token is NULL");
+  int32_t ctx_vocab = brisk_model_n_vocab(brisk_context_model(ctx));
+  if (ctx_vocab != s->n_vocab)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_sampler_sample: the context's model has %d tokens, the sampler %d",
+                       ctx_vocab, s->n_vocab);
   const float *logits = brisk_get_logits(ctx, i);
   if (!logits)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,

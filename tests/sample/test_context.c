@@ -4,6 +4,7 @@
 #include "test_models.h"
 
 #include "core/alloc.h"
+#include "sample/sampler.h"
 
 #include <string.h>
 
@@ -79,6 +80,14 @@ static void test_sample_from_context(void **state) {
       assert_true(tok >= 0 && tok < n_vocab);
     }
   }
+  /* A sampler made for another vocabulary size is refused, not overread. */
+  brisk_sampler *other = NULL;
+  assert_int_equal(brisk_sample_create(n_vocab + 5, &p, &other), BRISK_OK);
+  assert_int_equal(brisk_sampler_sample(other, c, 1, &tok), BRISK_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(brisk_last_error(), "context's model"));
+  assert_ptr_equal(brisk_context_model(c), model);
+  assert_null(brisk_context_model(NULL));
+  brisk_sampler_free(other);
   brisk_batch_free(b);
   brisk_context_free(c);
   brisk_sampler_free(s);
