@@ -65,6 +65,24 @@ r = json.loads(run("run", "-m", stories, "-p", "Once upon a time", "-n", "8", "-
 assert r["generated_tokens"] == 8 and r["prompt_tokens"] > 1, r
 assert r["prompt_tokens_per_s"] > 0 and r["generated_tokens_per_s"] > 0, r
 
+# Sampling flags: the same seed gives the same text; bad values are refused.
+args = ("run", "-m", stories, "-p", "Once upon a time", "-n", "12", "--temp", "0.9",
+        "--top-k", "40", "--top-p", "0.95", "--seed", "7", "--json")
+a, b = json.loads(run(*args).stdout), json.loads(run(*args).stdout)
+assert a["text"] == b["text"], (a, b)
+run("run", "-m", stories, "-n", "2", "--top-p", "2", ok=False)
+
+# Interactive chat (needs a model with a chat template: SmolLM2 when cached).
+smol = os.path.join(os.path.expanduser("~"), ".cache", "brisk", "SmolLM2-135M-Instruct.Q4_1.gguf")
+if os.path.exists(smol):
+    p = subprocess.run([brisk, "run", "-m", smol, "--chat", "-n", "24"], input="What is the capital of France?\nAnd of Italy?\n",
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "Paris" in p.stdout and "Rome" in p.stdout, p.stdout
+else:
+    print("chat check skipped: SmolLM2 is not in ~/.cache/brisk")
+run("run", "-m", stories, "--chat", "-n", "2", ok=False)  # no chat template
+
 # Failures: one line on stderr, non-zero exit.
 run("info", "/nonexistent.gguf", ok=False)
 run("tokenize", spm, ok=False)

