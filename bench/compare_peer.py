@@ -19,13 +19,14 @@ through the llama_cpp Python package that setup.sh's PyPI route builds
 (--pylib); skipped with a message when that package is absent. Token counts
 are printed for both: they should be equal."""
 import argparse
-import ctypes
+import importlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -105,13 +106,20 @@ def compare_models(a):
 
 def peer_tokenizer(pylib):
     """llama_tokenize from the llama_cpp package, or None (with the reason)."""
-    if pylib:
-        sys.path.insert(0, pylib)
+    # Only the low-level ctypes module: the package's __init__ also imports
+    # the high-level API and its dependencies (diskcache, jinja2, numpy), so
+    # stand in an empty package whose path points at the real one.
+    pkg_dir = os.path.join(pylib or "", "llama_cpp")
+    if not os.path.exists(os.path.join(pkg_dir, "llama_cpp.py")):
+        return None, f"no llama_cpp package under {pylib} (setup.sh's PyPI route builds it)"
+    pkg = types.ModuleType("llama_cpp")
+    pkg.__path__ = [pkg_dir]
+    sys.modules["llama_cpp"] = pkg
     try:
-        import llama_cpp  # noqa: F401  (the low-level ctypes bindings)
-    except Exception as e:  # ImportError, or its own dependencies missing
-        return None, f"llama_cpp Python package not importable ({e})"
-    return llama_cpp, None
+        lc = importlib.import_module("llama_cpp.llama_cpp")
+    except Exception as e:  # a missing dependency or library
+        return None, f"llama_cpp.llama_cpp not importable ({e})"
+    return lc, None
 
 
 def peer_tokenize_mbs(lc, vocab_path, text, reps):

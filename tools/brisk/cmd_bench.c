@@ -45,7 +45,8 @@ int cmd_bench(int argc, char **argv) {
       quick = true;
     else if (!strcmp(a, "-m") && has_val)
       o.model = argv[++i];
-    else if (!strcmp(a, "--tokenize") && i + 2 < argc) {
+    else if (!strcmp(a, "--tokenize")) {
+      if (i + 2 >= argc) return cli_fail("bench", "--tokenize needs VOCAB FILE");
       tok_vocab = argv[++i];
       tok_file = argv[++i];
     } else if (!strcmp(a, "-p"))
