@@ -811,6 +811,66 @@ BRISK_API brisk_status brisk_sampler_last_logprobs(const brisk_sampler *sampler,
                                                    int32_t *tokens, float *logprobs,
                                                    size_t capacity, size_t *n);
 
+/*
+ * Stop conditions for one generation, and its text: feed every generated
+ * token to brisk_stopper_push; it returns the text to show (complete UTF-8
+ * only) and whether generation must stop. Stop strings are matched across
+ * token boundaries and never shown: text that could be the start of a stop
+ * string is held back until it is known not to be one. Not thread-safe;
+ * must not outlive the model.
+ */
+typedef struct brisk_stopper brisk_stopper;
+
+typedef enum brisk_stop_reason {
+  BRISK_STOP_NONE = 0,       /* keep going */
+  BRISK_STOP_EOG = 1,        /* an end-of-generation token (EOS, EOT, ...) */
+  BRISK_STOP_TOKEN = 2,      /* one of the extra stop tokens */
+  BRISK_STOP_STRING = 3,     /* the text reached a stop string */
+  BRISK_STOP_MAX_TOKENS = 4  /* max_tokens tokens were pushed */
+} brisk_stop_reason;
+
+typedef struct brisk_stopper_params {
+  uint32_t struct_size;             /* sizeof(brisk_stopper_params) */
+  int32_t max_tokens;               /* > 0; 0 = no limit (default) */
+  int stop_at_eog;                  /* nonzero (default): stop at EOG tokens */
+  const int32_t *stop_tokens;       /* n_stop_tokens ids in [0, n_vocab), copied */
+  size_t n_stop_tokens;
+  const char *const *stop_strings;  /* n_stop_strings non-empty strings, copied */
+  size_t n_stop_strings;
+  uint32_t detokenize_flags;        /* BRISK_DETOKENIZE_RENDER_SPECIAL / _REPLACE_INVALID */
+} brisk_stopper_params;
+
+/* Fills *params with defaults (including struct_size). NULL is ignored. */
+BRISK_API void brisk_stopper_params_init(brisk_stopper_params *params);
+
+/* BRISK_E_INVALID_ARGUMENT for a bad field (named), BRISK_E_UNSUPPORTED for
+ * a model without vocabulary, BRISK_E_OUT_OF_MEMORY. */
+BRISK_API brisk_status brisk_stopper_create(const brisk_model *model,
+                                            const brisk_stopper_params *params,
+                                            brisk_stopper **out);
+BRISK_API void brisk_stopper_free(brisk_stopper *stopper); /* NULL is a no-op */
+
+/*
+ * Feeds the next generated token. *text / *len receive the text that can be
+ * shown now (valid until the next call on this stopper; possibly empty);
+ * *reason says whether to stop. A token that ends generation (EOG, stop
+ * token) contributes no text; on BRISK_STOP_STRING the text before the stop
+ * string is released and the rest dropped; on BRISK_STOP_MAX_TOKENS the last
+ * token's text and anything held back is released. After a stop, further
+ * pushes return BRISK_E_INVALID_STATE until brisk_stopper_reset.
+ */
+BRISK_API brisk_status brisk_stopper_push(brisk_stopper *stopper, int32_t token,
+                                          const char **text, size_t *len,
+                                          brisk_stop_reason *reason);
+
+/* Releases text held back (at the end of a generation that did not stop on
+ * a stop string) into *text / *len. */
+BRISK_API brisk_status brisk_stopper_flush(brisk_stopper *stopper, const char **text,
+                                           size_t *len);
+
+/* Starts a new generation with the same conditions. */
+BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
+
 /* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */
 /* ------------------------------------------------------------------------ */

@@ -64,6 +64,13 @@ with tempfile.TemporaryDirectory() as d:
 r = json.loads(run("run", "-m", stories, "-p", "Once upon a time", "-n", "8", "--json").stdout)
 assert r["generated_tokens"] == 8 and r["prompt_tokens"] > 1, r
 assert r["prompt_tokens_per_s"] > 0 and r["generated_tokens_per_s"] > 0, r
+assert r["ttft_ms"] > 0 and r["tpot_ms"] > 0, r
+# A stop string ends the text before it, and is not shown.
+full = r["text"]
+if len(full) > 6:
+    stop = full[3:6]
+    s = json.loads(run("run", "-m", stories, "-p", "Once upon a time", "-n", "8", "--stop", stop, "--json").stdout)
+    assert s["text"] == full[:full.index(stop)], (s["text"], full, stop)
 
 # Sampling flags: the same seed gives the same text; bad values are refused.
 args = ("run", "-m", stories, "-p", "Once upon a time", "-n", "12", "--temp", "0.9",

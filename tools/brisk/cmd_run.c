@@ -24,6 +24,9 @@ typedef struct runner {
   int32_t *kv_tokens; /* tokens held by sequence 0, in order */
   int32_t n_kv, cap_kv;
   double prefill_s, gen_s;
+  double start_s, first_token_s; /* for TTFT */
+  char **stops;                  /* stop strings */
+  size_t n_stops;
   int32_t n_prefilled, n_generated;
 } runner;
 
@@ -63,22 +66,30 @@ static brisk_status sync_prompt(runner *r, const int32_t *toks, int32_t n) {
   return BRISK_OK;
 }
 
-/* Generates up to n_gen tokens after the synced prompt, streaming the text
- * to `out` and appending it to *text (malloc'ed, may be NULL). */
+/* Generates after the synced prompt until a stop condition (EOG, a stop
+ * string, n_gen tokens), streaming the shown text to `out` and appending it
+ * to *text (malloc'ed, may be NULL). */
 static brisk_status generate(runner *r, int n_gen, FILE *out, char **text, size_t *text_len) {
-  brisk_detokenizer *detok = NULL;
-  brisk_status st = brisk_detokenizer_create(r->m, 0, &detok);
+  brisk_stopper_params sp;
+  brisk_stopper_params_init(&sp);
+  sp.max_tokens = n_gen;
+  sp.stop_strings = (const char *const *)r->stops;
+  sp.n_stop_strings = r->n_stops;
+  brisk_stopper *stopper = NULL;
+  brisk_status st = brisk_stopper_create(r->m, &sp, &stopper);
   if (st) return st;
   double t0 = now_s();
   int32_t entry = brisk_batch_size(r->batch) - 1;
-  for (int i = 0; i < n_gen && r->n_kv < r->cap_kv; i++) {
+  brisk_stop_reason why = n_gen > 0 ? BRISK_STOP_NONE : BRISK_STOP_MAX_TOKENS;
+  while (why == BRISK_STOP_NONE && r->n_kv < r->cap_kv) {
     int32_t next;
     if ((st = brisk_sampler_sample(r->sampler, r->ctx, entry, &next))) break;
+    if (r->n_generated == 0) r->first_token_s = now_s() - r->start_s;
     brisk_sampler_accept(r->sampler, next);
-    if (brisk_token_is_eog(r->m, next)) break;
     const char *piece;
     size_t len;
-    if (brisk_detokenizer_push(detok, next, &piece, &len) == BRISK_OK && len) {
+    if ((st = brisk_stopper_push(stopper, next, &piece, &len, &why))) break;
+    if (len) {
       if (out) {
         fwrite(piece, 1, len, out);
         fflush(out);
@@ -91,18 +102,21 @@ static brisk_status generate(runner *r, int n_gen, FILE *out, char **text, size_
         *text = grown;
       }
     }
+    r->n_generated++;
+    if (why != BRISK_STOP_NONE) break;
     brisk_batch_clear(r->batch);
     brisk_batch_add(r->batch, next, r->n_kv, 0, 1);
     if ((st = brisk_decode(r->ctx, r->batch))) break;
     r->kv_tokens[r->n_kv++] = next;
-    r->n_generated++;
     entry = 0;
   }
-  const char *rest;
-  size_t rest_len;
-  brisk_detokenizer_flush(detok, &rest, &rest_len);
-  if (out && rest_len) fwrite(rest, 1, rest_len, out);
-  brisk_detokenizer_free(detok);
+  if (!st && why == BRISK_STOP_NONE) {
+    const char *rest;
+    size_t rest_len;
+    brisk_stopper_flush(stopper, &rest, &rest_len);
+    if (out && rest_len) fwrite(rest, 1, rest_len, out);
+  }
+  brisk_stopper_free(stopper);
   r->gen_s += now_s() - t0;
   return st;
 }
@@ -170,13 +184,15 @@ static void usage(void) {
           "usage: brisk run [-m MODEL] [-p PROMPT] [-n N] [-t THREADS]\n"
           "                 [--chat [--system TEXT] [--chat-template NAME]]\n"
           "                 [--temp T] [--top-k K] [--top-p P] [--min-p P] [--typical P]\n"
-          "                 [--repeat-penalty R] [--seed S] [--json]\n");
+          "                 [--repeat-penalty R] [--seed S] [--stop STRING]... [--json]\n");
 }
 
 int cmd_run(int argc, char **argv) {
   const char *model_path = NULL, *prompt = "The quick brown fox", *system = NULL, *tmpl = NULL;
   int n_gen = 64, n_threads = 0;
   bool json = false, chat = false;
+  char *stops[16];
+  size_t n_stops = 0;
   brisk_sampler_params sp;
   brisk_sampler_params_init(&sp);
   sp.temperature = 0.0f; /* greedy unless asked */
@@ -200,6 +216,7 @@ int cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--typical")) sp.typical_p = (float)atof(argv[++i]);
     else if (!strcmp(a, "--repeat-penalty")) sp.repeat_penalty = (float)atof(argv[++i]);
     else if (!strcmp(a, "--seed")) sp.seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--stop") && n_stops < 16) stops[n_stops++] = argv[++i];
     else {
       usage();
       return cli_fail("run", "unexpected argument '%s'", a);
@@ -216,6 +233,8 @@ int cmd_run(int argc, char **argv) {
   brisk_model_params_init(&mp);
   if (isatty(STDERR_FILENO) && !json) mp.progress = load_progress;
   runner r = {0};
+  r.stops = stops;
+  r.n_stops = n_stops;
   if (brisk_model_load(model_path, &mp, &r.m) != BRISK_OK)
     return cli_fail("run", "%s", brisk_last_error());
   int rc = 1;
@@ -254,6 +273,7 @@ int cmd_run(int argc, char **argv) {
     goto done;
   }
   if (!json) fputs(prompt, stdout), fflush(stdout);
+  r.start_s = now_s();
   if (sync_prompt(&r, toks, n_prompt) != BRISK_OK ||
       generate(&r, n_gen, json ? NULL : stdout, &text, &text_len) != BRISK_OK) {
     cli_fail("run", "%s", brisk_last_error());
@@ -268,9 +288,11 @@ int cmd_run(int argc, char **argv) {
     cli_json_string(stdout, prompt);
     printf(", \"text\": ");
     cli_json_string(stdout, text ? text : "");
+    /* TPOT: mean time per token after the first. */
+    double tpot = r.n_generated > 1 ? (r.prefill_s + r.gen_s - r.first_token_s) / (r.n_generated - 1) : 0;
     printf(", \"prompt_tokens\": %d, \"generated_tokens\": %d, \"prompt_tokens_per_s\": %.2f, "
-           "\"generated_tokens_per_s\": %.2f}\n",
-           n_prompt, r.n_generated, pp, tg);
+           "\"generated_tokens_per_s\": %.2f, \"ttft_ms\": %.2f, \"tpot_ms\": %.2f}\n",
+           n_prompt, r.n_generated, pp, tg, r.first_token_s * 1e3, tpot * 1e3);
   } else {
     printf("\n\nprompt: %d tokens, %.1f tokens/s | generated: %d tokens, %.1f tokens/s\n",
            n_prompt, pp, r.n_generated, tg);
