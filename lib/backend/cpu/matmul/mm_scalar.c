@@ -10,11 +10,18 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 
 static float f16_table[65536];
 static pthread_once_t f16_table_once = PTHREAD_ONCE_INIT;
+static uint64_t spread_bits[256];
 static void f16_table_init(void) {
   for (uint32_t h = 0; h < 65536; h++) f16_table[h] = brisk_f16_to_f32((uint16_t)h);
+  for (uint32_t b = 0; b < 256; b++) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)((b >> i) & 1) << (8 * i);
+    spread_bits[b] = v;
+  }
 }
 const float *brisk_mm_f16_table(void) {
   pthread_once(&f16_table_once, f16_table_init);
@@ -119,30 +126,71 @@ static float dot_bf16(const uint8_t *w, const uint8_t *xb, int64_t k) {
   return s;
 }
 
-/* ---- 32-element types against brisk_mm_q8 blocks. */
+/* ---- 32-element types against brisk_mm_q8 blocks: each weight block is
+ * unpacked to 32 signed levels, then one plain int8 dot product. */
+
+static inline int dot32(const int8_t *a, const int8_t *b) {
+  int s = 0;
+  for (int j = 0; j < 32; j++) s += a[j] * b[j];
+  return s;
+}
+
+static inline int dot32u(const uint8_t *a, const int8_t *b) {
+  int s = 0;
+  for (int j = 0; j < 32; j++) s += a[j] * b[j];
+  return s;
+}
+
+/* Sum of a block's 32 activation values (its lane sums hold 8x each 4). */
+static inline int sum32(const brisk_mm_q8 *x) {
+  int s = 0;
+  for (int l = 0; l < 8; l++) s += x->ls[l];
+  return s / 8;
+}
+
+/* Unsigned levels of a q4 block, 8 at a time in 64-bit words (little-endian
+ * byte order is element order): element j is the low nibble of byte j,
+ * element j + 16 the high nibble. */
+static inline void unpack_q4(const uint8_t qs[16], uint8_t q[32]) {
+  const uint64_t m = 0x0f0f0f0f0f0f0f0full;
+  uint64_t w[2], v[4];
+  memcpy(w, qs, 16);
+  v[0] = w[0] & m, v[1] = w[1] & m, v[2] = (w[0] >> 4) & m, v[3] = (w[1] >> 4) & m;
+  memcpy(q, v, 32);
+}
+
+/* Byte i of spread_bits[b] (built with the fp16 table) is bit i of b: one
+ * qh byte to 8 elements. */
+
+/* As unpack_q4 plus bit j of the little-endian qh word as bit 4 of element j. */
+static inline void unpack_q5(const uint8_t qs[16], const uint8_t qh[4], uint8_t q[32]) {
+  const uint64_t m = 0x0f0f0f0f0f0f0f0full;
+  uint64_t w[2], v[4];
+  memcpy(w, qs, 16);
+  v[0] = (w[0] & m) | spread_bits[qh[0]] << 4;
+  v[1] = (w[1] & m) | spread_bits[qh[1]] << 4;
+  v[2] = ((w[0] >> 4) & m) | spread_bits[qh[2]] << 4;
+  v[3] = ((w[1] >> 4) & m) | spread_bits[qh[3]] << 4;
+  memcpy(q, v, 32);
+}
 
 static float dot_q8_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q8_0 *a = (const brisk_block_q8_0 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0;
-  for (int64_t i = 0; i < k / 32; i++) {
-    int sum = 0;
-    for (int j = 0; j < 32; j++) sum += a[i].qs[j] * x[i].qs[j];
-    s += (float)sum * (F16(a[i].d) * x[i].d);
-  }
+  for (int64_t i = 0; i < k / 32; i++) s += (float)dot32(a[i].qs, x[i].qs) * (F16(a[i].d) * x[i].d);
   return s;
 }
 
+/* The level offsets (-8, -16) come off as offset * sum(x) in integers. */
 static float dot_q4_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q4_0 *a = (const brisk_block_q4_0 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0;
+  uint8_t q[32];
   for (int64_t i = 0; i < k / 32; i++) {
-    int sum = 0;
-    for (int j = 0; j < 16; j++) {
-      sum += ((a[i].qs[j] & 0xf) - 8) * x[i].qs[j];
-      sum += ((a[i].qs[j] >> 4) - 8) * x[i].qs[j + 16];
-    }
+    unpack_q4(a[i].qs, q);
+    const int sum = dot32u(q, x[i].qs) - 8 * sum32(&x[i]);
     s += (float)sum * (F16(a[i].d) * x[i].d);
   }
   return s;
@@ -152,34 +200,23 @@ static float dot_q4_1(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q4_1 *a = (const brisk_block_q4_1 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0, sm = 0; /* scaled sums, min terms */
+  uint8_t q[32];
   for (int64_t i = 0; i < k / 32; i++) {
-    int sum = 0;
-    for (int j = 0; j < 16; j++) {
-      sum += (a[i].qs[j] & 0xf) * x[i].qs[j];
-      sum += (a[i].qs[j] >> 4) * x[i].qs[j + 16];
-    }
-    s += (float)sum * (F16(a[i].d) * x[i].d);
+    unpack_q4(a[i].qs, q);
+    s += (float)dot32u(q, x[i].qs) * (F16(a[i].d) * x[i].d);
     sm += F16(a[i].m) * x[i].s;
   }
   return s + sm;
-}
-
-static inline uint32_t load_qh(const uint8_t qh[4]) {
-  return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
 }
 
 static float dot_q5_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q5_0 *a = (const brisk_block_q5_0 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0;
+  uint8_t q[32];
   for (int64_t i = 0; i < k / 32; i++) {
-    const uint32_t h = load_qh(a[i].qh);
-    int sum = 0;
-    for (int j = 0; j < 16; j++) {
-      int q0 = (a[i].qs[j] & 0xf) | (int)((h >> j) & 1) << 4;
-      int q1 = (a[i].qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
-      sum += (q0 - 16) * x[i].qs[j] + (q1 - 16) * x[i].qs[j + 16];
-    }
+    unpack_q5(a[i].qs, a[i].qh, q);
+    const int sum = dot32u(q, x[i].qs) - 16 * sum32(&x[i]);
     s += (float)sum * (F16(a[i].d) * x[i].d);
   }
   return s;
@@ -189,84 +226,96 @@ static float dot_q5_1(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q5_1 *a = (const brisk_block_q5_1 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0, sm = 0;
+  uint8_t q[32];
   for (int64_t i = 0; i < k / 32; i++) {
-    const uint32_t h = load_qh(a[i].qh);
-    int sum = 0;
-    for (int j = 0; j < 16; j++) {
-      int q0 = (a[i].qs[j] & 0xf) | (int)((h >> j) & 1) << 4;
-      int q1 = (a[i].qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
-      sum += q0 * x[i].qs[j] + q1 * x[i].qs[j + 16];
-    }
-    s += (float)sum * (F16(a[i].d) * x[i].d);
+    unpack_q5(a[i].qs, a[i].qh, q);
+    s += (float)dot32u(q, x[i].qs) * (F16(a[i].d) * x[i].d);
     sm += F16(a[i].m) * x[i].s;
   }
   return s + sm;
 }
 
-/* ---- K-types against Q8_K: integer sums over the whole super-block with the
- * 6/8-bit sub-block scales, mins through the activation's 16-sums. */
+/* ---- K-types against Q8_K: the super-block unpacked to 256 levels, integer
+ * sums with the sub-block scales over the whole super-block, mins through
+ * the activation's 16-sums. */
 
-static float dot_q4_k(const uint8_t *w, const uint8_t *xb, int64_t k) {
-  const brisk_block_q4_k *a = (const brisk_block_q4_k *)w;
+/* q4_k / q5_k levels (0..15 / 0..31) of one super-block. */
+static inline void unpack_k45(const uint8_t *qs, const uint8_t *qh, int8_t q[256]) {
+  for (int c = 0; c < 4; c++) /* 32 bytes: sub-block 2c low nibbles, 2c + 1 high */
+    for (int l = 0; l < 32; l++) {
+      q[64 * c + l] = (int8_t)(qs[32 * c + l] & 0xf);
+      q[64 * c + 32 + l] = (int8_t)(qs[32 * c + l] >> 4);
+    }
+  if (qh)
+    for (int j = 0; j < 8; j++)
+      for (int l = 0; l < 32; l++) q[32 * j + l] |= (int8_t)(((qh[l] >> j) & 1) << 4);
+}
+
+static float dot_k45(const uint8_t *w, const uint8_t *xb, int64_t k, int five) {
+  const size_t bs = five ? sizeof(brisk_block_q5_k) : sizeof(brisk_block_q4_k);
   const brisk_block_q8_k *x = (const brisk_block_q8_k *)xb;
   float s = 0, sm = 0;
+  int8_t q[256];
   for (int64_t i = 0; i < k / BRISK_QK_K; i++) {
+    const uint8_t *blk = w + (size_t)i * bs;
+    uint16_t d, dmin;
+    const uint8_t *scales;
+    if (five) {
+      const brisk_block_q5_k *b = (const brisk_block_q5_k *)blk;
+      unpack_k45(b->qs, b->qh, q);
+      d = b->d, dmin = b->dmin, scales = b->scales;
+    } else {
+      const brisk_block_q4_k *b = (const brisk_block_q4_k *)blk;
+      unpack_k45(b->qs, NULL, q);
+      d = b->d, dmin = b->dmin, scales = b->scales;
+    }
     int sumi = 0, summ = 0;
     for (int j = 0; j < 8; j++) {
       uint8_t sc, mn;
-      brisk_k4_scale_min(a[i].scales, j, &sc, &mn);
-      const uint8_t *q = a[i].qs + 32 * (j / 2);
-      const int shift = 4 * (j % 2);
-      int sub = 0;
-      for (int l = 0; l < 32; l++) sub += ((q[l] >> shift) & 0xf) * x[i].qs[32 * j + l];
-      sumi += sc * sub;
+      brisk_k4_scale_min(scales, j, &sc, &mn);
+      sumi += sc * dot32(q + 32 * j, x[i].qs + 32 * j);
       summ += mn * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
     }
-    s += (float)sumi * (F16(a[i].d) * x[i].d);
-    sm -= (float)summ * (F16(a[i].dmin) * x[i].d);
+    s += (float)sumi * (F16(d) * x[i].d);
+    sm -= (float)summ * (F16(dmin) * x[i].d);
   }
   return s + sm;
 }
 
+static float dot_q4_k(const uint8_t *w, const uint8_t *xb, int64_t k) {
+  return dot_k45(w, xb, k, 0);
+}
 static float dot_q5_k(const uint8_t *w, const uint8_t *xb, int64_t k) {
-  const brisk_block_q5_k *a = (const brisk_block_q5_k *)w;
-  const brisk_block_q8_k *x = (const brisk_block_q8_k *)xb;
-  float s = 0, sm = 0;
-  for (int64_t i = 0; i < k / BRISK_QK_K; i++) {
-    int sumi = 0, summ = 0;
-    for (int j = 0; j < 8; j++) {
-      uint8_t sc, mn;
-      brisk_k4_scale_min(a[i].scales, j, &sc, &mn);
-      const uint8_t *q = a[i].qs + 32 * (j / 2);
-      const int shift = 4 * (j % 2);
-      int sub = 0;
-      for (int l = 0; l < 32; l++) {
-        int v = ((q[l] >> shift) & 0xf) | ((a[i].qh[l] >> j) & 1) << 4;
-        sub += v * x[i].qs[32 * j + l];
-      }
-      sumi += sc * sub;
-      summ += mn * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+  return dot_k45(w, xb, k, 1);
+}
+
+/* q6_k levels (0..63) of one super-block: per 128-element half, ql byte l
+ * and l + 32 give the low nibbles of elements l, l + 32 (low) and l + 64,
+ * l + 96 (high); qh byte l their top 2 bits at bits 0, 2, 4, 6. */
+static inline void unpack_q6(const brisk_block_q6_k *b, int8_t q[256]) {
+  for (int h = 0; h < 2; h++) {
+    const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+    int8_t *o = q + 128 * h;
+    for (int l = 0; l < 32; l++) {
+      o[l] = (int8_t)((ql[l] & 0xf) | ((qh[l] >> 0) & 3) << 4);
+      o[l + 32] = (int8_t)((ql[l + 32] & 0xf) | ((qh[l] >> 2) & 3) << 4);
+      o[l + 64] = (int8_t)((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
+      o[l + 96] = (int8_t)((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
     }
-    s += (float)sumi * (F16(a[i].d) * x[i].d);
-    sm -= (float)summ * (F16(a[i].dmin) * x[i].d);
   }
-  return s + sm;
 }
 
 static float dot_q6_k(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q6_k *a = (const brisk_block_q6_k *)w;
   const brisk_block_q8_k *x = (const brisk_block_q8_k *)xb;
   float s = 0, sm = 0;
+  int8_t q[256];
   for (int64_t i = 0; i < k / BRISK_QK_K; i++) {
+    unpack_q6(&a[i], q);
     int sumi = 0, offs = 0;
     for (int g = 0; g < 16; g++) { /* sub-blocks of 16 */
       int sub = 0;
-      for (int l = 0; l < 16; l++) {
-        int e = 16 * g + l, half = e / 128, t = (e % 128) / 32, p = e % 32;
-        int lo = (a[i].ql[64 * half + p + 32 * (t % 2)] >> (4 * (t / 2))) & 0xf;
-        int hi = (a[i].qh[32 * half + p] >> (2 * t)) & 3;
-        sub += (lo | hi << 4) * x[i].qs[e];
-      }
+      for (int l = 0; l < 16; l++) sub += q[16 * g + l] * x[i].qs[16 * g + l];
       sumi += a[i].scales[g] * sub;
       offs += a[i].scales[g] * x[i].bsums[g];
     }
