@@ -872,6 +872,222 @@ BRISK_API brisk_status brisk_stopper_flush(brisk_stopper *stopper, const char **
 BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
 
 /* ------------------------------------------------------------------------ */
+/* Engine: continuous batching, ticked by the host                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An engine serves many generation requests on one model with one paged KV
+ * pool. The host submits requests, calls brisk_engine_step() from its own
+ * loop (each call is one bounded scheduler iteration: one forward pass over
+ * a batch that mixes every running request's next token with chunks of
+ * admitted prompts) and reads the produced tokens with brisk_engine_poll().
+ * The engine starts no thread beyond its context's thread pool.
+ *
+ * Scheduling: waiting requests are admitted in order of priority (higher
+ * first), then submission (first come, first served), while sequence slots
+ * and free KV blocks allow. When the pool runs out during generation the
+ * lowest-ranked running request (lowest priority, then newest) is preempted:
+ * its KV is freed and it goes back to the waiting queue, to be recomputed
+ * from its prompt plus the tokens it already produced. A request is never
+ * failed for lack of KV; its output is the same as without preemption.
+ *
+ * Output: a request's tokens are token-for-token those of a brisk_decode
+ * loop that prefills its prompt, then samples and decodes one token at a
+ * time with a sampler made from the same params (logits of a sequence do not
+ * depend on its batch).
+ *
+ * Thread safety: brisk_engine_submit and brisk_engine_cancel may be called
+ * from any threads, concurrently with each other and with one thread running
+ * the other engine calls. All other calls on an engine (step, poll, stats,
+ * request_stats, free) must not run concurrently with each other.
+ */
+typedef struct brisk_engine brisk_engine;
+
+typedef struct brisk_engine_params {
+  uint32_t struct_size; /* sizeof(brisk_engine_params) */
+  /* Threads of the engine's context; 0 = one per processor. */
+  int32_t n_threads;
+  /* KV pool as in brisk_context_params: tokens (0: from kv_bytes, else
+   * min(n_ctx_train, 4096)), a byte budget, tokens per block, element type. */
+  int32_t kv_tokens;
+  uint64_t kv_bytes;
+  int32_t block_size;    /* default 16 */
+  brisk_kv_type kv_type; /* default BRISK_KV_F16 */
+  /* Token budget of one step (the largest batch); default 512. */
+  int32_t max_batch_tokens;
+  /* Requests generating at once (KV sequences); default 64. */
+  int32_t max_running;
+  /* Most prompt tokens one request prefills in one step; 0 (default) = up
+   * to the step's budget. Smaller chunks bound each step's duration. */
+  int32_t prefill_chunk;
+} brisk_engine_params;
+
+/* Fills *params with defaults (including struct_size). NULL is ignored. */
+BRISK_API void brisk_engine_params_init(brisk_engine_params *params);
+
+/*
+ * Creates an engine for `model` (which must outlive it) with its own context.
+ * `params` may be NULL for defaults. BRISK_E_INVALID_ARGUMENT for a NULL
+ * model or out, a bad struct_size or a field out of range (named),
+ * BRISK_E_OUT_OF_MEMORY. On failure *out is untouched.
+ */
+BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
+                                           const brisk_engine_params *params,
+                                           brisk_engine **out);
+
+/* Frees the engine, its context and every request and event it holds
+ * (unfinished requests are dropped). NULL is a no-op. */
+BRISK_API void brisk_engine_free(brisk_engine *engine);
+
+typedef struct brisk_request_params {
+  uint32_t struct_size; /* sizeof(brisk_request_params) */
+  /* The prompt: n_prompt_tokens ids (copied), or, when prompt_tokens is NULL,
+   * prompt_text tokenized with BRISK_TOKENIZE_ADD_SPECIAL. At least one
+   * token. */
+  const int32_t *prompt_tokens;
+  size_t n_prompt_tokens;
+  const char *prompt_text;
+  /* Sampling (copied); NULL: brisk_sampler_params_init's defaults. */
+  const brisk_sampler_params *sampler;
+  /* Most tokens to generate, >= 1; default 128. The prompt plus max_tokens
+   * must fit in the KV pool. */
+  int32_t max_tokens;
+  /* Nonzero (default): finish after a token for which brisk_token_is_eog. */
+  int stop_at_eog;
+  /* Higher is admitted first and preempted last; default 0. */
+  int32_t priority;
+  /* Returned in this request's events, never dereferenced. */
+  void *user_data;
+} brisk_request_params;
+
+/* Fills *params with defaults (including struct_size). NULL is ignored. */
+BRISK_API void brisk_request_params_init(brisk_request_params *params);
+
+/*
+ * Queues a request; *id (nonzero, unique within the engine) names it in
+ * events and calls. Tokenizes, checks and copies everything here, so errors
+ * come back now: BRISK_E_INVALID_ARGUMENT (NULL engine, params or id, bad
+ * struct_size, empty prompt, a token outside [0, n_vocab), max_tokens < 1,
+ * prompt + max_tokens larger than the KV pool, bad sampler params),
+ * BRISK_E_UNSUPPORTED (text without a vocabulary), BRISK_E_OUT_OF_MEMORY.
+ * Safe to call from any thread while another steps; the request is seen by
+ * the next step that starts after it returns.
+ */
+BRISK_API brisk_status brisk_engine_submit(brisk_engine *engine,
+                                           const brisk_request_params *params, uint64_t *id);
+
+/*
+ * Asks to stop request `id`. The next step frees its KV blocks and queues
+ * its finished event with BRISK_FINISH_CANCELLED (unless it finished first).
+ * Cancelling a finished request is a harmless no-op. BRISK_E_NOT_FOUND if
+ * no request ever had this id, BRISK_E_OUT_OF_MEMORY. Safe to call from any
+ * thread while another steps.
+ */
+BRISK_API brisk_status brisk_engine_cancel(brisk_engine *engine, uint64_t id);
+
+/* What one step did. */
+typedef struct brisk_engine_step_info {
+  uint32_t struct_size;     /* set by the caller: sizeof(brisk_engine_step_info) */
+  int32_t n_tokens;         /* tokens in the step's batch (0: nothing to do) */
+  int32_t n_decode_tokens;  /* of which entries that produced a new token */
+  int32_t n_prefill_tokens; /* the others: prompt (or recomputed) tokens */
+  int32_t n_running;        /* requests holding KV after the step */
+  int32_t n_waiting;        /* requests waiting for admission after the step */
+  int32_t n_finished;       /* requests that finished in this step */
+  int32_t n_preempted;      /* requests preempted in this step */
+  uint64_t duration_ns;     /* wall time of the step */
+} brisk_engine_step_info;
+
+/*
+ * Runs one scheduler iteration: takes in new submissions and cancellations,
+ * admits, builds one batch within max_batch_tokens, runs it, samples,
+ * queues events and frees finished requests' blocks. Returns BRISK_OK also
+ * when there was nothing to do. `info` may be NULL; otherwise its
+ * struct_size must be set. A failure of the forward pass (e.g.
+ * BRISK_E_OUT_OF_MEMORY) is returned with every request kept as it was, so
+ * the step can be retried; a request whose sampling fails finishes with
+ * BRISK_FINISH_ERROR instead.
+ */
+BRISK_API brisk_status brisk_engine_step(brisk_engine *engine, brisk_engine_step_info *info);
+
+typedef enum brisk_finish_reason {
+  BRISK_FINISH_NONE = 0,      /* not finished */
+  BRISK_FINISH_EOG = 1,       /* generated an end-of-generation token */
+  BRISK_FINISH_LENGTH = 2,    /* generated max_tokens tokens */
+  BRISK_FINISH_CANCELLED = 3, /* brisk_engine_cancel */
+  BRISK_FINISH_ERROR = 4      /* sampling (e.g. every token forbidden) or an
+                                 allocation for its text failed */
+} brisk_finish_reason;
+
+/* One event: a generated token, the end of a request, or both. */
+typedef struct brisk_engine_event {
+  uint64_t id;     /* the request */
+  void *user_data; /* its params' user_data */
+  int32_t token;   /* the generated token, or -1 (a cancellation or error) */
+  /* The text that became complete with this token (control tokens give
+   * none): whole UTF-8 characters only, a character split across tokens
+   * comes with its last token, and one left incomplete when the request
+   * ends is dropped. Not NUL-terminated; valid until the next
+   * brisk_engine_poll or brisk_engine_free. */
+  const char *text;
+  size_t text_len;
+  int32_t finished;           /* nonzero on the request's last event */
+  brisk_finish_reason reason; /* BRISK_FINISH_NONE unless finished */
+} brisk_engine_event;
+
+/*
+ * Moves up to `capacity` of the oldest queued events into events[] and sets
+ * *n to how many; the others stay queued for the next call (so *n ==
+ * capacity means there may be more). Each request's events come in order,
+ * exactly one of them finished. events may be NULL when capacity is 0.
+ * BRISK_E_INVALID_ARGUMENT for a NULL engine or n.
+ */
+BRISK_API brisk_status brisk_engine_poll(brisk_engine *engine, brisk_engine_event *events,
+                                         size_t capacity, size_t *n);
+
+/* One request's progress; times in nanoseconds since its submission. */
+typedef struct brisk_request_stats {
+  uint32_t struct_size;   /* set by the caller: sizeof(brisk_request_stats) */
+  int32_t n_prompt_tokens;
+  int32_t n_generated_tokens;
+  int32_t n_preemptions;  /* times it was preempted and recomputed */
+  int32_t finished;       /* nonzero once finished */
+  brisk_finish_reason reason;
+  uint64_t queue_ns;      /* until first admitted; 0 before that */
+  uint64_t ttft_ns;       /* until its first token; 0 before that */
+  uint64_t e2e_ns;        /* until finished; 0 before that */
+} brisk_request_stats;
+
+/*
+ * Fills *stats for request `id`: available from submission until the
+ * brisk_engine_poll call after the one that delivered its finished event.
+ * BRISK_E_NOT_FOUND otherwise; BRISK_E_INVALID_ARGUMENT for NULL arguments
+ * or a struct_size too small.
+ */
+BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *engine, uint64_t id,
+                                                  brisk_request_stats *stats);
+
+/* Engine-wide counters since creation. */
+typedef struct brisk_engine_counters {
+  uint32_t struct_size;          /* set by the caller: sizeof(brisk_engine_counters) */
+  uint64_t n_submitted;          /* requests accepted by brisk_engine_submit */
+  uint64_t n_finished;           /* requests finished (any reason) */
+  uint64_t n_cancelled;          /* of which cancelled */
+  uint64_t n_prompt_tokens;      /* prompt tokens of the accepted requests */
+  uint64_t n_generated_tokens;   /* tokens sampled */
+  uint64_t n_computed_tokens;    /* tokens run through the model, recomputation included */
+  uint64_t n_preemptions;
+  uint64_t n_steps;              /* steps that ran a batch */
+  int32_t n_running, n_waiting;  /* now */
+  int32_t n_kv_blocks;           /* blocks in the pool */
+  int32_t n_free_kv_blocks;      /* blocks no request holds now */
+} brisk_engine_counters;
+
+/* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
+ * struct_size too small. */
+BRISK_API brisk_status brisk_engine_stats(brisk_engine *engine, brisk_engine_counters *stats);
+
+/* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */
 /* ------------------------------------------------------------------------ */
 #ifdef BRISK_EXPERIMENTAL

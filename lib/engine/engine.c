@@ -1,0 +1,329 @@
+/* Engine lifetime, submission and cancellation (the thread-safe entry
+ * points), and statistics. The scheduler is in step.c, events in events.c. */
+#include "engine/engine_internal.h"
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/error.h"
+
+#include <stddef.h>
+#include <string.h>
+
+BRISK_API void brisk_engine_params_init(brisk_engine_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+  p->block_size = 16;
+  p->kv_type = BRISK_KV_F16;
+  p->max_batch_tokens = 512;
+  p->max_running = 64;
+}
+
+BRISK_API void brisk_request_params_init(brisk_request_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+  p->max_tokens = 128;
+  p->stop_at_eog = 1;
+}
+
+/* Copies the caller's first struct_size bytes over the defaults. */
+static brisk_status read_params(const brisk_engine_params *in, brisk_engine_params *out) {
+  brisk_engine_params_init(out);
+  if (!in) return BRISK_OK;
+  if (in->struct_size < offsetof(brisk_engine_params, prefill_chunk) + sizeof in->prefill_chunk)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: struct_size %u is too small",
+                       in->struct_size);
+  memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
+  if (out->max_running < 1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: max_running %d must be >= 1",
+                       out->max_running);
+  if (out->max_batch_tokens < 1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: max_batch_tokens %d must be >= 1",
+                       out->max_batch_tokens);
+  if (out->prefill_chunk < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: prefill_chunk %d must be >= 0",
+                       out->prefill_chunk);
+  return BRISK_OK;
+}
+
+BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
+                                           const brisk_engine_params *params, brisk_engine **out) {
+  if (!model || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_create: model and out must be set");
+  brisk_engine_params p;
+  brisk_status st = read_params(params, &p);
+  if (st) return st;
+  brisk_context_params cp;
+  brisk_context_params_init(&cp);
+  cp.n_threads = p.n_threads;
+  cp.kv_tokens = p.kv_tokens;
+  cp.kv_bytes = p.kv_bytes;
+  cp.block_size = p.block_size;
+  cp.kv_type = p.kv_type;
+  cp.max_batch_tokens = p.max_batch_tokens;
+  cp.n_seq_max = p.max_running;
+  brisk_engine *e = brisk_calloc(1, sizeof *e);
+  if (!e) return brisk_error_oom();
+  if (pthread_mutex_init(&e->mu, NULL)) {
+    brisk_free(e);
+    return brisk_error(BRISK_E_INTERNAL, "brisk_engine_create: pthread_mutex_init failed");
+  }
+  e->model = model;
+  e->max_batch_tokens = p.max_batch_tokens;
+  e->max_running = p.max_running;
+  e->prefill_chunk = p.prefill_chunk;
+  if ((st = brisk_context_create(model, &cp, &e->ctx)) ||
+      (st = brisk_batch_create(p.max_batch_tokens, &e->batch)))
+    goto fail;
+  brisk_kv_stats ks = {.struct_size = sizeof ks};
+  if ((st = brisk_context_kv_stats(e->ctx, &ks))) goto fail;
+  e->block_size = ks.block_size;
+  e->n_blocks = ks.n_blocks;
+  size_t nr = (size_t)p.max_running;
+  e->running = brisk_calloc(nr, sizeof *e->running);
+  e->free_seqs = brisk_calloc(nr, sizeof *e->free_seqs);
+  e->sched = brisk_calloc(nr, sizeof *e->sched);
+  if (!e->running || !e->free_seqs || !e->sched) {
+    st = brisk_error_oom();
+    goto fail;
+  }
+  /* Popped from the end: ids are handed out from 0 up. */
+  for (int32_t i = 0; i < p.max_running; i++) e->free_seqs[i] = p.max_running - 1 - i;
+  e->n_free_seqs = p.max_running;
+  *out = e;
+  return BRISK_OK;
+fail:
+  brisk_engine_free(e);
+  return st;
+}
+
+void brisk_engine_request_free(brisk_engine_request *r) {
+  if (!r) return;
+  brisk_sampler_free(r->sampler);
+  brisk_detokenizer_free(r->detok);
+  brisk_free(r->tokens);
+  brisk_free(r);
+}
+
+void brisk_engine_forget(brisk_engine *e, brisk_engine_request *r) {
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    e->head = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  else
+    e->tail = r->prev;
+  brisk_engine_request_free(r);
+}
+
+BRISK_API void brisk_engine_free(brisk_engine *e) {
+  if (!e) return;
+  for (brisk_engine_request *r = e->head, *next; r; r = next) {
+    next = r->next;
+    brisk_engine_request_free(r);
+  }
+  for (brisk_engine_request *r = e->in_head, *next; r; r = next) {
+    next = r->next;
+    brisk_engine_request_free(r);
+  }
+  for (brisk_engine_cancel_node *c = e->cancel_head, *next; c; c = next) {
+    next = c->next;
+    brisk_free(c);
+  }
+  brisk_free(e->running);
+  brisk_free(e->free_seqs);
+  brisk_free(e->sched);
+  brisk_free(e->events);
+  brisk_free(e->pending_text);
+  brisk_free(e->out_text);
+  brisk_batch_free(e->batch);
+  brisk_context_free(e->ctx);
+  pthread_mutex_destroy(&e->mu);
+  brisk_free(e);
+}
+
+/* The prompt as tokens: copied from the params or tokenized from text into
+ * r->tokens, sized for the prompt plus max_tokens. */
+static brisk_status load_prompt(brisk_engine *e, const brisk_request_params *p,
+                                brisk_engine_request *r) {
+  size_t n = p->n_prompt_tokens;
+  size_t text_len = 0;
+  brisk_status st;
+  if (!p->prompt_tokens) {
+    if (!p->prompt_text)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "brisk_engine_submit: neither prompt_tokens nor prompt_text is set");
+    text_len = strlen(p->prompt_text);
+    st =
+        brisk_tokenize(e->model, p->prompt_text, text_len, NULL, 0, BRISK_TOKENIZE_ADD_SPECIAL, &n);
+    if (st && st != BRISK_E_BUFFER_TOO_SMALL) return st;
+  }
+  int64_t pool = (int64_t)e->n_blocks * e->block_size;
+  if (n < 1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_submit: the prompt has no tokens");
+  if (n > (size_t)pool || (int64_t)n + p->max_tokens > pool)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: prompt (%zu tokens) + max_tokens (%d) exceeds the "
+                       "KV pool (%lld tokens)",
+                       n, p->max_tokens, (long long)pool);
+  size_t cap = n + (size_t)p->max_tokens;
+  r->tokens = brisk_malloc(cap * sizeof *r->tokens);
+  if (!r->tokens) return brisk_error_oom();
+  if (p->prompt_tokens) {
+    int32_t n_vocab = brisk_model_n_vocab(e->model);
+    for (size_t i = 0; i < n; i++)
+      if (p->prompt_tokens[i] < 0 || p->prompt_tokens[i] >= n_vocab)
+        return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                           "brisk_engine_submit: prompt token %zu is %d, outside [0, %d)", i,
+                           p->prompt_tokens[i], n_vocab);
+    memcpy(r->tokens, p->prompt_tokens, n * sizeof *r->tokens);
+  } else {
+    size_t got = 0;
+    st = brisk_tokenize(e->model, p->prompt_text, text_len, r->tokens, n,
+                        BRISK_TOKENIZE_ADD_SPECIAL, &got);
+    if (st) return st;
+  }
+  r->n_prompt = r->n_tokens = (int32_t)n;
+  return BRISK_OK;
+}
+
+static brisk_status make_request(brisk_engine *e, const brisk_request_params *p,
+                                 brisk_engine_request *r) {
+  if (p->max_tokens < 1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_submit: max_tokens %d must be >= 1",
+                       p->max_tokens);
+  brisk_status st = load_prompt(e, p, r);
+  if (st) return st;
+  if ((st = brisk_sampler_create(e->model, p->sampler, &r->sampler))) return st;
+  /* Models without a vocabulary still generate token ids, without text. */
+  if (brisk_model_tokenizer(e->model)[0] && (st = brisk_detokenizer_create(e->model, 0, &r->detok)))
+    return st;
+  r->priority = p->priority;
+  r->user_data = p->user_data;
+  r->stop_at_eog = p->stop_at_eog;
+  r->max_tokens = p->max_tokens;
+  r->seq = -1;
+  r->state = BRISK_REQ_WAITING;
+  return BRISK_OK;
+}
+
+BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_params *params,
+                                           uint64_t *id) {
+  if (!e || !params || !id)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: engine, params and id must be set");
+  brisk_request_params p;
+  brisk_request_params_init(&p);
+  if (params->struct_size < offsetof(brisk_request_params, user_data) + sizeof(void *))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: params struct_size %u is too small",
+                       params->struct_size);
+  memcpy(&p, params, params->struct_size < sizeof p ? params->struct_size : sizeof p);
+  brisk_engine_request *r = brisk_calloc(1, sizeof *r);
+  if (!r) return brisk_error_oom();
+  brisk_status st = make_request(e, &p, r);
+  if (st) {
+    brisk_engine_request_free(r);
+    return st;
+  }
+  r->t_submit = brisk_now_ns();
+  pthread_mutex_lock(&e->mu);
+  r->id = ++e->last_id;
+  r->prev = e->in_tail;
+  if (e->in_tail)
+    e->in_tail->next = r;
+  else
+    e->in_head = r;
+  e->in_tail = r;
+  e->n_submitted++;
+  e->n_prompt_tokens += (uint64_t)r->n_prompt;
+  *id = r->id;
+  pthread_mutex_unlock(&e->mu);
+  return BRISK_OK;
+}
+
+BRISK_API brisk_status brisk_engine_cancel(brisk_engine *e, uint64_t id) {
+  if (!e) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_cancel: engine is NULL");
+  brisk_engine_cancel_node *c = brisk_calloc(1, sizeof *c);
+  if (!c) return brisk_error_oom();
+  c->id = id;
+  pthread_mutex_lock(&e->mu);
+  int known = id != 0 && id <= e->last_id;
+  if (known) {
+    if (e->cancel_tail)
+      e->cancel_tail->next = c;
+    else
+      e->cancel_head = c;
+    e->cancel_tail = c;
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (!known) {
+    brisk_free(c);
+    return brisk_error(BRISK_E_NOT_FOUND, "brisk_engine_cancel: no request has id %llu",
+                       (unsigned long long)id);
+  }
+  return BRISK_OK;
+}
+
+static void fill_request_stats(const brisk_engine_request *r, brisk_request_stats *s) {
+  s->n_prompt_tokens = r->n_prompt;
+  s->n_generated_tokens = r->n_generated;
+  s->n_preemptions = r->n_preemptions;
+  s->finished = r->state >= BRISK_REQ_DONE;
+  s->reason = r->reason;
+  s->queue_ns = r->t_admit ? r->t_admit - r->t_submit : 0;
+  s->ttft_ns = r->t_first ? r->t_first - r->t_submit : 0;
+  s->e2e_ns = r->t_finish ? r->t_finish - r->t_submit : 0;
+}
+
+BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
+                                                  brisk_request_stats *s) {
+  if (!e || !s || s->struct_size < sizeof *s)
+    return brisk_error(
+        BRISK_E_INVALID_ARGUMENT,
+        "brisk_engine_request_stats: engine and stats (with struct_size) must be set");
+  for (const brisk_engine_request *r = e->head; r; r = r->next)
+    if (r->id == id) {
+      fill_request_stats(r, s);
+      return BRISK_OK;
+    }
+  int found = 0;
+  pthread_mutex_lock(&e->mu);
+  for (const brisk_engine_request *r = e->in_head; r && !found; r = r->next)
+    if (r->id == id) {
+      fill_request_stats(r, s);
+      found = 1;
+    }
+  pthread_mutex_unlock(&e->mu);
+  if (found) return BRISK_OK;
+  return brisk_error(BRISK_E_NOT_FOUND, "brisk_engine_request_stats: no live request has id %llu",
+                     (unsigned long long)id);
+}
+
+BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters *s) {
+  if (!e || !s || s->struct_size < sizeof *s)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_stats: engine and stats (with struct_size) must be set");
+  brisk_kv_stats ks = {.struct_size = sizeof ks};
+  brisk_status st = brisk_context_kv_stats(e->ctx, &ks);
+  if (st) return st;
+  pthread_mutex_lock(&e->mu);
+  s->n_submitted = e->n_submitted;
+  s->n_prompt_tokens = e->n_prompt_tokens;
+  int32_t incoming = 0;
+  for (const brisk_engine_request *r = e->in_head; r; r = r->next) incoming++;
+  pthread_mutex_unlock(&e->mu);
+  s->n_finished = e->n_finished;
+  s->n_cancelled = e->n_cancelled;
+  s->n_generated_tokens = e->n_generated;
+  s->n_computed_tokens = e->n_computed;
+  s->n_preemptions = e->n_preemptions;
+  s->n_steps = e->n_steps;
+  s->n_running = e->n_running;
+  s->n_waiting = e->n_waiting + incoming;
+  s->n_kv_blocks = ks.n_blocks;
+  s->n_free_kv_blocks = ks.n_free_blocks;
+  return BRISK_OK;
+}

@@ -1,0 +1,113 @@
+/* The engine's internals: requests, the submission and cancel queues (the
+ * only state shared with other threads, under `mu`), the scheduler's view of
+ * requests and the event queue. */
+#ifndef BRISK_ENGINE_ENGINE_INTERNAL_H
+#define BRISK_ENGINE_ENGINE_INTERNAL_H
+
+#include "brisk.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+typedef enum brisk_engine_req_state {
+  BRISK_REQ_WAITING = 0, /* queued for admission (new or preempted) */
+  BRISK_REQ_RUNNING = 1, /* holds a KV sequence */
+  BRISK_REQ_DONE = 2,    /* finished; its finished event is queued */
+  BRISK_REQ_RETIRED = 3  /* finished event delivered; freed at the next poll */
+} brisk_engine_req_state;
+
+typedef struct brisk_engine_request {
+  struct brisk_engine_request *prev, *next; /* incoming queue, then the engine's list */
+  uint64_t id;
+  int32_t priority;
+  void *user_data;
+  int stop_at_eog;
+  /* The prompt followed by the generated tokens: [n_prompt + max_tokens].
+   * tokens[0 .. n_computed) are in the KV cache; the rest are fed next, and
+   * the logits of the last one give the next token. */
+  int32_t *tokens;
+  int32_t n_tokens, n_prompt, n_generated, max_tokens, n_computed;
+  int32_t seq;          /* KV sequence id while running, else -1 */
+  uint64_t sched_stamp; /* step number in which it was last scheduled */
+  brisk_sampler *sampler;
+  brisk_detokenizer *detok; /* NULL for a model without vocabulary */
+  brisk_engine_req_state state;
+  brisk_finish_reason reason;
+  int32_t n_preemptions;
+  uint64_t t_submit, t_admit, t_first, t_finish; /* brisk_now_ns; 0 = not yet */
+} brisk_engine_request;
+
+typedef struct brisk_engine_cancel_node {
+  struct brisk_engine_cancel_node *next;
+  uint64_t id;
+} brisk_engine_cancel_node;
+
+/* A queued event; its text is pending_text[text_off, text_off + text_len). */
+typedef struct brisk_engine_event_slot {
+  brisk_engine_request *req;
+  int32_t token;
+  int32_t finished;
+  brisk_finish_reason reason;
+  size_t text_off, text_len;
+} brisk_engine_event_slot;
+
+/* One request's share of the step's batch. */
+typedef struct brisk_engine_sched {
+  brisk_engine_request *req;
+  int32_t first, count; /* batch entries [first, first + count) */
+} brisk_engine_sched;
+
+struct brisk_engine {
+  const brisk_model *model;
+  brisk_context *ctx;
+  brisk_batch *batch;
+  int32_t max_batch_tokens, max_running, prefill_chunk;
+  int32_t block_size, n_blocks;
+
+  /* Shared with submit/cancel on other threads. */
+  pthread_mutex_t mu;
+  brisk_engine_request *in_head, *in_tail; /* submitted, not yet seen by a step */
+  brisk_engine_cancel_node *cancel_head, *cancel_tail;
+  uint64_t last_id;
+  uint64_t n_submitted, n_prompt_tokens;
+
+  /* Owned by the stepping thread. */
+  brisk_engine_request *head, *tail; /* every request taken in and not yet freed */
+  brisk_engine_request **running;    /* [max_running] by rank, best first */
+  int32_t n_running, n_waiting;
+  int32_t *free_seqs; /* [max_running] unused KV sequence ids */
+  int32_t n_free_seqs;
+  brisk_engine_sched *sched; /* [max_running] */
+  uint64_t n_steps_total;    /* every step call; stamps scheduling */
+
+  brisk_engine_event_slot *events; /* [events_cap] queued, oldest first */
+  size_t n_events, events_cap;
+  char *pending_text; /* [text_cap] texts of queued events, in order */
+  size_t text_n, text_cap;
+  char *out_text; /* [out_cap] texts of the events last polled */
+  size_t out_cap;
+
+  uint64_t n_finished, n_cancelled, n_generated, n_computed, n_preemptions, n_steps;
+};
+
+/* Rank order: higher priority first, then older (smaller id). */
+static inline int brisk_engine_ranks_before(const brisk_engine_request *a,
+                                            const brisk_engine_request *b) {
+  return a->priority != b->priority ? a->priority > b->priority : a->id < b->id;
+}
+
+void brisk_engine_request_free(brisk_engine_request *r);
+/* Unlinks r from the engine's list and frees it. */
+void brisk_engine_forget(brisk_engine *e, brisk_engine_request *r);
+
+/* Makes room for `more` queued events; -1 on OOM with nothing changed. */
+int brisk_engine_reserve_events(brisk_engine *e, size_t more);
+/* Appends text for the next event to the pending text; *off receives its
+ * offset. -1 on OOM with nothing changed. */
+int brisk_engine_append_text(brisk_engine *e, const char *text, size_t len, size_t *off);
+/* Queues an event, in room reserved before; reason BRISK_FINISH_NONE for a
+ * token that does not finish the request. */
+void brisk_engine_push_event(brisk_engine *e, brisk_engine_request *r, int32_t token,
+                             size_t text_off, size_t text_len, brisk_finish_reason reason);
+
+#endif
