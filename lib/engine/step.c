@@ -60,30 +60,34 @@ static void preempt(brisk_engine *e, brisk_engine_request *r) {
   e->n_preemptions++;
 }
 
+/* Moves a chain of submitted requests to the end of the engine's list. */
+static void append_requests(brisk_engine *e, brisk_engine_request *in, brisk_engine_request *last) {
+  if (!in) return;
+  in->prev = e->tail;
+  if (e->tail)
+    e->tail->next = in;
+  else
+    e->head = in;
+  e->tail = last;
+  for (; in; in = in->next) e->n_waiting++;
+}
+
 /* Takes in submissions and applies cancellations; -1 on OOM (the cancel
- * that found no room for its event stays queued). */
+ * that found no room for its event stays queued). Each cancel is popped
+ * together with the submissions before it, so its request is always found
+ * here (a cancel can only name an id already queued). */
 static int take_in(brisk_engine *e) {
-  pthread_mutex_lock(&e->mu);
-  brisk_engine_request *in = e->in_head, *in_tail = e->in_tail;
-  e->in_head = e->in_tail = NULL;
-  pthread_mutex_unlock(&e->mu);
-  if (in) {
-    in->prev = e->tail;
-    if (e->tail)
-      e->tail->next = in;
-    else
-      e->head = in;
-    e->tail = in_tail;
-    for (; in; in = in->next) e->n_waiting++;
-  }
   for (;;) {
     pthread_mutex_lock(&e->mu);
+    brisk_engine_request *in = e->in_head, *last = e->in_tail;
+    e->in_head = e->in_tail = NULL;
     brisk_engine_cancel_node *c = e->cancel_head;
     if (c) {
       e->cancel_head = c->next;
       if (!c->next) e->cancel_tail = NULL;
     }
     pthread_mutex_unlock(&e->mu);
+    append_requests(e, in, last);
     if (!c) return 0;
     brisk_engine_request *r = e->head;
     while (r && r->id != c->id) r = r->next;
