@@ -23,7 +23,8 @@ MM_INLINE float mm_hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/* fp16 bits (possibly unaligned in a packed block) to float. */
+/* fp16 bits to float with F16C (once per super-block; per-block scales go
+ * through brisk_mm_f16_table instead). */
 MM_INLINE float mm_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 /* 32 unsigned bytes times 32 signed bytes, summed in adjacent pairs then
@@ -42,8 +43,9 @@ MM_INLINE void mm_prefetch_block(const uint8_t *p, size_t bytes) {
 }
 
 /* The tile shape instantiations every type provides: (n_w, n_x) in
- * {4} x {1} and {1, 2} x {1..4}. BODY(C, R) expands to a call of the type's
- * always-inline kernel with constant shape. */
+ * {4} x {1} and {1, 2} x {1..4}. KERNEL(t, C, R) is the type's always-inline
+ * kernel, so each shape compiles with constant loop bounds and its
+ * accumulators in registers. */
 #  define MM_TILE_DISPATCH(name, KERNEL)                                                           \
     static MM_TARGET void name##_4x1(const brisk_mm_tile *t) { KERNEL(t, 4, 1); }                  \
     static MM_TARGET void name##_2x1(const brisk_mm_tile *t) { KERNEL(t, 2, 1); }                  \
