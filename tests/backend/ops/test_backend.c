@@ -3,9 +3,12 @@
  * weights against a float64 product of the dequantized weights. */
 #include "ops_test.h"
 
+#include <string.h>
+
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
+#include "backend/cpu/matmul/matmul.h"
 #include "quant/quant.h"
 
 static void test_create_paths(void **state) {
@@ -149,6 +152,36 @@ static brisk_status matmul_fresh(void *p) {
   return st;
 }
 
+/* The backend's ISA choice reaches the matmul: a SCALAR backend gives the
+ * scalar kernels' bits, an AVX2 one the AVX2 kernels' bits. */
+static void test_matmul_follows_isa(void **state) {
+  (void)state;
+  if (!(brisk_cpu()->avx2 && brisk_cpu()->fma && brisk_cpu()->f16c))
+    SKIP_BECAUSE("no AVX2 on this machine: only the scalar kernels exist");
+  test_rng r = test_rng_seeded("matmul_isa");
+  enum { N = 37, K = 96, M = 3 };
+  float w[N * K], x[M * K], want[2][M * N], got[M * N];
+  for (int i = 0; i < N * K; i++) w[i] = (float)test_rng_normal(&r);
+  for (int i = 0; i < M * K; i++) x[i] = (float)test_rng_normal(&r);
+  unsigned char wq[N * K];
+  for (int row = 0; row < N; row++)
+    assert_int_equal(brisk_quantize_row(BRISK_DTYPE_Q8_0, w + row * K, wq + row * (K / 32) * 34, K),
+                     BRISK_OK);
+  for (int avx = 0; avx < 2; avx++)
+    assert_int_equal(brisk_cpu_matmul_ex(NULL, avx, BRISK_DTYPE_Q8_0, wq, N, K, x, M, want[avx], NULL, 0),
+                     BRISK_OK);
+  /* The two kernel sets sum in different orders, so their bits differ. */
+  assert_true(memcmp(want[0], want[1], sizeof got) != 0);
+  const brisk_cpu_isa isas[2] = {BRISK_CPU_ISA_SCALAR, BRISK_CPU_ISA_AVX2};
+  for (int avx = 0; avx < 2; avx++) {
+    brisk_backend *be = NULL;
+    assert_int_equal(brisk_backend_cpu_create(NULL, isas[avx], &be), BRISK_OK);
+    assert_int_equal(be->matmul(be, BRISK_DTYPE_Q8_0, wq, N, K, x, M, got), BRISK_OK);
+    assert_memory_equal(got, want[avx], sizeof got);
+    brisk_backend_free(be);
+  }
+}
+
 static void test_matmul_out_of_memory(void **state) {
   (void)state;
   test_rng r = test_rng_seeded("matmul_oom");
@@ -166,6 +199,7 @@ int main(void) {
       cmocka_unit_test(test_buffers),
       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_matmul_out_of_memory),
+      cmocka_unit_test(test_matmul_follows_isa),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

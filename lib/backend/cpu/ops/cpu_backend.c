@@ -72,7 +72,8 @@ static brisk_status cpu_matmul(brisk_backend *be, uint32_t w_type, const void *w
   int n_tasks = brisk_parallel_concurrency(c->pool);
   size_t need = brisk_cpu_matmul_workspace_size(w_type, k, m, n_tasks);
   /* SIZE_MAX flags arguments the matmul rejects: let it say why. */
-  if (need == SIZE_MAX) return brisk_cpu_matmul(c->pool, w_type, w, n, k, x, m, y, NULL, 0);
+  if (need == SIZE_MAX)
+    return brisk_cpu_matmul_ex(c->pool, c->avx2, w_type, w, n, k, x, m, y, NULL, 0);
   if (need > c->workspace_size) {
     void *ws = brisk_aligned_alloc(BUFFER_ALIGN, need);
     if (!ws) return brisk_error(BRISK_E_OUT_OF_MEMORY, "matmul: %zu bytes of workspace", need);
@@ -80,7 +81,9 @@ static brisk_status cpu_matmul(brisk_backend *be, uint32_t w_type, const void *w
     c->workspace = ws;
     c->workspace_size = need;
   }
-  return brisk_cpu_matmul(c->pool, w_type, w, n, k, x, m, y, c->workspace, c->workspace_size);
+  /* The backend's ISA choice covers the matmul too (SCALAR means scalar everywhere). */
+  return brisk_cpu_matmul_ex(c->pool, c->avx2, w_type, w, n, k, x, m, y, c->workspace,
+                             c->workspace_size);
 }
 
 size_t brisk_backend_cpu_workspace_bytes(const brisk_backend *be) {
