@@ -92,8 +92,6 @@ const void *brisk_gguf_bytes(const brisk_gguf *g);
 size_t brisk_gguf_type_size(brisk_gguf_type type);
 /* "u8", "i32", "f32", "bool", "string", "array", ...; "unknown" otherwise. */
 const char *brisk_gguf_type_name(brisk_gguf_type type);
-/* Strict UTF-8: no overlong forms, surrogates or code points past U+10FFFF. */
-bool brisk_gguf_utf8_valid(const char *s, size_t len);
 /* A valid key or tensor name: UTF-8 as above and no control characters. */
 bool brisk_gguf_name_valid(const char *s, size_t len);
 

@@ -1,5 +1,6 @@
-/* GGUF value-type table, strict UTF-8 check, and the name hash index. */
+/* GGUF value-type table and the name hash index. */
 #include "format/gguf_internal.h"
+#include "core/utf8.h"
 
 #include "core/alloc.h"
 #include "core/hash.h"
@@ -28,40 +29,11 @@ const char *brisk_gguf_type_name(brisk_gguf_type type) {
   return (unsigned)type < N_VALUE_TYPES ? value_types[type].name : "unknown";
 }
 
-bool brisk_gguf_utf8_valid(const char *s, size_t len) {
-  const unsigned char *p = (const unsigned char *)s;
-  size_t i = 0;
-  while (i < len) {
-    unsigned c = p[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t n;
-    uint32_t cp, min;
-    if (c >= 0xc2 && c <= 0xdf)
-      n = 1, cp = c & 0x1f, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-      n = 2, cp = c & 0x0f, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-      n = 3, cp = c & 0x07, min = 0x10000;
-    else
-      return false; /* continuation byte, overlong 2-byte lead, or > U+10FFFF lead */
-    if (len - i - 1 < n) return false;
-    for (size_t k = 1; k <= n; k++) {
-      if ((p[i + k] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[i + k] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += n + 1;
-  }
-  return true;
-}
 
 bool brisk_gguf_name_valid(const char *s, size_t len) {
   for (size_t i = 0; i < len; i++)
     if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return false;
-  return brisk_gguf_utf8_valid(s, len);
+  return brisk_utf8_valid(s, len);
 }
 
 uint64_t brisk_gguf_name_hash(const char *name) { return brisk_hash64(name, strlen(name), 0); }

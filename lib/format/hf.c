@@ -1,4 +1,5 @@
 /* A Hugging Face model folder: the JSON files and their accessors. */
+#include "core/utf8.h"
 #include "format/hf.h"
 
 #include "core/alloc.h"
@@ -51,7 +52,7 @@ static brisk_status load_jinja(brisk_hf *hf) {
   if (s == BRISK_OK && exists)
     s = brisk_json_read_file(path, BRISK_HF_MAX_CONFIG_BYTES, &hf->template_jinja, &n);
   if (s == BRISK_OK && exists &&
-      (!brisk_json_utf8_valid(hf->template_jinja, n) || memchr(hf->template_jinja, 0, n)))
+      (!brisk_utf8_valid(hf->template_jinja, n) || memchr(hf->template_jinja, 0, n)))
     s = brisk_error(BRISK_E_FORMAT, "%s is not UTF-8 text", path);
   brisk_free(path);
   return s;

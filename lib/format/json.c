@@ -1,5 +1,7 @@
 #include "format/json.h"
 
+#include "core/utf8.h"
+
 #include "core/alloc.h"
 #include "core/error.h"
 
@@ -325,33 +327,3 @@ size_t brisk_json_scan_top_keys(const char *text, size_t len, brisk_json_key_fn 
   return members;
 }
 
-bool brisk_json_utf8_valid(const char *str, size_t len) {
-  const unsigned char *s = (const unsigned char *)str;
-  size_t i = 0;
-  while (i < len) {
-    unsigned c = s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t n;
-    uint32_t cp, min;
-    if ((c & 0xe0) == 0xc0) {
-      n = 1, cp = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2, cp = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3, cp = c & 0x07, min = 0x10000;
-    } else {
-      return false;
-    }
-    if (len - i <= n) return false;
-    for (size_t k = 1; k <= n; k++) {
-      if ((s[i + k] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (s[i + k] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += n + 1;
-  }
-  return true;
-}

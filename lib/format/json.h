@@ -90,7 +90,5 @@ const char *brisk_json_type_name(const struct json_object *v);
 typedef void (*brisk_json_key_fn)(void *ctx, const char *raw, size_t len, bool escaped_nul);
 size_t brisk_json_scan_top_keys(const char *text, size_t len, brisk_json_key_fn fn, void *ctx);
 
-/* True if s[0, len) is well-formed UTF-8 (no overlongs or surrogates). */
-bool brisk_json_utf8_valid(const char *s, size_t len);
 
 #endif

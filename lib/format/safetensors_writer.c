@@ -1,4 +1,5 @@
 /* safetensors writer: a header in insertion order, data widest type first. */
+#include "core/utf8.h"
 #include "format/safetensors.h"
 
 #include "core/alloc.h"
@@ -51,7 +52,7 @@ void brisk_safetensors_writer_free(brisk_safetensors_writer *w) {
   brisk_free(w);
 }
 
-static bool utf8_str(const char *s) { return s && brisk_json_utf8_valid(s, strlen(s)); }
+static bool utf8_str(const char *s) { return s && brisk_utf8_valid(s, strlen(s)); }
 
 brisk_status brisk_safetensors_writer_set_metadata(brisk_safetensors_writer *w, const char *key,
                                                    const char *value) {

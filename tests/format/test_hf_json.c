@@ -1,6 +1,7 @@
 /* The JSON layer under safetensors and Hugging Face folders: parse errors
  * with positions, the depth limit, typed lookups at the edges of the integer
  * range, the raw top-level key scan, and the UTF-8 check. */
+#include "core/utf8.h"
 #include "test_support.h"
 
 #include "core/alloc.h"
@@ -170,7 +171,7 @@ static void test_utf8(void **state) {
       {"\xff", false},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    assert_int_equal(brisk_json_utf8_valid(cases[i].s, strlen(cases[i].s)), cases[i].ok);
+    assert_int_equal(brisk_utf8_valid(cases[i].s, strlen(cases[i].s)), cases[i].ok);
 }
 
 static void test_read_file_limits(void **state) {
