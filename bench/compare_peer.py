@@ -154,6 +154,9 @@ def compare_tokenizers(a):
     lc, why = peer_tokenizer(a.pylib)
     if lc is not None:
         lc.llama_backend_init()
+        # Silence llama.cpp's loading log (the callback must stay referenced).
+        a.quiet_log = lc.llama_log_callback(lambda level, text, user: None)
+        lc.llama_log_set(a.quiet_log, None)
     print(f"## Tokenizers: {len(text)} bytes of {os.path.basename(text_path)}, MB/s (median of "
           f"{a.r}), BOS added\n")
     if why:

@@ -37,10 +37,11 @@ uint64_t bench_rand(uint64_t *state);
 void *bench_buffer(size_t bytes);
 void bench_buffer_free(void *p);
 
-/* Seconds to read `bytes` of buf (a multiple of 256) on `threads` threads of
- * pool: split into 4 chunks per thread, taken dynamically, each read from
- * start to end with 256-bit loads where available (the access pattern of a
- * GEMV streaming its weight rows). */
+/* Seconds to read `bytes` of buf (64-byte aligned) on `threads` threads of
+ * pool: split into 4 chunks per thread, taken dynamically, each read as 8
+ * interleaved streams with 256-bit loads where available (a GEMV likewise
+ * streams several weight rows at once). A tail under 512 bytes per chunk is
+ * not read. */
 double bench_read_seconds(brisk_threadpool *pool, int threads, const void *buf, size_t bytes);
 /* Seconds to copy `bytes` from src to dst with ordinary (cached) stores. */
 double bench_copy_seconds(brisk_threadpool *pool, int threads, void *dst, const void *src,
