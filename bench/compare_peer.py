@@ -12,9 +12,11 @@ then a markdown table with both medians and brisk/peer. With --rounds > 1 the
 table shows the median over rounds of each side's median. Each row carries
 the load average, since the machine may be shared.
 
-Tokenizers: MB/s of one call over the whole text (default: 4 MB from
-make_text.py), median of -r reps after a warm-up, vocabulary load not
-counted. brisk: `brisk bench --tokenize`. Peer: llama.cpp's llama_tokenize
+Tokenizers: MB/s over the whole text (default: 4 MB from make_text.py) in
+one call, and in one call per paragraph (as a server tokenizes many short
+prompts; the peer's rate then includes a Python ctypes call per paragraph,
+about a microsecond each), median of -r reps after a warm-up, vocabulary load
+not counted. brisk: `brisk bench --tokenize`. Peer: llama.cpp's llama_tokenize
 through the llama_cpp Python package that setup.sh's PyPI route builds
 (--pylib); skipped with a message when that package is absent. Token counts
 are printed for both: they should be equal."""
@@ -122,22 +124,44 @@ def peer_tokenizer(pylib):
     return lc, None
 
 
-def peer_tokenize_mbs(lc, vocab_path, text, reps):
+def split_paragraphs(text):
+    """Pieces up to and including each blank line, as brisk's --paragraphs."""
+    pieces, pos = [], 0
+    while True:
+        end = text.find(b"\n\n", pos)
+        end = len(text) if end < 0 else end + 2
+        pieces.append(text[pos:end])
+        pos = end
+        if pos >= len(text):
+            return pieces
+
+
+def peer_tokenize_mbs(lc, vocab_path, text, reps, paragraphs):
     params = lc.llama_model_default_params()
     params.vocab_only = True
     model = lc.llama_model_load_from_file(vocab_path.encode(), params)
     if not model:
         raise RuntimeError(f"llama.cpp could not load {vocab_path}")
     vocab = lc.llama_model_get_vocab(model)
-    cap = len(text) + 16
+    pieces = split_paragraphs(text) if paragraphs else [text]
+    cap = max(len(p) for p in pieces) + 16
     toks = (lc.llama_token * cap)()
-    n = lc.llama_tokenize(vocab, text, len(text), toks, cap, True, False)  # warm-up
-    if n < 0:
-        raise RuntimeError(f"llama_tokenize needs {-n} tokens")
+    tok = lc.llama_tokenize
+
+    def run():
+        total = 0
+        for p in pieces:
+            n = tok(vocab, p, len(p), toks, cap, True, False)
+            if n < 0:
+                raise RuntimeError(f"llama_tokenize needs {-n} tokens")
+            total += n
+        return total
+
+    n = run()  # warm-up
     rates = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        lc.llama_tokenize(vocab, text, len(text), toks, cap, True, False)
+        run()
         rates.append(len(text) / (time.perf_counter() - t0) / 1e6)
     lc.llama_model_free(model)
     return statistics.median(rates), n
@@ -161,19 +185,23 @@ def compare_tokenizers(a):
           f"{a.r}), BOS added\n")
     if why:
         print(f"(peer skipped: {why})\n")
-    print("| vocab | type | brisk MB/s | peer MB/s | ratio | brisk tokens | peer tokens | load avg |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    print("| vocab | type | calls | brisk MB/s | peer MB/s | ratio | brisk tokens | peer tokens "
+          "| load avg |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for vocab in a.tokenize:
-        load = load_avg()
-        out = subprocess.run([a.brisk, "bench", "--tokenize", vocab, text_path, "-r", str(a.r),
-                              "--json"], capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"brisk bench --tokenize failed: {out.stderr.strip()}")
-        j = json.loads(out.stdout)
-        p_mbs, p_n = (None, None) if lc is None else peer_tokenize_mbs(lc, vocab, text, a.r)
-        print(f"| {os.path.basename(vocab)} | {j['tokenizer']} | {j['median_mbs']:.2f} | "
-              f"{fmt(p_mbs)} | {ratio(j['median_mbs'], p_mbs)} | {j['tokens']} | "
-              f"{p_n if p_n is not None else '-'} | {load} |", flush=True)
+        for paragraphs in (False, True):
+            load = load_avg()
+            cmd = [a.brisk, "bench", "--tokenize", vocab, text_path, "-r", str(a.r), "--json"]
+            out = subprocess.run(cmd + (["--paragraphs"] if paragraphs else []),
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"brisk bench --tokenize failed: {out.stderr.strip()}")
+            j = json.loads(out.stdout)
+            p_mbs, p_n = ((None, None) if lc is None else
+                          peer_tokenize_mbs(lc, vocab, text, a.r, paragraphs))
+            print(f"| {os.path.basename(vocab)} | {j['tokenizer']} | {j['pieces']} | "
+                  f"{j['median_mbs']:.2f} | {fmt(p_mbs)} | {ratio(j['median_mbs'], p_mbs)} | "
+                  f"{j['tokens']} | {p_n if p_n is not None else '-'} | {load} |", flush=True)
     print()
 
 

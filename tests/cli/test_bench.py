@@ -80,6 +80,33 @@ with tempfile.TemporaryDirectory() as d:
     assert j["tokens"] == len(ids) and j["bytes"] == os.path.getsize(text), (j, len(ids))
     assert j["tokenizer"] == "spm" and j["reps"] == 2 and len(j["seconds"]) == 2, j
     assert 0 < j["min_mbs"] <= j["median_mbs"] <= j["max_mbs"], j
+    # --paragraphs: one call per piece ending at a blank line, BOS on each.
+    jp = json.loads(run("bench", "--tokenize", spm, text, "--paragraphs", "-r", "1",
+                        "--json").stdout)
+    data = open(text, "rb").read()
+    pieces, pos = [], 0
+    while pos < len(data):
+        end = data.find(b"\n\n", pos)
+        end = len(data) if end < 0 else end + 2
+        pieces.append(data[pos:end])
+        pos = end
+    assert jp["paragraphs"] is True and jp["pieces"] == len(pieces) > 10, (jp, len(pieces))
+    total = 0
+    for k, piece in enumerate(pieces[:12]):
+        path = os.path.join(d, f"p{k}.txt")
+        with open(path, "wb") as f:
+            f.write(piece)
+        total += len(json.loads(run("tokenize", spm, "--file", path, "--json").stdout)["ids"])
+    # The first 12 pieces tokenized one by one; the rest as one file each
+    # would be slow, so compare the whole count against a second brisk run
+    # on the first 12 pieces alone.
+    head = os.path.join(d, "head.txt")
+    with open(head, "wb") as f:
+        f.write(b"".join(pieces[:12]))
+    jh = json.loads(run("bench", "--tokenize", spm, head, "--paragraphs", "-r", "1",
+                        "--json").stdout)
+    assert jh["pieces"] == 12 and jh["tokens"] == total, (jh, total)
+    assert jp["tokens"] > j["tokens"], (jp, j)  # a BOS per piece, words split at pieces
     # The median of two reps is the mean of their rates.
     rates = [j["bytes"] / 1e6 / s for s in j["seconds"]]
     assert close(j["median_mbs"], sum(rates) / 2, 1e-3), (j, rates)

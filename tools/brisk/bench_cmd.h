@@ -20,7 +20,8 @@ int bench_model_run(const bench_model_opts *o);
  * shapes and times (for tests: the numbers then mean little). */
 int bench_kernels_run(int threads, bool quick, bool json);
 
-/* brisk bench --tokenize VOCAB FILE: MB/s of brisk_tokenize over the file. */
-int bench_tokenize_run(const char *vocab, const char *file, int reps, bool json);
+/* brisk bench --tokenize VOCAB FILE: MB/s of brisk_tokenize over the file,
+ * in one call or (paragraphs) one call per paragraph. */
+int bench_tokenize_run(const char *vocab, const char *file, int reps, bool paragraphs, bool json);
 
 #endif

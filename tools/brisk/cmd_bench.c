@@ -14,7 +14,7 @@ int cmd_bench(int argc, char **argv);
 static const char usage_text[] =
     "usage: brisk bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json]\n"
     "       brisk bench --kernels [-t THREADS] [--quick] [--json]\n"
-    "       brisk bench --tokenize VOCAB FILE [-r 3] [--json]\n";
+    "       brisk bench --tokenize VOCAB FILE [--paragraphs] [-r 3] [--json]\n";
 
 static bool parse_int(const char *s, int *out) {
   char *end;
@@ -27,7 +27,7 @@ static bool parse_int(const char *s, int *out) {
 
 int cmd_bench(int argc, char **argv) {
   bench_model_opts o = {.p = 512, .n = 128, .reps = 3};
-  bool kernels = false, quick = false;
+  bool kernels = false, quick = false, paragraphs = false;
   const char *tok_vocab = NULL, *tok_file = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -43,6 +43,8 @@ int cmd_bench(int argc, char **argv) {
       kernels = true;
     else if (!strcmp(a, "--quick"))
       quick = true;
+    else if (!strcmp(a, "--paragraphs"))
+      paragraphs = true;
     else if (!strcmp(a, "-m") && has_val)
       o.model = argv[++i];
     else if (!strcmp(a, "--tokenize")) {
@@ -68,6 +70,6 @@ int cmd_bench(int argc, char **argv) {
     return cli_fail("bench", "give exactly one of -m MODEL, --kernels, --tokenize VOCAB FILE "
                              "(try 'brisk bench --help')");
   if (kernels) return bench_kernels_run(o.threads, quick, o.json);
-  if (tok_vocab) return bench_tokenize_run(tok_vocab, tok_file, o.reps, o.json);
+  if (tok_vocab) return bench_tokenize_run(tok_vocab, tok_file, o.reps, paragraphs, o.json);
   return bench_model_run(&o);
 }
