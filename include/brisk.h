@@ -646,7 +646,10 @@ BRISK_API brisk_status brisk_batch_add(brisk_batch *batch, int32_t token, int32_
  *   BRISK_E_KV_FULL           the KV pool has too few free blocks
  *   BRISK_E_CANCELLED         the abort callback stopped it
  * Logits of a sequence do not depend on which other sequences share the
- * batch: the result is bitwise the same as decoding it alone.
+ * batch, nor on the thread count: the result is bitwise the same as
+ * decoding it alone. (The KV block size does enter: attention sums keys
+ * block by block, so contexts with different block sizes agree only to
+ * rounding.)
  */
 BRISK_API brisk_status brisk_decode(brisk_context *ctx, const brisk_batch *batch);
 

@@ -163,7 +163,7 @@ static void test_matmul_follows_isa(void **state) {
   float w[N * K], x[M * K], want[2][M * N], got[M * N];
   for (int i = 0; i < N * K; i++) w[i] = (float)test_rng_normal(&r);
   for (int i = 0; i < M * K; i++) x[i] = (float)test_rng_normal(&r);
-  unsigned char wq[N * K];
+  unsigned char wq[N * (K / 32) * 34]; /* Q8_0: 34 bytes per 32 values */
   for (int row = 0; row < N; row++)
     assert_int_equal(brisk_quantize_row(BRISK_DTYPE_Q8_0, w + row * K, wq + row * (K / 32) * 34, K),
                      BRISK_OK);
