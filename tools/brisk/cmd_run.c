@@ -24,7 +24,8 @@ typedef struct runner {
   int32_t *kv_tokens; /* tokens held by sequence 0, in order */
   int32_t n_kv, cap_kv;
   double prefill_s, gen_s;
-  double start_s, first_token_s; /* for TTFT */
+  double start_s, first_token_s; /* for TTFT: first token time since start */
+  double first_at, last_at;      /* absolute times of the first and last token */
   char **stops;                  /* stop strings */
   size_t n_stops;
   int32_t n_prefilled, n_generated;
@@ -84,7 +85,11 @@ static brisk_status generate(runner *r, int n_gen, FILE *out, char **text, size_
   while (why == BRISK_STOP_NONE && r->n_kv < r->cap_kv) {
     int32_t next;
     if ((st = brisk_sampler_sample(r->sampler, r->ctx, entry, &next))) break;
-    if (r->n_generated == 0) r->first_token_s = now_s() - r->start_s;
+    r->last_at = now_s();
+    if (r->n_generated == 0) {
+      r->first_at = r->last_at;
+      r->first_token_s = r->first_at - r->start_s;
+    }
     brisk_sampler_accept(r->sampler, next);
     const char *piece;
     size_t len;
@@ -289,7 +294,7 @@ int cmd_run(int argc, char **argv) {
     printf(", \"text\": ");
     cli_json_string(stdout, text ? text : "");
     /* TPOT: mean time per token after the first. */
-    double tpot = r.n_generated > 1 ? (r.prefill_s + r.gen_s - r.first_token_s) / (r.n_generated - 1) : 0;
+    double tpot = r.n_generated > 1 ? (r.last_at - r.first_at) / (r.n_generated - 1) : 0;
     printf(", \"prompt_tokens\": %d, \"generated_tokens\": %d, \"prompt_tokens_per_s\": %.2f, "
            "\"generated_tokens_per_s\": %.2f, \"ttft_ms\": %.2f, \"tpot_ms\": %.2f}\n",
            n_prompt, r.n_generated, pp, tg, r.first_token_s * 1e3, tpot * 1e3);
