@@ -25,12 +25,21 @@ typedef struct tok_ctx {
   int32_t *stage; /* [n_stage] tokens of the chunk being flushed */
   size_t n_stage, stage_cap;
   /* Chunk cache: unit ids -> tokens, for text that repeats words. */
-  struct cache_slot *slots; /* [CACHE_SLOTS] */
-  int32_t *pool;            /* [pool_n] keys then values */
-  size_t pool_n, n_cached;
+  struct cache_slot *slots; /* [n_slots], a power of two up to CACHE_SLOTS */
+  size_t n_slots;
+  int32_t *pool; /* [pool_cap] keys then values, pool_n used */
+  size_t pool_n, pool_cap, n_cached;
 } tok_ctx;
 
-enum { CACHE_SLOTS = 1 << 15, CACHE_MAX_UNITS = 48, CACHE_POOL = 1 << 20 };
+/* The cache starts small and doubles as it fills, up to these limits, so a
+ * short text pays for a small cache only (a call per paragraph is common). */
+enum {
+  CACHE_SLOTS = 1 << 15,
+  CACHE_MAX_UNITS = 48,
+  CACHE_POOL = 1 << 20,
+  CACHE_SLOTS_MIN = 1 << 8,
+  CACHE_POOL_MIN = 1 << 12
+};
 
 typedef struct cache_slot {
   uint64_t hash; /* 0: empty */
@@ -100,7 +109,7 @@ static uint64_t ids_hash(const brisk_unit *u, size_t n) {
 }
 
 static cache_slot *cache_find(tok_ctx *c, uint64_t h, bool *hit) {
-  size_t mask = CACHE_SLOTS - 1;
+  size_t mask = c->n_slots - 1;
   for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
     cache_slot *s = &c->slots[i];
     *hit = false;
@@ -115,21 +124,47 @@ static cache_slot *cache_find(tok_ctx *c, uint64_t h, bool *hit) {
   }
 }
 
-/* Remembers the staged tokens for the current units; drops the whole cache
- * when it is full (simple, and bounded). */
+/* Doubles the slot table, reinserting every entry (hashes are stored). */
+static brisk_status cache_grow_slots(tok_ctx *c) {
+  size_t n = c->n_slots * 2;
+  cache_slot *slots = brisk_calloc(n, sizeof *slots);
+  if (!slots) return brisk_error_oom();
+  for (size_t i = 0; i < c->n_slots; i++) {
+    if (c->slots[i].hash == 0) continue;
+    size_t j = (size_t)c->slots[i].hash & (n - 1);
+    while (slots[j].hash) j = (j + 1) & (n - 1);
+    slots[j] = c->slots[i];
+  }
+  brisk_free(c->slots);
+  c->slots = slots;
+  c->n_slots = n;
+  return BRISK_OK;
+}
+
+/* Remembers the staged tokens for the current units. The cache grows while
+ * under its limits and is dropped whole when full (simple, and bounded). */
 static brisk_status cache_store(tok_ctx *c, uint64_t h, cache_slot *slot) {
   size_t need = c->n_units + c->n_stage;
   if (c->n_stage > UINT16_MAX) return BRISK_OK;
-  if (c->n_cached * 2 >= CACHE_SLOTS || c->pool_n + need > CACHE_POOL) {
-    memset(c->slots, 0, CACHE_SLOTS * sizeof *c->slots);
+  bool hit, moved = false;
+  if (c->n_cached * 2 >= c->n_slots && c->n_slots < CACHE_SLOTS) {
+    brisk_status st = cache_grow_slots(c);
+    if (st) return st;
+    moved = true;
+  }
+  while (c->pool_n + need > c->pool_cap && c->pool_cap < CACHE_POOL) {
+    size_t cap = c->pool_cap ? c->pool_cap * 2 : CACHE_POOL_MIN;
+    int32_t *pool = brisk_realloc(c->pool, cap * sizeof *pool);
+    if (!pool) return brisk_error_oom();
+    c->pool = pool;
+    c->pool_cap = cap;
+  }
+  if (c->n_cached * 2 >= c->n_slots || c->pool_n + need > c->pool_cap) {
+    memset(c->slots, 0, c->n_slots * sizeof *c->slots);
     c->pool_n = 0, c->n_cached = 0;
-    bool hit;
-    slot = cache_find(c, h, &hit);
+    moved = true;
   }
-  if (!c->pool) {
-    c->pool = brisk_malloc(CACHE_POOL * sizeof *c->pool);
-    if (!c->pool) return brisk_error_oom();
-  }
+  if (moved) slot = cache_find(c, h, &hit);
   int32_t *o = c->pool + c->pool_n;
   for (size_t k = 0; k < c->n_units; k++) o[k] = c->units[k].id;
   memcpy(o + c->n_units, c->stage, c->n_stage * sizeof *o);
@@ -148,8 +183,9 @@ static brisk_status flush_chunk(tok_ctx *c) {
   cache_slot *slot = NULL;
   if (cacheable) {
     if (!c->slots) {
-      c->slots = brisk_calloc(CACHE_SLOTS, sizeof *c->slots);
+      c->slots = brisk_calloc(CACHE_SLOTS_MIN, sizeof *c->slots);
       if (!c->slots) return brisk_error_oom();
+      c->n_slots = CACHE_SLOTS_MIN;
     }
     h = ids_hash(c->units, c->n_units);
     bool hit;
