@@ -28,8 +28,8 @@ struct brisk_context {
   int32_t *seq_row;      /* [max_batch] */
   int32_t *out_rows;     /* [max_batch] */
   int32_t *logit_row;    /* [max_batch] batch entry -> row of logits, or -1 */
-  int32_t *seq_ids;      /* [max_batch] distinct sequences of the batch */
-  int32_t *roll_seq;     /* [max_batch] sequences a decode touches */
+  int32_t *row_of_seq;   /* [n_seq_max] row of a sequence in the decode's tables, or -1 */
+  int32_t *roll_seq;     /* [max_batch] sequences a decode touches, in first-seen order */
   int32_t *old_len;      /* [max_batch] their lengths before it */
   brisk_kv_copy *copies; /* [max_batch] */
   int32_t *tables;       /* host [n_tables_cap] block tables of the batch */
@@ -136,7 +136,7 @@ BRISK_API void brisk_context_free(brisk_context *c) {
   brisk_free(c->seq_row);
   brisk_free(c->out_rows);
   brisk_free(c->logit_row);
-  brisk_free(c->seq_ids);
+  brisk_free(c->row_of_seq);
   brisk_free(c->old_len);
   brisk_free(c->roll_seq);
   brisk_free(c->copies);
@@ -173,16 +173,17 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   c->seq_row = brisk_malloc(nb * sizeof *c->seq_row);
   c->out_rows = brisk_malloc(nb * sizeof *c->out_rows);
   c->logit_row = brisk_malloc(nb * sizeof *c->logit_row);
-  c->seq_ids = brisk_malloc(nb * sizeof *c->seq_ids);
+  c->row_of_seq = brisk_malloc((size_t)p.n_seq_max * sizeof *c->row_of_seq);
   c->old_len = brisk_malloc(nb * sizeof *c->old_len);
   c->roll_seq = brisk_malloc(nb * sizeof *c->roll_seq);
   c->copies = brisk_malloc(nb * sizeof *c->copies);
   c->logits = brisk_malloc(nb * nv * sizeof(float));
-  if (!c->slot || !c->seq_row || !c->out_rows || !c->logit_row || !c->seq_ids || !c->old_len || !c->roll_seq ||
+  if (!c->slot || !c->seq_row || !c->out_rows || !c->logit_row || !c->row_of_seq || !c->old_len || !c->roll_seq ||
       !c->copies || !c->logits) {
     st = brisk_error_oom();
     goto fail;
   }
+  for (int32_t i = 0; i < p.n_seq_max; i++) c->row_of_seq[i] = -1;
   if ((st = brisk_threadpool_create(p.n_threads, &c->pool)) ||
       (st = brisk_backend_cpu_create(c->pool, BRISK_CPU_ISA_AUTO, &c->be)) ||
       (st = brisk_kv_create(n_blocks, p.block_size, p.n_seq_max, &c->kv)) ||
@@ -224,32 +225,29 @@ static brisk_status copy_blocks(brisk_context *c, int32_t n_copies) {
   return BRISK_OK;
 }
 
-/* Gathers the block tables of the batch's sequences into one host matrix
- * [n_seqs][max_blocks] and maps each entry to its row. */
-static brisk_status build_tables(brisk_context *c, const brisk_batch *b, int32_t *n_seqs,
-                                 int32_t *max_blocks) {
-  *n_seqs = 0;
+/* Gathers the block tables of the batch's sequences (roll_seq, in the order
+ * seq_row refers to) into one host matrix [n_seqs][max_blocks]. */
+static brisk_status build_tables(brisk_context *c, int32_t n_seqs, int32_t *max_blocks) {
   *max_blocks = 1;
-  for (int32_t i = 0; i < b->n; i++) {
-    int32_t r = 0;
-    while (r < *n_seqs && c->seq_ids[r] != b->seq[i]) r++;
-    if (r == *n_seqs) c->seq_ids[(*n_seqs)++] = b->seq[i];
-    c->seq_row[i] = r;
-  }
-  for (int32_t r = 0; r < *n_seqs; r++) {
+  for (int32_t r = 0; r < n_seqs; r++) {
     int32_t nbk;
-    brisk_kv_block_table(c->kv, c->seq_ids[r], &nbk);
+    brisk_kv_block_table(c->kv, c->roll_seq[r], &nbk);
     if (nbk > *max_blocks) *max_blocks = nbk;
   }
-  size_t need = (size_t)*n_seqs * (size_t)*max_blocks;
+  size_t need = (size_t)n_seqs * (size_t)*max_blocks;
   if (brisk_grow((void **)&c->tables, &c->tables_cap, need, sizeof *c->tables))
     return brisk_error_oom();
-  for (int32_t r = 0; r < *n_seqs; r++) {
+  for (int32_t r = 0; r < n_seqs; r++) {
     int32_t nbk;
-    const int32_t *t = brisk_kv_block_table(c->kv, c->seq_ids[r], &nbk);
+    const int32_t *t = brisk_kv_block_table(c->kv, c->roll_seq[r], &nbk);
     memcpy(c->tables + (size_t)r * (size_t)*max_blocks, t, (size_t)nbk * sizeof *t);
   }
   return BRISK_OK;
+}
+
+/* Clears the sequence -> row marks a decode set, for the next one. */
+static void clear_rows(brisk_context *c, int32_t n_seqs) {
+  for (int32_t r = 0; r < n_seqs; r++) c->row_of_seq[c->roll_seq[r]] = -1;
 }
 
 BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
@@ -266,25 +264,30 @@ BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
                          i, b->token[i], hp->n_vocab);
     if (b->want[i]) c->out_rows[n_out++] = i;
   }
-  /* Remember each sequence's length so a failed pass can be rolled back. */
-  int32_t n_roll = 0;
+  /* One pass over the batch: each sequence's row in the tables, and its
+   * length so that a failed pass can be rolled back. */
+  int32_t n_seqs = 0;
   for (int32_t i = 0; i < b->n; i++) {
-    if (b->seq[i] < 0 || b->seq[i] >= c->params.n_seq_max)
+    int32_t s = b->seq[i];
+    if (s < 0 || s >= c->params.n_seq_max) {
+      clear_rows(c, n_seqs);
       return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                         "batch entry %d: sequence id %d is outside [0, %d)", i, b->seq[i],
+                         "batch entry %d: sequence id %d is outside [0, %d)", i, s,
                          c->params.n_seq_max);
-    int32_t r = 0;
-    while (r < n_roll && c->roll_seq[r] != b->seq[i]) r++;
-    if (r == n_roll) {
-      c->roll_seq[n_roll] = b->seq[i];
-      c->old_len[n_roll++] = brisk_kv_seq_len(c->kv, b->seq[i]);
     }
+    if (c->row_of_seq[s] < 0) {
+      c->row_of_seq[s] = n_seqs;
+      c->roll_seq[n_seqs] = s;
+      c->old_len[n_seqs++] = brisk_kv_seq_len(c->kv, s);
+    }
+    c->seq_row[i] = c->row_of_seq[s];
   }
+  clear_rows(c, n_seqs);
   int32_t n_copies = 0;
   brisk_status st = brisk_kv_reserve(c->kv, b->n, b->seq, b->pos, c->slot, c->copies, &n_copies);
   if (st) return st;
-  int32_t n_seqs = 0, max_blocks = 0;
-  if (!(st = copy_blocks(c, n_copies)) && !(st = build_tables(c, b, &n_seqs, &max_blocks))) {
+  int32_t max_blocks = 0;
+  if (!(st = copy_blocks(c, n_copies)) && !(st = build_tables(c, n_seqs, &max_blocks))) {
     brisk_forward_batch fb = {b->n,     b->token,  b->pos,   c->seq_row, c->slot,
                               c->tables, n_seqs,   max_blocks, n_out,    c->out_rows};
     st = brisk_forward_run(c->fwd, &c->storage, &fb, c->logits_dev, c->params.abort_callback,
@@ -294,7 +297,7 @@ BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
     st = c->be->download(c->be, c->logits, c->logits_dev, (size_t)n_out * hp->n_vocab * sizeof(float));
   if (st) {
     /* Undo the reservation: the context is as before the call. */
-    for (int32_t r = 0; r < n_roll; r++) brisk_kv_seq_truncate(c->kv, c->roll_seq[r], c->old_len[r]);
+    for (int32_t r = 0; r < n_seqs; r++) brisk_kv_seq_truncate(c->kv, c->roll_seq[r], c->old_len[r]);
     return st;
   }
   for (int32_t i = 0; i < b->n; i++) c->logit_row[i] = -1;
