@@ -13,10 +13,13 @@ BRISK_API void brisk_engine_params_init(brisk_engine_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
-  p->block_size = 16;
-  p->kv_type = BRISK_KV_F16;
-  p->max_batch_tokens = 512;
-  p->max_running = 64;
+  /* The context's defaults, so the two cannot drift apart. */
+  brisk_context_params cp;
+  brisk_context_params_init(&cp);
+  p->block_size = cp.block_size;
+  p->kv_type = cp.kv_type;
+  p->max_batch_tokens = cp.max_batch_tokens;
+  p->max_running = cp.n_seq_max;
 }
 
 BRISK_API void brisk_request_params_init(brisk_request_params *p) {

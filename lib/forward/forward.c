@@ -47,6 +47,9 @@ struct brisk_forward {
   float *expert_w;      /* host [max_tokens] their routing weights */
 };
 
+/* An absent bias: linear() then adds nothing. */
+static const brisk_weight no_bias;
+
 static brisk_status alloc_buf(brisk_forward *f, size_t rows, size_t cols, float **out) {
   size_t bytes = rows * cols * sizeof(float);
   f->bytes += bytes;
@@ -147,7 +150,6 @@ static brisk_status linear(brisk_forward *f, const brisk_weight *w, const brisk_
 static brisk_status ffn(brisk_forward *f, const brisk_weight *wg, const brisk_weight *wu,
                         const brisk_weight *wd, const float *h, int32_t n, float *out) {
   brisk_backend *be = f->be;
-  static const brisk_weight no_bias;
   brisk_status st;
   if ((st = linear(f, wg, &no_bias, h, n, f->gate)) || (st = linear(f, wu, &no_bias, h, n, f->up)) ||
       (st = be->glu(be, BRISK_GLU_SWIGLU, f->gate, f->up, (int64_t)n * wg->rows, f->gate)))
@@ -176,7 +178,6 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
   const brisk_hparams *hp = &f->model->hp;
   brisk_backend *be = f->be;
   int32_t ku = (int32_t)hp->n_expert_used;
-  static const brisk_weight no_bias;
   brisk_status st;
   if ((st = linear(f, &ly->moe_router, &no_bias, f->h, n, f->router)) ||
       (st = be->moe_route(be, f->router, n, (int32_t)hp->n_expert, ku, true, f->route_ids,
@@ -227,7 +228,6 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   brisk_attn_params ap = {(int32_t)hp->n_head, 0.0f, (int32_t)ly->sliding_window};
   if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], f->q, &ab, &ap, f->att)))
     return st;
-  static const brisk_weight no_bias;
   if ((st = linear(f, &ly->wo, &no_bias, f->att, n, f->proj))) return st;
   return be->add(be, f->x, f->proj, n, hp->n_embd, false, f->x);
 }
