@@ -875,6 +875,162 @@ BRISK_API brisk_status brisk_stopper_flush(brisk_stopper *stopper, const char **
 BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
 
 /* ------------------------------------------------------------------------ */
+/* Speculative decoding                                                     */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Speculative decoding makes one sequence's generation faster without
+ * changing what it generates. Each round, a drafter proposes up to k next
+ * tokens cheaply; the target model scores the sequence's pending token and
+ * the k drafted ones in ONE brisk_decode chunk (k + 1 tokens); the target's
+ * sampler then keeps the longest prefix of the draft it agrees with and
+ * adds one token of its own, so a round produces 1 .. k + 1 tokens for the
+ * price of one target pass (plus the drafting).
+ *
+ * Drafters:
+ *   BRISK_SPEC_PROMPT_LOOKUP  the last n tokens of the sequence (n from
+ *       ngram_max down to ngram_min) are looked up in the sequence itself
+ *       (prompt and output so far); the tokens that followed their most
+ *       recent earlier occurrence are the draft. Costs no model; pays off
+ *       when the output copies from the prompt (editing, quoting, code).
+ *   BRISK_SPEC_DRAFT_MODEL    a second, smaller or more coarsely quantized
+ *       model with the same vocabulary runs in its own context (created
+ *       and owned by the brisk_spec), fed the same tokens, and drafts k
+ *       tokens one by one from its own sampler distribution q: the target
+ *       sampler's temperature / top-k / top-p / min-p / typical-p / logit
+ *       bias without penalties (greedy when the target sampler is greedy).
+ *
+ * Exactness: drafted token x_i is accepted with probability
+ * min(1, p(x_i) / q(x_i)), where p is the target sampler's final
+ * distribution at that position (after bias, penalties and truncation, with
+ * the tokens before it accepted) and q the drafter's (a point mass for
+ * prompt lookup); at the first rejection the round's last token is drawn
+ * from normalize(max(0, p - q)), and if all k are accepted a bonus token is
+ * drawn from p. Each produced token is therefore distributed exactly as
+ * the target sampler would have produced it token by token. At temperature
+ * 0 this is "accept while the target's argmax agrees", and the output is
+ * token-for-token the non-speculative greedy output. For prompt lookup
+ * the round goes further: it draws every token with the sampler's own draw
+ * (one random number per non-greedy token, as brisk_sampler_sample does),
+ * so the output equals non-speculative sampling with the same seed.
+ * (For a draft model the random numbers are used differently, so a seed
+ * gives a different, equally distributed, output.)
+ *
+ * A brisk_spec belongs to one target context and must not be used
+ * concurrently with any other call on that context; it must not outlive
+ * the target context or the draft model. Distinct brisk_spec objects on
+ * distinct contexts are independent.
+ */
+typedef struct brisk_spec brisk_spec;
+
+typedef enum brisk_spec_drafter {
+  BRISK_SPEC_PROMPT_LOOKUP = 0,
+  BRISK_SPEC_DRAFT_MODEL = 1
+} brisk_spec_drafter;
+
+typedef struct brisk_spec_params {
+  uint32_t struct_size;       /* sizeof(brisk_spec_params) */
+  brisk_spec_drafter drafter; /* default BRISK_SPEC_PROMPT_LOOKUP */
+  /* k, the most tokens drafted per round: [1, 64]; default 8. A round also
+   * drafts fewer when the output buffer or the target context's
+   * max_batch_tokens leaves less room. */
+  int32_t n_draft;
+  /* Nonzero: each sequence's k adapts within [n_draft_min, n_draft]: +1
+   * after a round that accepted every drafted token, and down to the
+   * accepted count + 1 after a rejection. Default 0 (k fixed). */
+  int adaptive;
+  int32_t n_draft_min; /* [1, n_draft]; default 1 */
+  /* Prompt lookup: n-gram sizes tried from ngram_max down to ngram_min,
+   * 1 <= ngram_min <= ngram_max <= 16; defaults 1 and 3. */
+  int32_t ngram_min;
+  int32_t ngram_max;
+  /* Draft model (BRISK_SPEC_DRAFT_MODEL): must have the target's
+   * vocabulary (same size, and every token the same text) and outlive the
+   * brisk_spec. Ignored for prompt lookup. */
+  const brisk_model *draft_model;
+  /* Parameters of the draft context; NULL (default): the target context's
+   * (n_seq_max must be at least the target's, so sequence ids map 1:1). */
+  const brisk_context_params *draft_context_params;
+} brisk_spec_params;
+
+/* Fills *params with defaults (including struct_size). NULL is ignored. */
+BRISK_API void brisk_spec_params_init(brisk_spec_params *params);
+
+/*
+ * Creates a speculative decoder for sequences of `target` (which must
+ * outlive it). `params` may be NULL for defaults (prompt lookup).
+ *   BRISK_E_INVALID_ARGUMENT  target or out NULL, a bad struct_size or a
+ *                             field out of range (named), no draft_model
+ *                             for BRISK_SPEC_DRAFT_MODEL, or a draft model
+ *                             whose vocabulary differs from the target's
+ *                             (the message names the sizes, or the first
+ *                             differing token id and both texts)
+ *   BRISK_E_OUT_OF_MEMORY     and the draft context's own errors
+ * On failure *out is untouched and nothing is leaked.
+ */
+BRISK_API brisk_status brisk_spec_create(brisk_context *target, const brisk_spec_params *params,
+                                         brisk_spec **out);
+
+/* Frees the decoder and its draft context. NULL is a no-op. */
+BRISK_API void brisk_spec_free(brisk_spec *spec);
+
+/*
+ * Runs one speculative round for sequence seq_id of the target context.
+ * tokens[0, n_tokens) is the whole sequence so far (prompt and output):
+ * the target context must hold the first n_tokens - 1 of them
+ * (brisk_seq_len == n_tokens - 1) and the last is the pending token, not
+ * decoded yet (typically the token just sampled). The round writes the
+ * 1 .. k + 1 tokens it produces to out[0, *n_out), leaves the target
+ * sequence holding tokens plus all produced tokens but the last (which is
+ * the next round's pending token: append out to tokens and call again),
+ * and accepts each produced token into `sampler` (brisk_sampler_accept:
+ * do not accept them again). KV written for rejected draft tokens is
+ * released (brisk_seq_truncate), in the target and the draft context. A
+ * round never produces more than `capacity` tokens: pass the tokens still
+ * wanted to stop exactly at a length. The produced tokens may include an
+ * end-of-generation token followed by more: stop at the first one.
+ *   BRISK_E_INVALID_ARGUMENT  a NULL pointer, n_tokens 0, capacity 0,
+ *                             seq_id outside the context's range, a
+ *                             target sequence length other than
+ *                             n_tokens - 1, a sampler for another
+ *                             vocabulary size, a token outside the
+ *                             vocabulary, or logits the sampler rejects
+ *   BRISK_E_KV_FULL           not even the pending token fits in the pool
+ *   BRISK_E_CANCELLED, BRISK_E_OUT_OF_MEMORY
+ * When the draft does not fit in the KV pool the round falls back to
+ * drafting nothing (one ordinary decode step). On error the target
+ * sequence, the sampler (window and random state) and *n_out are as before
+ * the call. `sampler` is the sequence's own, used as brisk_sampler_sample
+ * uses it; the draft model's sampler is internal.
+ */
+BRISK_API brisk_status brisk_spec_round(brisk_spec *spec, int32_t seq_id, brisk_sampler *sampler,
+                                        const int32_t *tokens, size_t n_tokens, int32_t *out,
+                                        size_t capacity, size_t *n_out);
+
+/*
+ * Forgets what the drafter holds for seq_id (the draft context's KV and
+ * the adaptive k). Optional: a round notices by itself when a sequence's
+ * tokens no longer continue what the draft context holds, and re-feeds
+ * them; call this to release the draft's memory when a sequence ends.
+ * BRISK_E_INVALID_ARGUMENT for a NULL spec or a bad seq_id.
+ */
+BRISK_API brisk_status brisk_spec_seq_reset(brisk_spec *spec, int32_t seq_id);
+
+/* Counters since brisk_spec_create, over all sequences. */
+typedef struct brisk_spec_stats {
+  uint32_t struct_size;  /* set by the caller: sizeof(brisk_spec_stats) */
+  uint64_t n_rounds;     /* brisk_spec_round calls that succeeded */
+  uint64_t n_drafted;    /* draft tokens scored by the target */
+  uint64_t n_accepted;   /* draft tokens accepted */
+  uint64_t n_produced;   /* tokens written to out (accepted + one per round) */
+  uint64_t n_draft_decodes; /* brisk_decode calls on the draft context */
+} brisk_spec_stats;
+
+/* Fills *stats (whose struct_size the caller sets). BRISK_E_INVALID_ARGUMENT
+ * for NULL pointers or a struct_size too small. */
+BRISK_API brisk_status brisk_spec_get_stats(const brisk_spec *spec, brisk_spec_stats *stats);
+
+/* ------------------------------------------------------------------------ */
 /* Engine: continuous batching, ticked by the host                          */
 /* ------------------------------------------------------------------------ */
 

@@ -1,6 +1,7 @@
 /* The context: a model, a backend, a paged KV cache and the forward pass,
  * behind brisk_decode and the sequence operations. */
 #include "context/batch.h"
+#include "context/context.h"
 
 #include "backend/cpu/ops/cpu_backend.h"
 #include "core/alloc.h"
@@ -332,4 +333,8 @@ BRISK_API brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst
 
 BRISK_API const brisk_model *brisk_context_model(const brisk_context *c) {
   return c ? c->model : NULL;
+}
+
+const brisk_context_params *brisk_context_get_params(const brisk_context *c) {
+  return &c->params;
 }
