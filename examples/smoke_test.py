@@ -21,6 +21,9 @@ if os.path.exists(stories):
         runs.append([exe, stories, "Once upon a time", "12"])
     elif name == "batched":
         runs.append([exe, stories, "Once upon a time", "3", "8"])
+    elif name == "speculative":  # prompt lookup, then the model as its own draft
+        runs.append([exe, stories, "Once upon a time", "24"])
+        runs.append([exe, stories, "Once upon a time", "24", stories])
     else:  # stories260K has no chat template: name one
         runs.append([exe, stories, "Hello", "chatml"])
 if name == "chat" and os.path.exists(smollm2):
@@ -40,6 +43,11 @@ for argv in runs:
         sys.exit(f"{name}: printed nothing")
     if name == "batched" and p.stdout.count("--- completion") != int(argv[3]):
         sys.exit("batched: wrong number of completions")
+    if name == "speculative" and "drafted tokens accepted" not in p.stderr:
+        sys.exit("speculative: no statistics line")
+    if name == "speculative" and len(argv) > 4 and "24 tokens" in p.stderr and \
+            " 0 of " in p.stderr:
+        sys.exit("speculative: the model drafting for itself had nothing accepted")
     if name == "chat" and argv[1] == smollm2 and "template chatml" not in p.stderr:
         sys.exit("chat: SmolLM2's template was not recognized as chatml")
 print("OK")
