@@ -1008,6 +1008,22 @@ BRISK_API brisk_status brisk_spec_round(brisk_spec *spec, int32_t seq_id, brisk_
                                         size_t capacity, size_t *n_out);
 
 /*
+ * Optional: hands the drafter the tokens the target sequence holds
+ * (tokens[0, n_tokens), e.g. the prompt but its last token, right after
+ * decoding them), so that a draft model processes them now rather than in
+ * the first round: prompt processing can then be scheduled or timed apart
+ * from generation. Does nothing for prompt lookup. A later round keeps
+ * what was fed as far as its tokens agree.
+ *   BRISK_E_INVALID_ARGUMENT  NULL spec, tokens NULL with n_tokens > 0,
+ *                             a bad seq_id or a token outside the vocabulary
+ *   BRISK_E_KV_FULL           the draft context has no room (nothing kept:
+ *                             rounds then draft from scratch)
+ *   BRISK_E_CANCELLED, BRISK_E_OUT_OF_MEMORY
+ */
+BRISK_API brisk_status brisk_spec_prefill(brisk_spec *spec, int32_t seq_id, const int32_t *tokens,
+                                          size_t n_tokens);
+
+/*
  * Forgets what the drafter holds for seq_id (the draft context's KV and
  * the adaptive k). Optional: a round notices by itself when a sequence's
  * tokens no longer continue what the draft context holds, and re-feeds

@@ -76,6 +76,36 @@ static brisk_status feed(brisk_spec *sp, int32_t seq, const int32_t *tokens, siz
   return BRISK_OK;
 }
 
+/* Brings the draft's copy of seq to tokens[0, n): keeps the longest prefix
+ * it already holds, but at least `refeed` tokens are decoded again (the
+ * pending token's logits are where drafting starts). *row is the entry of
+ * the last token's logits when something was decoded. */
+static brisk_status sync(brisk_spec *sp, int32_t seq, const int32_t *tokens, size_t n,
+                         size_t refeed, size_t reserve, int32_t *row) {
+  brisk_spec_seq *ss = &sp->seqs[seq];
+  brisk_status st;
+  if ((size_t)brisk_seq_len(sp->dctx, seq) != ss->n_held) drop(sp, seq);
+  size_t common = 0;
+  while (common < ss->n_held && common < n && ss->held[common] == tokens[common]) common++;
+  if (common + refeed > n) common = n - refeed;
+  if (common < ss->n_held) {
+    if ((st = brisk_seq_truncate(sp->dctx, seq, (int32_t)common))) return st;
+    ss->n_held = common;
+  }
+  if (n + reserve > ss->cap &&
+      brisk_grow((void **)&ss->held, &ss->cap, n + reserve, sizeof *ss->held))
+    return brisk_error_oom();
+  st = feed(sp, seq, tokens, n, row);
+  if (st == BRISK_E_KV_FULL) drop(sp, seq); /* no room to mirror the sequence */
+  return st;
+}
+
+brisk_status brisk_spec_draft_prefill(brisk_spec *sp, int32_t seq, const int32_t *tokens,
+                                      size_t n) {
+  int32_t row;
+  return sync(sp, seq, tokens, n, 0, 0, &row);
+}
+
 brisk_status brisk_spec_draft_model(brisk_spec *sp, int32_t seq, const brisk_sampler *t,
                                     const int32_t *tokens, size_t n, size_t k, size_t *m) {
   *m = 0;
@@ -83,25 +113,9 @@ brisk_status brisk_spec_draft_model(brisk_spec *sp, int32_t seq, const brisk_sam
   brisk_status st = ensure_sampler(sp, t);
   if (st) return st;
   brisk_spec_seq *ss = &sp->seqs[seq];
-  if ((size_t)brisk_seq_len(sp->dctx, seq) != ss->n_held) drop(sp, seq);
-  /* Keep the longest prefix the draft already holds, but re-feed at least
-   * the pending token: its logits are where drafting starts. */
-  size_t common = 0;
-  while (common < ss->n_held && common < n && ss->held[common] == tokens[common]) common++;
-  if (common == n) common = n - 1;
-  if (common < ss->n_held) {
-    if ((st = brisk_seq_truncate(sp->dctx, seq, (int32_t)common))) return st;
-    ss->n_held = common;
-  }
-  /* The need for room for the drafted tokens too is checked once here. */
-  if (n + k > ss->cap && brisk_grow((void **)&ss->held, &ss->cap, n + k, sizeof *ss->held))
-    return brisk_error_oom();
   int32_t row = 0;
-  st = feed(sp, seq, tokens, n, &row);
-  if (st == BRISK_E_KV_FULL) {
-    drop(sp, seq); /* no room to mirror the sequence: draft nothing */
-    return BRISK_OK;
-  }
+  st = sync(sp, seq, tokens, n, 1, k, &row);
+  if (st == BRISK_E_KV_FULL) return BRISK_OK; /* draft nothing */
   if (st) return st;
   size_t nv = (size_t)sp->n_vocab;
   brisk_sampler *ds = sp->dsampler;

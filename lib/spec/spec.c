@@ -216,6 +216,25 @@ BRISK_API brisk_status brisk_spec_round(brisk_spec *sp, int32_t seq, brisk_sampl
   return BRISK_OK;
 }
 
+BRISK_API brisk_status brisk_spec_prefill(brisk_spec *sp, int32_t seq, const int32_t *tokens,
+                                          size_t n) {
+  if (!sp || (!tokens && n))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_spec_prefill: spec NULL, or tokens NULL with n_tokens %zu", n);
+  if (seq < 0 || seq >= sp->n_seq_max)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_spec_prefill: seq_id %d is outside [0, %d)",
+                       seq, sp->n_seq_max);
+  if (n > (size_t)INT32_MAX - MAX_DRAFT - 1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_spec_prefill: n_tokens %zu is too large",
+                       n);
+  for (size_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= sp->n_vocab)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "brisk_spec_prefill: tokens[%zu] = %d is outside [0, %d)", i, tokens[i],
+                         sp->n_vocab);
+  return sp->dctx ? brisk_spec_draft_prefill(sp, seq, tokens, n) : BRISK_OK;
+}
+
 BRISK_API brisk_status brisk_spec_seq_reset(brisk_spec *sp, int32_t seq) {
   if (!sp) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_spec_seq_reset: spec is NULL");
   if (seq < 0 || seq >= sp->n_seq_max)

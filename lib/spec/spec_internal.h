@@ -43,6 +43,11 @@ brisk_status brisk_spec_draft_model(brisk_spec *spec, int32_t seq,
                                     const brisk_sampler *target_sampler, const int32_t *tokens,
                                     size_t n, size_t k, size_t *m);
 
+/* Draft model: feeds tokens[0, n) into the draft's copy of seq (keeping
+ * what it already holds of them). */
+brisk_status brisk_spec_draft_prefill(brisk_spec *spec, int32_t seq, const int32_t *tokens,
+                                      size_t n);
+
 /* Draft model: the sequence now continues with `kept` of the drafted
  * tokens after tokens[0, n); releases the draft KV of the rest. */
 void brisk_spec_draft_keep(brisk_spec *spec, int32_t seq, size_t n, size_t kept);

@@ -533,6 +533,51 @@ static void test_rollback(void **state) {
   brisk_context_free(c);
 }
 
+/* brisk_spec_prefill feeds the draft ahead of the first round, which then
+ * decodes only the pending token before drafting; lookup ignores it. */
+static void test_prefill(void **state) {
+  (void)state;
+  brisk_context *c = make_ctx(target, 128);
+  brisk_spec *spec = make_spec(c, BRISK_SPEC_DRAFT_MODEL, draft_q8, 3, 0);
+  const int32_t toks[7] = {1, 30, 31, 32, 30, 31, 32};
+  brisk_batch *b = NULL;
+  assert_int_equal(brisk_batch_create(8, &b), BRISK_OK);
+  for (int32_t i = 0; i < 6; i++) assert_int_equal(brisk_batch_add(b, toks[i], i, 0, 0), 0);
+  assert_int_equal(brisk_decode(c, b), BRISK_OK);
+  assert_int_equal(brisk_spec_prefill(spec, 0, toks, 6), BRISK_OK);
+  assert_int_equal(brisk_seq_len(spec->dctx, 0), 6);
+  brisk_spec_stats st = {.struct_size = sizeof st};
+  assert_int_equal(brisk_spec_get_stats(spec, &st), BRISK_OK);
+  assert_int_equal(st.n_draft_decodes, 1);
+  /* Feeding the same tokens again decodes nothing. */
+  assert_int_equal(brisk_spec_prefill(spec, 0, toks, 6), BRISK_OK);
+  assert_int_equal(brisk_spec_get_stats(spec, &st), BRISK_OK);
+  assert_int_equal(st.n_draft_decodes, 1);
+  brisk_sampler_params sp;
+  brisk_sampler_params_init(&sp);
+  sp.temperature = 0;
+  brisk_sampler *s = NULL;
+  assert_int_equal(brisk_sampler_create(target, &sp, &s), BRISK_OK);
+  int32_t out[4];
+  size_t n = 0;
+  assert_int_equal(brisk_spec_round(spec, 0, s, toks, 7, out, 4, &n), BRISK_OK);
+  assert_int_equal(brisk_spec_get_stats(spec, &st), BRISK_OK);
+  assert_int_equal(st.n_draft_decodes, 1 + 1 + 2); /* the pending token, then 2 drafted */
+  assert_int_equal(brisk_spec_prefill(NULL, 0, toks, 6), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_spec_prefill(spec, 9, toks, 6), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_spec_prefill(spec, 0, NULL, 6), BRISK_E_INVALID_ARGUMENT);
+  const int32_t bad[2] = {1, -1};
+  assert_int_equal(brisk_spec_prefill(spec, 0, bad, 2), BRISK_E_INVALID_ARGUMENT);
+  brisk_sampler_free(s);
+  brisk_spec_free(spec);
+  /* Prompt lookup: nothing to feed. */
+  spec = make_spec(c, BRISK_SPEC_PROMPT_LOOKUP, NULL, 3, 0);
+  assert_int_equal(brisk_spec_prefill(spec, 0, toks, 6), BRISK_OK);
+  brisk_spec_free(spec);
+  brisk_batch_free(b);
+  brisk_context_free(c);
+}
+
 /* ---- vocabulary check, arguments, allocation failures ---------------------- */
 
 /* Swaps the single-character token texts a and b in a model file. */
@@ -741,6 +786,7 @@ int main(void) {
       cmocka_unit_test(test_lookup_sampling_identical),
       cmocka_unit_test(test_draft_sampling_distribution),
       cmocka_unit_test(test_rollback),
+      cmocka_unit_test(test_prefill),
       cmocka_unit_test(test_vocab_mismatch),
       cmocka_unit_test(test_arguments),
       cmocka_unit_test(test_failed_round_restores),
