@@ -127,6 +127,23 @@ for r in j["gemm"]:
     assert r["gflops"] > 0 and r["m"] > 4 and close(r["of_fma_peak"], r["gflops"] / next(
         x["fma_peak_gflops"] for x in j["limits"] if x["threads"] == r["threads"]), 1e-2), r
 
+# Speculative mode: stories260K drafting for itself must have every draft
+# token accepted (same model, same logits, greedy), and every run's output
+# must equal plain decoding.
+j = json.loads(run("bench", "--speculative", "-m", stories, "--draft", stories, "-n", "6",
+                   "-r", "1", "--k", "2,3", "-t", "1", "--json").stdout)
+assert j["n"] == 6 and len(j["runs"]) == 2 * (1 + 2 + 2), j
+for r in j["runs"]:
+    assert r["identical"] is True and len(r["tps"]) == 1 and r["median_tps"] > 0, r
+    assert 0 <= r["acceptance"] <= 1 and 0 <= r["mean_accepted"] <= r["k"], r
+    assert close(r["tokens_per_round"], r["mean_accepted"] + 1, 1e-3), r
+    if r["drafter"] == "draft":
+        assert r["acceptance"] == 1 and r["mean_accepted"] > 1, r
+assert [c["k"] for c in j["chunk_cost"]] == [2, 3] and all(c["ratio"] > 0 for c in j["chunk_cost"])
+run("bench", "--speculative", "-m", stories, "--k", "0", ok=False)
+run("bench", "--speculative", "--kernels", ok=False)
+run("bench", "-m", stories, "--draft", stories, ok=False)
+
 # Failures: one line on stderr, non-zero exit.
 run("bench", ok=False)
 run("bench", "-m", stories, "--kernels", ok=False)

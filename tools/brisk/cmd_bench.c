@@ -2,6 +2,7 @@
  * kernel speed against the machine's measured limits, tokenizer speed.
  * docs/performance.md has the method and the results. */
 #include "bench_cmd.h"
+#include "bench_spec.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -14,7 +15,9 @@ int cmd_bench(int argc, char **argv);
 static const char usage_text[] =
     "usage: brisk bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json]\n"
     "       brisk bench --kernels [-t THREADS] [--quick] [--json]\n"
-    "       brisk bench --tokenize VOCAB FILE [--paragraphs] [-r 3] [--json]\n";
+    "       brisk bench --tokenize VOCAB FILE [--paragraphs] [-r 3] [--json]\n"
+    "       brisk bench --speculative [-m MODEL] [--draft MODEL] [--k 2,4,8,16] [-n 128]\n"
+    "                   [-t THREADS] [-r 3] [--json]\n";
 
 static bool parse_int(const char *s, int *out) {
   char *end;
@@ -27,8 +30,8 @@ static bool parse_int(const char *s, int *out) {
 
 int cmd_bench(int argc, char **argv) {
   bench_model_opts o = {.p = 512, .n = 128, .reps = 3};
-  bool kernels = false, quick = false, paragraphs = false;
-  const char *tok_vocab = NULL, *tok_file = NULL;
+  bool kernels = false, quick = false, paragraphs = false, speculative = false;
+  const char *tok_vocab = NULL, *tok_file = NULL, *draft = NULL, *ks = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const bool has_val = i + 1 < argc;
@@ -45,6 +48,12 @@ int cmd_bench(int argc, char **argv) {
       quick = true;
     else if (!strcmp(a, "--paragraphs"))
       paragraphs = true;
+    else if (!strcmp(a, "--speculative"))
+      speculative = true;
+    else if (!strcmp(a, "--draft") && has_val)
+      draft = argv[++i];
+    else if (!strcmp(a, "--k") && has_val)
+      ks = argv[++i];
     else if (!strcmp(a, "-m") && has_val)
       o.model = argv[++i];
     else if (!strcmp(a, "--tokenize")) {
@@ -65,6 +74,19 @@ int cmd_bench(int argc, char **argv) {
       return cli_fail("bench", "%s needs an integer", a);
     if (num) i++;
   }
+  if (speculative) {
+    if (kernels || tok_vocab)
+      return cli_fail("bench", "--speculative does not combine with --kernels or --tokenize");
+    bench_spec_opts so = {.model = o.model,
+                          .draft = draft,
+                          .ks = ks,
+                          .threads = o.threads,
+                          .reps = o.reps,
+                          .json = o.json,
+                          .n = o.n};
+    return bench_spec_run(&so);
+  }
+  if (draft || ks) return cli_fail("bench", "--draft and --k go with --speculative");
   const int modes = (o.model != NULL) + kernels + (tok_vocab != NULL);
   if (modes != 1)
     return cli_fail("bench", "give exactly one of -m MODEL, --kernels, --tokenize VOCAB FILE "
