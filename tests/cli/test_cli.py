@@ -61,6 +61,33 @@ with tempfile.TemporaryDirectory() as d:
         den = sum(y * y for y in b) ** 0.5
         assert num / den < 1e-4, (r, num / den)
 
+    # quantize: matrices re-encoded, vectors kept; the copies' logits stay
+    # close to the golden ones (f16 nearly exact; q8_0's 0.5% weight error
+    # grows through this tiny model's layers to up to ~20% of the logits).
+    for typ, tol in (("f16", 1e-2), ("q8_0", 0.3)):
+        q = os.path.join(d, f"stories-{typ}.gguf")
+        j = json.loads(run("quantize", stories, q, typ, "--json").stdout)
+        assert j["converted"] > 0 and j["converted"] + j["kept"] == 47, j
+        qi = json.loads(run("info", q, "--json").stdout)
+        assert qi["tensor_types"][typ]["tensors"] == j["converted"], qi
+        assert qi["tensor_types"]["f32"]["tensors"] == j["kept"], qi
+        assert qi["n_params"] == info["n_params"] and qi["tokenizer"] == "spm", qi
+        run("logits", q, out, *map(str, S))
+        mine = struct.unpack(f"{17 * 512}f", open(out, "rb").read())
+        for r in range(17):
+            a, b = mine[r * 512:(r + 1) * 512], gold[r * 512:(r + 1) * 512]
+            num = sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5
+            den = sum(y * y for y in b) ** 0.5
+            assert num / den < tol, (typ, r, num / den)
+    # Q8_0 to Q8_0 reproduces the file byte for byte (dequantize, requantize).
+    q8 = os.path.join(d, "stories-q8_0.gguf")
+    again = os.path.join(d, "again.gguf")
+    run("quantize", q8, again, "q8_0")
+    assert open(q8, "rb").read() == open(again, "rb").read()
+    run("quantize", stories, os.path.join(d, "x.gguf"), "q2_k", ok=False)  # no quantizer
+    run("quantize", stories, os.path.join(d, "x.gguf"), ok=False)
+    run("quantize", "/nonexistent.gguf", os.path.join(d, "x.gguf"), "q8_0", ok=False)
+
 r = json.loads(run("run", "-m", stories, "-p", "Once upon a time", "-n", "8", "--json").stdout)
 assert r["generated_tokens"] == 8 and r["prompt_tokens"] > 1, r
 assert r["prompt_tokens_per_s"] > 0 and r["generated_tokens_per_s"] > 0, r

@@ -11,6 +11,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 static const struct {
   const char *name;
@@ -23,6 +24,7 @@ static const struct {
     {"version", cmd_version, "print the version and what this machine supports"},
     {"info", cmd_info, "describe a model file: architecture, sizes, tensor types"},
     {"tokenize", cmd_tokenize, "show the token ids and pieces of a text"},
+    {"quantize", cmd_quantize, "re-encode a GGUF model's weight matrices in another type"},
 };
 
 static void usage(FILE *out) {
