@@ -151,6 +151,9 @@ static brisk_status run_spec(bench *b, workload *w, run_kind *r, double *secs) {
   brisk_spec_params xp;
   brisk_spec_params_init(&xp);
   xp.n_draft = r->k;
+  xp.adaptive = b->o->adaptive;
+  if (b->o->ngram_min > 0) xp.ngram_min = b->o->ngram_min;
+  if (b->o->ngram_max > 0) xp.ngram_max = b->o->ngram_max;
   if (!strcmp(r->drafter, "draft")) {
     xp.drafter = BRISK_SPEC_DRAFT_MODEL;
     xp.draft_model = b->draft;
@@ -327,14 +330,15 @@ int bench_spec_run(const bench_spec_opts *o) {
     cli_json_string(stdout, name);
     printf(", \"draft_model\": ");
     cli_json_string(stdout, dname);
-    printf(", \"threads\": %d, \"reps\": %d, \"n\": %d, \"prompt_tokens\": [%zu, %zu], "
-           "\"runs\": [",
-           threads, o->reps, o->n, w[0].n_prompt, w[1].n_prompt);
+    printf(", \"threads\": %d, \"reps\": %d, \"n\": %d, \"adaptive\": %s, \"ngram_min\": %d, "
+           "\"ngram_max\": %d, \"prompt_tokens\": [%zu, %zu], \"runs\": [",
+           threads, o->reps, o->n, o->adaptive ? "true" : "false", o->ngram_min, o->ngram_max,
+           w[0].n_prompt, w[1].n_prompt);
   } else {
     printf("target %s, draft %s, %d threads, %d reps, %d tokens after prompts of %zu (copy) "
-           "and %zu (free) tokens\n",
+           "and %zu (free) tokens%s\n",
            name, o->draft ? dname : "(none: prompt lookup only)", threads, o->reps, o->n,
-           w[0].n_prompt, w[1].n_prompt);
+           w[0].n_prompt, w[1].n_prompt, o->adaptive ? ", adaptive k" : "");
     printf("%-6s %-7s %3s %10s %8s %10s %9s %s\n", "prompt", "drafter", "k", "tok/s", "speedup",
            "accepted", "mean len", "same");
   }

@@ -9,6 +9,8 @@ typedef struct bench_spec_opts {
   const char *draft; /* a draft model; NULL: prompt lookup only */
   const char *ks;    /* draft lengths to try, "2,4,8" */
   int n, threads, reps;
+  int ngram_min, ngram_max; /* prompt lookup's n-gram sizes; 0: the library's defaults */
+  bool adaptive;            /* adaptive draft length (k is then the largest) */
   bool json;
 } bench_spec_opts;
 

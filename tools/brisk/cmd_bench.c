@@ -16,8 +16,8 @@ static const char usage_text[] =
     "usage: brisk bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json]\n"
     "       brisk bench --kernels [-t THREADS] [--quick] [--json]\n"
     "       brisk bench --tokenize VOCAB FILE [--paragraphs] [-r 3] [--json]\n"
-    "       brisk bench --speculative [-m MODEL] [--draft MODEL] [--k 2,4,8,16] [-n 128]\n"
-    "                   [-t THREADS] [-r 3] [--json]\n";
+    "       brisk bench --speculative [-m MODEL] [--draft MODEL] [--k 2,4,8,16] [--adaptive]\n"
+    "                   [--ngram MIN,MAX] [-n 128] [-t THREADS] [-r 3] [--json]\n";
 
 static bool parse_int(const char *s, int *out) {
   char *end;
@@ -30,7 +30,8 @@ static bool parse_int(const char *s, int *out) {
 
 int cmd_bench(int argc, char **argv) {
   bench_model_opts o = {.p = 512, .n = 128, .reps = 3};
-  bool kernels = false, quick = false, paragraphs = false, speculative = false;
+  bool kernels = false, quick = false, paragraphs = false, speculative = false, adaptive = false;
+  int ngram_min = 0, ngram_max = 0;
   const char *tok_vocab = NULL, *tok_file = NULL, *draft = NULL, *ks = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -54,7 +55,15 @@ int cmd_bench(int argc, char **argv) {
       draft = argv[++i];
     else if (!strcmp(a, "--k") && has_val)
       ks = argv[++i];
-    else if (!strcmp(a, "-m") && has_val)
+    else if (!strcmp(a, "--adaptive"))
+      adaptive = true;
+    else if (!strcmp(a, "--ngram") && has_val) {
+      char *end;
+      ngram_min = (int)strtol(argv[++i], &end, 10);
+      ngram_max = *end == ',' ? (int)strtol(end + 1, &end, 10) : ngram_min;
+      if (*end || ngram_min < 1 || ngram_max < ngram_min || ngram_max > 16)
+        return cli_fail("bench", "--ngram needs MIN,MAX with 1 <= MIN <= MAX <= 16");
+    } else if (!strcmp(a, "-m") && has_val)
       o.model = argv[++i];
     else if (!strcmp(a, "--tokenize")) {
       if (i + 2 >= argc) return cli_fail("bench", "--tokenize needs VOCAB FILE");
@@ -82,11 +91,15 @@ int cmd_bench(int argc, char **argv) {
                           .ks = ks,
                           .threads = o.threads,
                           .reps = o.reps,
+                          .adaptive = adaptive,
+                          .ngram_min = ngram_min,
+                          .ngram_max = ngram_max,
                           .json = o.json,
                           .n = o.n};
     return bench_spec_run(&so);
   }
-  if (draft || ks) return cli_fail("bench", "--draft and --k go with --speculative");
+  if (draft || ks || adaptive || ngram_min)
+    return cli_fail("bench", "--draft, --k, --adaptive and --ngram go with --speculative");
   const int modes = (o.model != NULL) + kernels + (tok_vocab != NULL);
   if (modes != 1)
     return cli_fail("bench", "give exactly one of -m MODEL, --kernels, --tokenize VOCAB FILE "
