@@ -1001,7 +1001,11 @@ BRISK_API void brisk_spec_free(brisk_spec *spec);
  * drafting nothing (one ordinary decode step). On error the target
  * sequence, the sampler (window and random state) and *n_out are as before
  * the call. `sampler` is the sequence's own, used as brisk_sampler_sample
- * uses it; the draft model's sampler is internal.
+ * uses it; the draft model's sampler is internal. A round does not record
+ * log-probabilities for each token it produces: after it,
+ * brisk_sampler_last_logprobs describes some token of the round, not
+ * necessarily the last (use plain decoding where every token's
+ * log-probabilities are needed).
  */
 BRISK_API brisk_status brisk_spec_round(brisk_spec *spec, int32_t seq_id, brisk_sampler *sampler,
                                         const int32_t *tokens, size_t n_tokens, int32_t *out,
