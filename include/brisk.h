@@ -941,7 +941,8 @@ typedef struct brisk_spec_params {
   int adaptive;
   int32_t n_draft_min; /* [1, n_draft]; default 1 */
   /* Prompt lookup: n-gram sizes tried from ngram_max down to ngram_min,
-   * 1 <= ngram_min <= ngram_max <= 16; defaults 1 and 3. */
+   * 1 <= ngram_min <= ngram_max <= 16; defaults 2 and 3 (a single-token
+   * match drafts too often in text that does not copy). */
   int32_t ngram_min;
   int32_t ngram_max;
   /* Draft model (BRISK_SPEC_DRAFT_MODEL): must have the target's

@@ -18,7 +18,7 @@ BRISK_API void brisk_spec_params_init(brisk_spec_params *p) {
   p->drafter = BRISK_SPEC_PROMPT_LOOKUP;
   p->n_draft = 8;
   p->n_draft_min = 1;
-  p->ngram_min = 1;
+  p->ngram_min = 2;
   p->ngram_max = 3;
 }
 

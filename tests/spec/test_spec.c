@@ -739,6 +739,7 @@ static brisk_status create_and_round(void *arg) {
   p.drafter = a->draft ? BRISK_SPEC_DRAFT_MODEL : BRISK_SPEC_PROMPT_LOOKUP;
   p.draft_model = a->draft;
   p.n_draft = 3;
+  p.ngram_min = 1;
   brisk_spec *spec = NULL;
   brisk_status st = brisk_spec_create(a->c, &p, &spec);
   if (st) return st;
