@@ -902,7 +902,8 @@ BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
  * Thread safety: brisk_engine_submit and brisk_engine_cancel may be called
  * from any threads, concurrently with each other and with one thread running
  * the other engine calls. All other calls on an engine (step, poll, stats,
- * request_stats, free) must not run concurrently with each other.
+ * request_stats, get_metrics, reset_metrics, free) must not run
+ * concurrently with each other.
  */
 typedef struct brisk_engine brisk_engine;
 
@@ -923,6 +924,16 @@ typedef struct brisk_engine_params {
   /* Most prompt tokens one request prefills in one step; 0 (default) = up
    * to the step's budget. Smaller chunks bound each step's duration. */
   int32_t prefill_chunk;
+  /* Service-level objective for goodput in brisk_engine_metrics: a request
+   * meets it when its TTFT and its TPOT are at most these (milliseconds,
+   * >= 0, finite); 0 (default) = no bound on that one. */
+  double slo_ttft_ms;
+  double slo_tpot_ms;
+  /* The machine's memory bandwidth (GB/s, 1e9 bytes) and peak arithmetic
+   * rate (GFLOP/s) for MBU and MFU in brisk_engine_metrics (e.g. measured
+   * by `brisk bench`); 0 (default) = unknown, and that ratio reads 0. */
+  double mem_bandwidth_gbs;
+  double peak_gflops;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1059,6 +1070,10 @@ typedef struct brisk_request_stats {
   uint64_t queue_ns;      /* until first admitted; 0 before that */
   uint64_t ttft_ns;       /* until its first token; 0 before that */
   uint64_t e2e_ns;        /* until finished; 0 before that */
+  /* Time per output token after the first: (e2e - ttft) / (generated - 1),
+   * once finished with at least 2 tokens; 0 otherwise. Callers built
+   * before this field (a smaller struct_size) do not get it. */
+  uint64_t tpot_ns;
 } brisk_request_stats;
 
 /*
@@ -1089,6 +1104,81 @@ typedef struct brisk_engine_counters {
 /* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
  * struct_size too small. */
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *engine, brisk_engine_counters *stats);
+
+/* One latency over the requests completed in the metrics window, in
+ * nanoseconds. Percentiles are by nearest rank (the sample of rank
+ * ceil(q * count)) from a fixed-size log-linear histogram, within 0.8%
+ * relative error; min, max and mean are exact. All 0 when count is 0. */
+typedef struct brisk_latency_summary {
+  uint64_t count;
+  uint64_t p50_ns, p90_ns, p99_ns;
+  uint64_t min_ns, max_ns;
+  double mean_ns;
+} brisk_latency_summary;
+
+/*
+ * Serving metrics over a window that starts at the first submission after
+ * creation (or after brisk_engine_reset_metrics; a request submitted before
+ * the reset and finishing after it counts from the reset) and ends at the
+ * last finish, or now while a request is still unfinished. A request is
+ * "completed" when it finished by EOG or max_tokens; cancelled and failed
+ * ones are only counted in n_aborted. Rates are per second of the window
+ * (0 for an empty window).
+ */
+typedef struct brisk_engine_metrics {
+  uint32_t struct_size; /* set by the caller: sizeof(brisk_engine_metrics) */
+  uint64_t n_completed;
+  uint64_t n_aborted;
+  /* Per completed request: queue = submission to first admission, ttft =
+   * submission to first token, e2e = submission to finish, tpot = (e2e -
+   * ttft) / (generated - 1) over requests with at least 2 tokens. */
+  brisk_latency_summary queue, ttft, tpot, e2e;
+  double window_s;
+  double output_tokens_per_s; /* generated tokens of completed requests */
+  double total_tokens_per_s;  /* their prompt plus generated tokens */
+  double requests_per_s;      /* completed requests */
+  /* Goodput: completed requests meeting the params' SLO (a request with one
+   * token has no TPOT and meets that bound); without an SLO, all of them. */
+  uint64_t n_good;
+  double goodput_requests_per_s;
+  double goodput_fraction; /* n_good / n_completed; 0 without completions */
+  /* Fraction of KV blocks held by requests: now, and the mean after every
+   * step of the window that ran a batch. */
+  double kv_utilization;
+  double kv_utilization_mean;
+  uint64_t n_preemptions; /* in the window */
+  /* Steps of the window that ran a batch, and their wall time
+   * (scheduling, forward pass and sampling). */
+  uint64_t n_busy_steps;
+  double busy_s;
+  /* The model's work in those steps, computed from its shapes and weight
+   * types: weights and KV read plus KV written (activations not counted),
+   * and FLOPs of the matrix products and attention (elementwise work not
+   * counted). */
+  double bytes;
+  double flops;
+  double achieved_gbs;    /* bytes / busy_s / 1e9; 0 without busy time */
+  double achieved_gflops; /* flops / busy_s / 1e9 */
+  /* achieved_gbs / mem_bandwidth_gbs and achieved_gflops / peak_gflops of
+   * the engine params; 0 when that machine figure is unknown (0). */
+  double mbu;
+  double mfu;
+} brisk_engine_metrics;
+
+/*
+ * Fills *metrics. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
+ * struct_size too small. Must not run concurrently with brisk_engine_step
+ * (see the engine's thread safety). Cost: a scan of four fixed-size
+ * histograms (about 4k buckets each).
+ */
+BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *engine,
+                                                brisk_engine_metrics *metrics);
+
+/* Empties the metrics window (e.g. between benchmark phases); the next
+ * window starts at the next submission. brisk_engine_stats's counters are
+ * not affected. BRISK_E_INVALID_ARGUMENT for a NULL engine. Must not run
+ * concurrently with brisk_engine_step. */
+BRISK_API brisk_status brisk_engine_reset_metrics(brisk_engine *engine);
 
 /* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */

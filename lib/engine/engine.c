@@ -76,7 +76,8 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   e->max_batch_tokens = p.max_batch_tokens;
   e->max_running = p.max_running;
   e->prefill_chunk = p.prefill_chunk;
-  if ((st = brisk_context_create(model, &cp, &e->ctx)) ||
+  if ((st = brisk_engine_metrics_setup(e, &p)) ||
+      (st = brisk_context_create(model, &cp, &e->ctx)) ||
       (st = brisk_batch_create(p.max_batch_tokens, &e->batch)))
     goto fail;
   brisk_kv_stats ks = {.struct_size = sizeof ks};
@@ -242,6 +243,7 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_
   e->in_tail = r;
   e->n_submitted++;
   e->n_prompt_tokens += (uint64_t)r->n_prompt;
+  brisk_metrics_on_submit(&e->metrics, r->t_submit);
   *id = r->id;
   pthread_mutex_unlock(&e->mu);
   return BRISK_OK;
@@ -279,11 +281,15 @@ static void fill_request_stats(const brisk_engine_request *r, brisk_request_stat
   s->queue_ns = r->t_admit ? r->t_admit - r->t_submit : 0;
   s->ttft_ns = r->t_first ? r->t_first - r->t_submit : 0;
   s->e2e_ns = r->t_finish ? r->t_finish - r->t_submit : 0;
+  brisk_metrics_request mr = {
+      .t_first = r->t_first, .t_finish = r->t_finish, .n_generated = r->n_generated};
+  if (s->struct_size >= sizeof *s) s->tpot_ns = brisk_metrics_tpot_ns(&mr);
 }
 
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
                                                   brisk_request_stats *s) {
-  if (!e || !s || s->struct_size < sizeof *s)
+  /* Callers built before tpot_ns (a smaller struct_size) are served. */
+  if (!e || !s || s->struct_size < offsetof(brisk_request_stats, tpot_ns))
     return brisk_error(
         BRISK_E_INVALID_ARGUMENT,
         "brisk_engine_request_stats: engine and stats (with struct_size) must be set");

@@ -5,6 +5,7 @@
 #define BRISK_ENGINE_ENGINE_INTERNAL_H
 
 #include "brisk.h"
+#include "engine/metrics.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -88,6 +89,7 @@ struct brisk_engine {
   size_t out_cap;
 
   uint64_t n_finished, n_cancelled, n_generated, n_computed, n_preemptions, n_steps;
+  brisk_metrics metrics; /* t_first_submit under mu, the rest the stepping thread's */
 };
 
 /* Rank order: higher priority first, then older (smaller id). */

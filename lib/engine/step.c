@@ -44,6 +44,7 @@ static void finish(brisk_engine *e, brisk_engine_request *r, int32_t token, size
   r->state = BRISK_REQ_DONE;
   r->reason = reason;
   r->t_finish = brisk_now_ns();
+  brisk_engine_metrics_on_finish(e, r);
   e->n_finished++;
   if (reason == BRISK_FINISH_CANCELLED) e->n_cancelled++;
   brisk_engine_push_event(e, r, token, text_off, text_len, reason);
@@ -256,6 +257,7 @@ BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info
   si.n_waiting = e->n_waiting;
   si.n_finished = (int32_t)(e->n_finished - finished_before);
   si.duration_ns = brisk_now_ns() - t0;
+  brisk_engine_metrics_on_step(e, &si, n_sched);
   if (info) *info = si;
   return BRISK_OK;
 }
