@@ -318,7 +318,8 @@ BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
 }
 
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters *s) {
-  if (!e || !s || s->struct_size < sizeof *s)
+  /* Callers built before the swap counters pass a smaller struct. */
+  if (!e || !s || s->struct_size < offsetof(brisk_engine_counters, n_swapped_out))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_engine_stats: engine and stats (with struct_size) must be set");
   brisk_kv_stats ks = {.struct_size = sizeof ks};
@@ -340,6 +341,8 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
   s->n_waiting = e->n_waiting + incoming;
   s->n_kv_blocks = ks.n_blocks;
   s->n_free_kv_blocks = ks.n_free_blocks;
+  if (s->struct_size < offsetof(brisk_engine_counters, n_swap_fallbacks) + sizeof(uint64_t))
+    return BRISK_OK;
   s->n_swapped_out = e->n_swapped_out;
   s->n_swapped_in = e->n_swapped_in;
   s->swap_out_bytes = e->swap_out_bytes;

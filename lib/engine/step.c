@@ -183,8 +183,7 @@ static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
       if (phase == 1 && e->prefill_chunk > 0 && c > e->prefill_chunk) c = e->prefill_chunk;
       if (c > room) c = (int32_t)room;
       if (e->budget_ns > 0) {
-        c = brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, r->n_computed, c,
-                                c == remaining);
+        c = brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, r->n_computed, c, c == remaining);
         if (c == 0) {
           i++;
           continue;

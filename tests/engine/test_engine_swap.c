@@ -556,10 +556,19 @@ static void test_params(void **state) {
   assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_E_INVALID_ARGUMENT);
   assert_non_null(strstr(brisk_last_error(), "preempt_mode"));
   assert_null(e);
-  /* A caller built before the swap fields: they take their defaults. */
-  p.preempt_mode = BRISK_PREEMPT_SWAP;
+  /* Params of a caller built before the swap fields: what lies beyond its
+   * struct_size is not read. */
   p.struct_size = (uint32_t)offsetof(brisk_engine_params, preempt_mode);
   assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_OK);
+  /* Its counters are filled up to its size. */
+  brisk_engine_counters c;
+  memset(&c, 0xab, sizeof c);
+  c.struct_size = (uint32_t)offsetof(brisk_engine_counters, n_swapped_out);
+  assert_int_equal(brisk_engine_stats(e, &c), BRISK_OK);
+  assert_int_equal(c.n_kv_blocks, 4);
+  assert_int_equal(c.n_swapped_out, 0xababababababababull); /* untouched */
+  c.struct_size = (uint32_t)offsetof(brisk_engine_counters, n_free_kv_blocks);
+  assert_int_equal(brisk_engine_stats(e, &c), BRISK_E_INVALID_ARGUMENT);
   brisk_engine_free(e);
 }
 
