@@ -891,8 +891,10 @@ BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
  * and free KV blocks allow. When the pool runs out during generation the
  * lowest-ranked running request (lowest priority, then newest) is preempted:
  * its KV is freed and it goes back to the waiting queue, to be recomputed
- * from its prompt plus the tokens it already produced. A request is never
- * failed for lack of KV; its output is the same as without preemption.
+ * from its prompt plus the tokens it already produced, or, with
+ * BRISK_PREEMPT_SWAP, its KV is first copied to host memory and restored
+ * when it is admitted again. A request is never failed for lack of KV; its
+ * output is the same as without preemption.
  *
  * Output: a request's tokens are token-for-token those of a brisk_decode
  * loop that prefills its prompt, then samples and decodes one token at a
@@ -906,6 +908,18 @@ BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
  * concurrently with each other.
  */
 typedef struct brisk_engine brisk_engine;
+
+/* What preemption does with the victim's KV. */
+typedef enum brisk_preempt_mode {
+  /* Free it; on re-admission the prompt and the tokens generated so far are
+   * fed again (costs compute, needs no memory). */
+  BRISK_PREEMPT_RECOMPUTE = 0,
+  /* Copy it to host memory (brisk's allocator, within swap_bytes), free the
+   * blocks, and copy it back into new blocks on re-admission: the request
+   * continues where it stopped. When the host tier is full or a copy fails
+   * the request falls back to recompute; it never fails. */
+  BRISK_PREEMPT_SWAP = 1
+} brisk_preempt_mode;
 
 typedef struct brisk_engine_params {
   uint32_t struct_size; /* sizeof(brisk_engine_params) */
@@ -934,6 +948,22 @@ typedef struct brisk_engine_params {
    * by `brisk bench`); 0 (default) = unknown, and that ratio reads 0. */
   double mem_bandwidth_gbs;
   double peak_gflops;
+  /* Preemption: BRISK_PREEMPT_RECOMPUTE (default) or BRISK_PREEMPT_SWAP. */
+  brisk_preempt_mode preempt_mode;
+  /* Host memory for swapped-out KV, in bytes (swap mode only): a victim
+   * whose copy would exceed it is recomputed instead. 0 (default) = the KV
+   * pool's size; UINT64_MAX = no limit. */
+  uint64_t swap_bytes;
+  /* Target wall time of one step in microseconds; 0 (default) = none, only
+   * max_batch_tokens bounds a step. The engine fits each step's time as
+   * fixed + per-token costs (tokens that produce logits, other prompt
+   * tokens, attended keys) from the steps it has run, and fills a step
+   * only with what the fit predicts to fit: running requests' next tokens
+   * first (by rank), then prompt chunks. A step always takes at least one
+   * token, so the budget cannot stall the engine; the first few steps,
+   * before the fit has data, take at most 16 tokens. For hosts that step
+   * once per frame, e.g. 16000 for 60 frames a second. */
+  int64_t step_time_budget_us;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1010,6 +1040,11 @@ typedef struct brisk_engine_step_info {
   int32_t n_finished;       /* requests that finished in this step */
   int32_t n_preempted;      /* requests preempted in this step */
   uint64_t duration_ns;     /* wall time of the step */
+  int32_t n_swapped_out;    /* preempted requests whose KV went to host memory */
+  int32_t n_swapped_in;     /* admitted requests whose KV came back from it */
+  /* The cost model's prediction of this step's batch (see
+   * step_time_budget_us), in ns; 0 until it has data, or with no batch. */
+  uint64_t predicted_ns;
 } brisk_engine_step_info;
 
 /*
@@ -1064,7 +1099,7 @@ typedef struct brisk_request_stats {
   uint32_t struct_size;   /* set by the caller: sizeof(brisk_request_stats) */
   int32_t n_prompt_tokens;
   int32_t n_generated_tokens;
-  int32_t n_preemptions;  /* times it was preempted and recomputed */
+  int32_t n_preemptions;  /* times it was preempted (recomputed or swapped) */
   int32_t finished;       /* nonzero once finished */
   brisk_finish_reason reason;
   uint64_t queue_ns;      /* until first admitted; 0 before that */
@@ -1099,6 +1134,13 @@ typedef struct brisk_engine_counters {
   int32_t n_running, n_waiting;  /* now */
   int32_t n_kv_blocks;           /* blocks in the pool */
   int32_t n_free_kv_blocks;      /* blocks no request holds now */
+  /* Swap preemption (BRISK_PREEMPT_SWAP): KV copies to and from host memory,
+   * their bytes, the host memory held now, and preemptions that recomputed
+   * because the host tier was full or a copy failed. */
+  uint64_t n_swapped_out, n_swapped_in;
+  uint64_t swap_out_bytes, swap_in_bytes;
+  uint64_t swap_bytes_used;
+  uint64_t n_swap_fallbacks;
 } brisk_engine_counters;
 
 /* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
