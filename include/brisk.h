@@ -574,6 +574,11 @@ typedef struct brisk_context_params {
   int32_t n_seq_max;        /* sequence ids are 0 .. n_seq_max-1; default 64 */
   brisk_abort_fn abort_callback; /* NULL: never abort */
   void *abort_user_data;
+  /* Nonzero (default): keep full KV blocks after their sequence lets go of
+   * them, for brisk_seq_match_prefix; they are evicted, least recently
+   * released first, when new tokens need the room. 0: blocks are freed when
+   * released and brisk_seq_match_prefix never reuses anything. */
+  int32_t prefix_cache;
 } brisk_context_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -600,13 +605,20 @@ typedef struct brisk_kv_stats {
   uint32_t struct_size;    /* set by the caller: sizeof(brisk_kv_stats) */
   int32_t block_size;      /* tokens per block */
   int32_t n_blocks;        /* blocks in the pool */
-  int32_t n_free_blocks;   /* blocks no sequence holds */
+  /* Blocks available to new tokens: those no sequence holds, including the
+   * prefix cache's (n_cached_blocks), which are evicted on demand. */
+  int32_t n_free_blocks;
   uint64_t bytes_per_block; /* all layers, K and V */
   uint64_t kv_bytes;       /* the whole pool */
   uint64_t other_bytes;    /* activation buffers and workspace */
+  /* Of n_free_blocks, those the prefix cache keeps for reuse (full blocks
+   * no sequence holds). Filled only when struct_size covers it. */
+  int32_t n_cached_blocks;
 } brisk_kv_stats;
 
-/* Fills *stats (whose struct_size the caller sets). */
+/* Fills *stats (whose struct_size the caller sets; a struct_size from an
+ * older header without the later fields is accepted and only its fields are
+ * written). BRISK_E_INVALID_ARGUMENT for NULL arguments or a smaller size. */
 BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *ctx, brisk_kv_stats *stats);
 
 /*
@@ -680,6 +692,29 @@ BRISK_API brisk_status brisk_seq_free(brisk_context *ctx, int32_t seq_id);
  * shared, partly filled block. Writing to either never changes the other.
  */
 BRISK_API brisk_status brisk_seq_fork(brisk_context *ctx, int32_t src_seq_id, int32_t dst_seq_id);
+
+/*
+ * Prefix cache: makes empty sequence seq_id start with the longest prefix of
+ * tokens[0 .. n) whose K/V the context still has, without computing it.
+ * Every block_size tokens that any sequence of this context decoded (from
+ * position 0) form a full block; such blocks are kept after their sequences
+ * are truncated or freed, until new tokens need the room (least recently
+ * released first). Only whole blocks are reused, and at most n - 1 tokens,
+ * so the caller always has at least one token left to decode for logits:
+ * *reused (a multiple of block_size, possibly 0) is the number attached, and
+ * the caller continues with brisk_decode of tokens[*reused ..] from position
+ * *reused. The logits are then bitwise those of decoding all n tokens in
+ * this context. Attached blocks are shared with other sequences and the
+ * cache and never written: a later write into one (after
+ * brisk_seq_truncate) copies it first. With params.prefix_cache 0, *reused
+ * is always 0.
+ * BRISK_E_INVALID_ARGUMENT: NULL ctx or reused, n < 0, NULL tokens with
+ * n > 0, a token outside [0, n_vocab), a bad sequence id, or a sequence
+ * that is not empty. BRISK_E_OUT_OF_MEMORY. On error the sequence stays
+ * empty and *reused is 0 (when reused is set). O(n) time.
+ */
+BRISK_API brisk_status brisk_seq_match_prefix(brisk_context *ctx, int32_t seq_id,
+                                              const int32_t *tokens, int32_t n, int32_t *reused);
 
 /* ------------------------------------------------------------------------ */
 /* Sampling                                                                 */
