@@ -958,6 +958,11 @@ typedef struct brisk_engine_params {
   /* Most prompt tokens one request prefills in one step; 0 (default) = up
    * to the step's budget. Smaller chunks bound each step's duration. */
   int32_t prefill_chunk;
+  /* Nonzero (default): the context's prefix cache (see
+   * brisk_seq_match_prefix). A request admitted (or re-admitted after
+   * preemption) reuses the longest cached prefix of its tokens and computes
+   * only the rest; outputs are the same as without the cache. */
+  int32_t prefix_cache;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1118,7 +1123,12 @@ typedef struct brisk_engine_counters {
   uint64_t n_steps;              /* steps that ran a batch */
   int32_t n_running, n_waiting;  /* now */
   int32_t n_kv_blocks;           /* blocks in the pool */
-  int32_t n_free_kv_blocks;      /* blocks no request holds now */
+  int32_t n_free_kv_blocks;      /* blocks no request holds now (cached ones included) */
+  /* Prefix cache: tokens of admitted requests looked up in it (prompt, plus
+   * generated tokens for a preempted request; 0 with the cache off), and of
+   * those the tokens reused instead of computed. Hit rate = hit / lookup. */
+  uint64_t n_prefix_lookup_tokens;
+  uint64_t n_prefix_hit_tokens;
 } brisk_engine_counters;
 
 /* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a

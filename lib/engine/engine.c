@@ -20,6 +20,7 @@ BRISK_API void brisk_engine_params_init(brisk_engine_params *p) {
   p->kv_type = cp.kv_type;
   p->max_batch_tokens = cp.max_batch_tokens;
   p->max_running = cp.n_seq_max;
+  p->prefix_cache = cp.prefix_cache;
 }
 
 BRISK_API void brisk_request_params_init(brisk_request_params *p) {
@@ -66,6 +67,7 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   cp.kv_type = p.kv_type;
   cp.max_batch_tokens = p.max_batch_tokens;
   cp.n_seq_max = p.max_running;
+  cp.prefix_cache = p.prefix_cache;
   brisk_engine *e = brisk_calloc(1, sizeof *e);
   if (!e) return brisk_error_oom();
   if (pthread_mutex_init(&e->mu, NULL)) {
@@ -76,6 +78,7 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   e->max_batch_tokens = p.max_batch_tokens;
   e->max_running = p.max_running;
   e->prefill_chunk = p.prefill_chunk;
+  e->prefix_cache = p.prefix_cache != 0;
   if ((st = brisk_context_create(model, &cp, &e->ctx)) ||
       (st = brisk_batch_create(p.max_batch_tokens, &e->batch)))
     goto fail;
@@ -328,5 +331,7 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
   s->n_waiting = e->n_waiting + incoming;
   s->n_kv_blocks = ks.n_blocks;
   s->n_free_kv_blocks = ks.n_free_blocks;
+  s->n_prefix_lookup_tokens = e->n_prefix_lookup_tokens;
+  s->n_prefix_hit_tokens = e->n_prefix_hit_tokens;
   return BRISK_OK;
 }

@@ -63,6 +63,7 @@ struct brisk_engine {
   brisk_batch *batch;
   int32_t max_batch_tokens, max_running, prefill_chunk;
   int32_t block_size, n_blocks;
+  int prefix_cache; /* the context's prefix cache is on */
 
   /* Shared with submit/cancel on other threads. */
   pthread_mutex_t mu;
@@ -88,6 +89,7 @@ struct brisk_engine {
   size_t out_cap;
 
   uint64_t n_finished, n_cancelled, n_generated, n_computed, n_preemptions, n_steps;
+  uint64_t n_prefix_lookup_tokens, n_prefix_hit_tokens;
 };
 
 /* Rank order: higher priority first, then older (smaller id). */
