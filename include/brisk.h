@@ -695,19 +695,19 @@ BRISK_API brisk_status brisk_seq_fork(brisk_context *ctx, int32_t src_seq_id, in
 
 /*
  * Prefix cache: makes empty sequence seq_id start with the longest prefix of
- * tokens[0 .. n) whose K/V the context still has, without computing it.
- * Every block_size tokens that any sequence of this context decoded (from
- * position 0) form a full block; such blocks are kept after their sequences
- * are truncated or freed, until new tokens need the room (least recently
- * released first). Only whole blocks are reused, and at most n - 1 tokens,
- * so the caller always has at least one token left to decode for logits:
- * *reused (a multiple of block_size, possibly 0) is the number attached, and
- * the caller continues with brisk_decode of tokens[*reused ..] from position
- * *reused. The logits are then bitwise those of decoding all n tokens in
- * this context. Attached blocks are shared with other sequences and the
- * cache and never written: a later write into one (after
- * brisk_seq_truncate) copies it first. With params.prefix_cache 0, *reused
- * is always 0.
+ * tokens[0 .. n) whose K/V this context still has, without computing it.
+ * The cache works in whole KV blocks: once brisk_decode fills a block (its
+ * block_size positions), the block is known by the tokens it holds and all
+ * tokens before it, and is kept when its sequences truncate or free it,
+ * until new tokens need the room (least recently released first; those
+ * count as free in brisk_kv_stats). At most n - 1 tokens are reused, so the
+ * caller always has a token left to decode for logits: *reused (a multiple
+ * of block_size, possibly 0) tokens are attached, and the caller continues
+ * with brisk_decode of tokens[*reused ..] from position *reused. Its logits
+ * are then bitwise those of decoding all n tokens in this context. Attached
+ * blocks are shared (with other sequences and the cache) and never written:
+ * a later write into one, after brisk_seq_truncate, copies it first. With
+ * params.prefix_cache 0, *reused is always 0.
  * BRISK_E_INVALID_ARGUMENT: NULL ctx or reused, n < 0, NULL tokens with
  * n > 0, a token outside [0, n_vocab), a bad sequence id, or a sequence
  * that is not empty. BRISK_E_OUT_OF_MEMORY. On error the sequence stays

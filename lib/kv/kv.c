@@ -213,6 +213,7 @@ brisk_status brisk_kv_match_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok
   if (!kv->prefix || n < 2) return BRISK_OK;
   /* Full blocks only, and at least one token left for the caller to decode. */
   int32_t max_blocks = (n - 1) / kv->block_size;
+  if (max_blocks > kv->pool.n_blocks) max_blocks = kv->pool.n_blocks;
   if (max_blocks == 0) return BRISK_OK;
   if (brisk_grow((void **)&s->blocks, &s->cap, (size_t)max_blocks, sizeof *s->blocks))
     return brisk_error_oom();
