@@ -17,7 +17,7 @@
 typedef struct model {
   brisk_kv *kv;
   int32_t bs, n_blocks;
-  int32_t *storage;        /* [n_blocks * bs] simulated K/V: a token value per slot */
+  int32_t *storage;          /* [n_blocks * bs] simulated K/V: a token value per slot */
   int32_t ref[NSEQ][MAXLEN]; /* what each sequence holds */
   int32_t len[NSEQ];
   int32_t next_value;
@@ -129,13 +129,16 @@ static void test_validation_and_full(void **state) {
   brisk_kv_copy copies[3];
   int32_t nc;
   /* A position that skips. */
-  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, token, slot, copies, &nc), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, token, slot, copies, &nc),
+                   BRISK_E_INVALID_ARGUMENT);
   assert_non_null(strstr(brisk_last_error(), "position 1, got 2"));
   pos[1] = -1;
-  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, token, slot, copies, &nc), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, token, slot, copies, &nc),
+                   BRISK_E_INVALID_ARGUMENT);
   seq[2] = NSEQ;
   pos[1] = 1;
-  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, token, slot, copies, &nc), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, token, slot, copies, &nc),
+                   BRISK_E_INVALID_ARGUMENT);
   assert_non_null(strstr(brisk_last_error(), "out of range"));
   check_model(&m);
   /* Fill: 4 blocks of 8; 20 tokens of s0 hold 3, so s1 fits 8 and not 9. */
