@@ -242,11 +242,48 @@ static void test_cached_blocks_are_evicted(void **state) {
   brisk_engine_free(e);
 }
 
+/* Admission counts only the blocks a request still needs after its match:
+ * B shares 9 of the 11 blocks of its prompt with running A, so it fits in
+ * the 5 blocks left with the cache on and waits with it off; both ways give
+ * the same tokens. */
+static void test_admission_counts_reused_blocks(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("engine_prefix_admit");
+  int32_t nv = brisk_model_n_vocab(model), none[1] = {0};
+  job jobs[2][2]; /* [cache on][A, B] */
+  job *a = &jobs[1][0], *b = &jobs[1][1];
+  make_jobs(&r, a, 1, none, 0, 1, 1);
+  a->n_prompt = 40;
+  a->max_tokens = 20;
+  for (int32_t i = 0; i < 40; i++) a->prompt[i] = (int32_t)(test_rng_u64(&r) % (uint64_t)nv);
+  make_jobs(&r, b, 1, a->prompt, 36, 1, 1);
+  b->n_prompt = 44;
+  for (int32_t i = 36; i < 44; i++) b->prompt[i] = (int32_t)(test_rng_u64(&r) % (uint64_t)nv);
+  b->max_tokens = 4;
+  memcpy(jobs[0], jobs[1], sizeof jobs[1]);
+  for (int on = 0; on < 2; on++) {
+    brisk_engine *e = make_engine(64, 4, on); /* 16 blocks of 4 */
+    submit(e, &jobs[on][0]);
+    brisk_engine_step_info si = {.struct_size = sizeof si};
+    for (int k = 0; k < 3; k++) /* A's prompt in chunks of 16: 40 tokens in 10 blocks */
+      assert_int_equal(brisk_engine_step(e, &si), BRISK_OK);
+    assert_int_equal(si.n_decode_tokens, 1);
+    submit(e, &jobs[on][1]);
+    assert_int_equal(brisk_engine_step(e, &si), BRISK_OK);
+    assert_int_equal(si.n_running, on ? 2 : 1);
+    assert_int_equal(si.n_waiting, on ? 0 : 1);
+    run(e, jobs[on], 2);
+    brisk_engine_free(e);
+  }
+  expect_same_tokens(jobs[1], jobs[0], 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_outputs_and_hits),
       cmocka_unit_test(test_oversubscribed),
       cmocka_unit_test(test_cached_blocks_are_evicted),
+      cmocka_unit_test(test_admission_counts_reused_blocks),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
