@@ -1,7 +1,8 @@
 /* The engine's prefix cache: requests sharing long prefixes give the same
  * tokens with the cache on and off, reuse the shared blocks (counted in the
- * hit counters), recompute less after preemption, and a pool full of cached
- * blocks still admits and completes new work (cached blocks are evicted). */
+ * hit counters), are admitted on the blocks they still need, complete under
+ * 4x oversubscription (re-admitted requests reuse cached blocks), and a pool
+ * full of cached blocks still admits new work (cached blocks are evicted). */
 #include "test_models.h"
 
 #include <stdlib.h>
