@@ -1250,6 +1250,11 @@ typedef struct brisk_engine_metrics {
    * the engine params; 0 when that machine figure is unknown (0). */
   double mbu;
   double mfu;
+  /* Prefix cache in the window: tokens looked up at admission, tokens
+   * reused instead of computed, and hit / lookup (0 without lookups). */
+  uint64_t n_prefix_lookup_tokens;
+  uint64_t n_prefix_hit_tokens;
+  double prefix_hit_rate;
 } brisk_engine_metrics;
 
 /*

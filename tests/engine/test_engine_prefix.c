@@ -5,6 +5,7 @@
  * full of cached blocks still admits new work (cached blocks are evicted). */
 #include "test_models.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,6 +164,16 @@ static void test_same_outputs_and_hits(void **state) {
   assert_int_equal(c_off.n_prefix_lookup_tokens, 0);
   assert_int_equal(c_off.n_prefix_hit_tokens, 0);
   assert_int_equal(c_on.n_free_kv_blocks, c_on.n_kv_blocks); /* cached blocks are available */
+  /* The metrics window sees the same lookups and hits. */
+  brisk_engine_metrics m = {.struct_size = sizeof m};
+  assert_int_equal(brisk_engine_get_metrics(e_on, &m), BRISK_OK);
+  assert_int_equal(m.n_prefix_lookup_tokens, prompts);
+  assert_int_equal(m.n_prefix_hit_tokens, (N - 1) * 40);
+  assert_true(fabs(m.prefix_hit_rate - (double)((N - 1) * 40) / (double)prompts) < 1e-12);
+  assert_int_equal(brisk_engine_reset_metrics(e_on), BRISK_OK);
+  assert_int_equal(brisk_engine_get_metrics(e_on, &m), BRISK_OK);
+  assert_int_equal(m.n_prefix_lookup_tokens, 0);
+  assert_true(m.prefix_hit_rate == 0);
   /* Resubmitting a finished request reuses its prompt and output too. */
   job again = on[0];
   again.n_out = again.finished = 0;
