@@ -99,8 +99,8 @@ static brisk_status reserve(brisk_kv *kv, int32_t seq, int32_t len, const int32_
     }
     brisk_kv_copy copy;
     int32_t n_copies;
-    st = brisk_kv_reserve(kv, n, seqs, pos, tokens + (size_t)b * (size_t)bs, slot, &copy,
-                          &n_copies);
+    st =
+        brisk_kv_reserve(kv, n, seqs, pos, tokens + (size_t)b * (size_t)bs, slot, &copy, &n_copies);
     if (!st) blocks[b] = (int32_t)(slot[0] / bs);
   }
   brisk_free(seqs);
@@ -116,8 +116,7 @@ brisk_status brisk_seq_swap_in(brisk_context *c, int32_t seq, const brisk_seq_sw
   brisk_forward_kv *st;
   brisk_context_kv_parts(c, &kv, &be, &st);
   if (seq < 0 || seq >= brisk_kv_n_seq_max(kv) || brisk_kv_seq_len(kv, seq) != 0 || !in->data ||
-      !tokens ||
-      in->n_tokens < 1 || brisk_seq_swap_bytes(c, in->n_tokens) != in->bytes)
+      !tokens || in->n_tokens < 1 || brisk_seq_swap_bytes(c, in->n_tokens) != in->bytes)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "swap in: sequence %d must be an empty sequence id and the copy (%d "
                        "tokens, %zu bytes) one of this context",
