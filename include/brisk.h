@@ -888,7 +888,8 @@ BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
  *
  * Scheduling: waiting requests are admitted in order of priority (higher
  * first), then submission (first come, first served), while sequence slots
- * and free KV blocks allow. When the pool runs out during generation the
+ * and free KV blocks allow, keeping reserve_blocks blocks of growth free for
+ * each running request. When the pool runs out during generation the
  * lowest-ranked running request (lowest priority, then newest) is preempted:
  * its KV is freed and it goes back to the waiting queue, to be recomputed
  * from its prompt plus the tokens it already produced. A request is never
@@ -928,6 +929,13 @@ typedef struct brisk_engine_params {
   /* Most prompt tokens one request prefills in one step; 0 (default) = up
    * to the step's budget. Smaller chunks bound each step's duration. */
   int32_t prefill_chunk;
+  /* Admission keeps this many KV blocks of future growth free for each
+   * running request (capped at what its max_tokens can still use), on top
+   * of the blocks its tokens need now; default 1, 0 = count only present
+   * tokens. Larger values preempt (and recompute) less when the pool is
+   * oversubscribed but run fewer requests at once; a value covering
+   * max_tokens never preempts. */
+  int32_t reserve_blocks;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */

@@ -20,6 +20,7 @@ BRISK_API void brisk_engine_params_init(brisk_engine_params *p) {
   p->kv_type = cp.kv_type;
   p->max_batch_tokens = cp.max_batch_tokens;
   p->max_running = cp.n_seq_max;
+  p->reserve_blocks = 1;
 }
 
 BRISK_API void brisk_request_params_init(brisk_request_params *p) {
@@ -45,6 +46,9 @@ static brisk_status read_params(const brisk_engine_params *in, brisk_engine_para
   if (out->max_batch_tokens < 1)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: max_batch_tokens %d must be >= 1",
                        out->max_batch_tokens);
+  if (out->reserve_blocks < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: reserve_blocks %d must be >= 0",
+                       out->reserve_blocks);
   if (out->prefill_chunk < 0)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: prefill_chunk %d must be >= 0",
                        out->prefill_chunk);
@@ -77,6 +81,7 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   e->max_batch_tokens = p.max_batch_tokens;
   e->max_running = p.max_running;
   e->prefill_chunk = p.prefill_chunk;
+  e->reserve_blocks = p.reserve_blocks;
   if ((st = brisk_context_create(model, &cp, &e->ctx)) ||
       (st = brisk_batch_create(p.max_batch_tokens, &e->batch)))
     goto fail;

@@ -83,6 +83,7 @@ struct brisk_engine {
   brisk_context *ctx;
   brisk_batch *batch;
   int32_t max_batch_tokens, max_running, prefill_chunk;
+  int32_t reserve_blocks; /* growth kept free per running request at admission */
   int32_t block_size, n_blocks;
 
   /* Shared with submit/cancel on other threads. */

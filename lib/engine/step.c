@@ -123,6 +123,38 @@ static int take_in(brisk_engine *e) {
   }
 }
 
+/* Blocks r would add over its next reserve_blocks blocks' worth of tokens,
+ * capped at its max_tokens; completions still to fork it count as copies,
+ * each with its own copy of a shared last block (as does r when it shares
+ * one now). */
+static int32_t growth_blocks(const brisk_engine *e, const brisk_engine_request *r) {
+  if (e->reserve_blocks == 0) return 0;
+  int64_t cap = (int64_t)r->n_prompt + r->max_tokens;
+  int64_t to = (int64_t)r->n_tokens + (int64_t)e->reserve_blocks * e->block_size;
+  int32_t g = blocks_for(e, (int32_t)(to < cap ? to : cap)) - blocks_for(e, r->n_tokens);
+  int32_t forks = 0;
+  const brisk_engine_request *f = r->next;
+  for (int32_t k = 1; r->index == 0 && k < r->n_completions; k++, f = f->next)
+    forks += f->state == BRISK_REQ_FORK_WAIT;
+  return g + (g + 1) * forks + r->cow_pending;
+}
+
+/* Blocks admission keeps free for the running requests' growth: without
+ * it, admission fills the pool with prompts that decoding then preempts and
+ * recomputes a few steps later (thrash under oversubscription). */
+static int32_t growth_reserve(const brisk_engine *e) {
+  int32_t sum = 0;
+  for (int32_t i = 0; i < e->n_running; i++) sum += growth_blocks(e, e->running[i]);
+  return sum;
+}
+
+/* Blocks admitting r takes: its tokens and its growth, at most the whole
+ * pool (so that it is admitted once the pool is empty). */
+static int32_t admit_need(const brisk_engine *e, const brisk_engine_request *r) {
+  int64_t need = (int64_t)blocks_for(e, r->n_tokens) + growth_blocks(e, r);
+  return need < e->n_blocks ? (int32_t)need : e->n_blocks;
+}
+
 /* Admits waiting requests by rank while a sequence id is free and the KV
  * pool can hold all their known tokens on top of what the running ones
  * still need for theirs. Stops at the first that does not fit (FCFS). */
@@ -132,12 +164,12 @@ static void admit(brisk_engine *e) {
     const brisk_engine_request *r = e->running[i];
     committed += blocks_for(e, r->n_tokens) - blocks_for(e, r->n_computed);
   }
-  int32_t avail = free_blocks(e) - committed;
+  int32_t avail = free_blocks(e) - committed - growth_reserve(e);
   while (e->n_waiting > 0 && e->n_free_seqs > 0) {
     brisk_engine_request *best = NULL;
     for (brisk_engine_request *r = e->head; r; r = r->next)
       if (r->state == BRISK_REQ_WAITING && (!best || brisk_engine_ranks_before(r, best))) best = r;
-    int32_t need = blocks_for(e, best->n_tokens);
+    int32_t need = admit_need(e, best);
     if (need > avail) return;
     avail -= need;
     best->state = BRISK_REQ_RUNNING;

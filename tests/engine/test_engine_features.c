@@ -57,10 +57,13 @@ typedef struct request {
   completion c[MAXN];
 } request;
 
+static int32_t reserve_blocks = 1; /* brisk_engine_params' default */
+
 static brisk_engine *make_engine(const brisk_model *m, int32_t kv_tokens, int32_t max_batch,
                                  int32_t max_running, int32_t chunk) {
   brisk_engine_params p;
   brisk_engine_params_init(&p);
+  p.reserve_blocks = reserve_blocks;
   p.n_threads = 2;
   p.kv_tokens = kv_tokens;
   p.block_size = BS;
@@ -497,6 +500,37 @@ static void test_n_shares_blocks(void **state) {
   brisk_engine_free(e);
 }
 
+/* With no sequence free when the prompt is done, completion 1 prefills the
+ * prompt itself later: the same tokens, without sharing. */
+static void test_n_without_free_sequence(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("engine_features_noseq");
+  static request q[2];
+  int32_t prompt[2][12];
+  brisk_sampler_params sp[2];
+  for (int i = 0; i < 2; i++) {
+    random_prompt(&r, prompt[i], 12);
+    sp[i] = sampled(&r);
+  }
+  brisk_engine *e = make_engine(model, 256, 32, 2, 0);
+  submit(e, &q[0], prompt[0], 12, &sp[0], 1, 10, 0);
+  submit(e, &q[1], prompt[1], 12, &sp[1], 2, 6, 2);
+  brisk_engine_step_info si = {.struct_size = sizeof si};
+  assert_int_equal(brisk_engine_step(e, &si), BRISK_OK);
+  assert_int_equal(si.n_running, 2);
+  assert_int_equal(si.n_waiting, 1); /* completion 1 of q[1] */
+  run(e, q, 2);
+  for (int i = 0; i < 2; i++) {
+    ref_completion rc[MAXN];
+    reference(model, prompt[i], 12, &sp[i], q[i].n, i ? 6 : 10, 0, i ? 2 : 0, rc);
+    for (int32_t k = 0; k < q[i].n; k++) expect_completion(&q[i].c[k], &rc[k], i ? 2 : 0);
+  }
+  brisk_engine_counters c = {.struct_size = sizeof c};
+  assert_int_equal(brisk_engine_stats(e, &c), BRISK_OK);
+  assert_int_equal(c.n_computed_tokens, 12 + 9 + 12 + 5 + 12 + 5); /* the prompt twice */
+  brisk_engine_free(e);
+}
+
 /* Cancelling during the prefill and during decoding: one cancelled event
  * per completion, and every block back in the pool. */
 static void test_n_cancel(void **state) {
@@ -542,38 +576,46 @@ static void test_n_cancel(void **state) {
 }
 
 /* Completions under a 4x oversubscribed pool are preempted and recomputed
- * on their own, and still give the reference's tokens. */
+ * on their own, and still give the reference's tokens; with admission
+ * reserving every completion's growth (forks included), none is
+ * preempted. */
 static void test_n_preemption(void **state) {
   (void)state;
   test_rng r = test_rng_seeded("engine_features_preempt");
-  enum { NQ = 4 };
+  enum { NQ = 8, MAX = 24 };
   static request q[NQ];
-  int32_t prompt[NQ][16], n_prompt[NQ], n[NQ] = {3, 2, 1, 2};
+  int32_t prompt[NQ][16], n_prompt[NQ], n[NQ] = {3, 2, 1, 2, 3, 2, 1, 2};
   brisk_sampler_params sp[NQ];
   int32_t demand = 0;
   for (int i = 0; i < NQ; i++) {
-    n_prompt[i] = 6 + (int32_t)(test_rng_u64(&r) % 10);
+    n_prompt[i] = 8 + (int32_t)(test_rng_u64(&r) % 8);
     random_prompt(&r, prompt[i], n_prompt[i]);
     sp[i] = sampled(&r);
-    demand += n[i] * (n_prompt[i] + 20);
+    demand += n[i] * (n_prompt[i] + MAX);
   }
-  int32_t pool = 48; /* 12 blocks of 4 */
+  /* 28 blocks of 4: the most one request needs is 4 prompt blocks + 3 x (a
+   * copied last block + 6 blocks of output + 1 for alignment) = 28. */
+  int32_t pool = 112;
   assert_true(demand >= 4 * pool);
-  brisk_engine *e = make_engine(model, pool, 32, 8, 0);
-  for (int i = 0; i < NQ; i++) submit(e, &q[i], prompt[i], n_prompt[i], &sp[i], n[i], 20, 1);
-  run(e, q, NQ);
-  for (int i = 0; i < NQ; i++) {
-    ref_completion rc[MAXN];
-    reference(model, prompt[i], n_prompt[i], &sp[i], n[i], 20, 0, 1, rc);
-    for (int32_t k = 0; k < n[i]; k++) expect_completion(&q[i].c[k], &rc[k], 1);
+  for (reserve_blocks = 0; reserve_blocks <= 6; reserve_blocks += 6) { /* 6 x 4 = MAX */
+    brisk_engine *e = make_engine(model, pool, 32, 8, 0);
+    for (int i = 0; i < NQ; i++) submit(e, &q[i], prompt[i], n_prompt[i], &sp[i], n[i], MAX, 1);
+    run(e, q, NQ);
+    for (int i = 0; i < NQ; i++) {
+      ref_completion rc[MAXN];
+      reference(model, prompt[i], n_prompt[i], &sp[i], n[i], MAX, 0, 1, rc);
+      for (int32_t k = 0; k < n[i]; k++) expect_completion(&q[i].c[k], &rc[k], 1);
+    }
+    brisk_engine_counters c = {.struct_size = sizeof c};
+    assert_int_equal(brisk_engine_stats(e, &c), BRISK_OK);
+    fprintf(stderr, "n completions, 4x oversubscribed, reserve_blocks %d: %llu preemptions\n",
+            reserve_blocks, (unsigned long long)c.n_preemptions);
+    if (reserve_blocks == 0) assert_true(c.n_preemptions > 0);
+    if (reserve_blocks == 6) assert_int_equal(c.n_preemptions, 0);
+    assert_int_equal(c.n_free_kv_blocks, c.n_kv_blocks);
+    brisk_engine_free(e);
   }
-  brisk_engine_counters c = {.struct_size = sizeof c};
-  assert_int_equal(brisk_engine_stats(e, &c), BRISK_OK);
-  fprintf(stderr, "n completions, 4x oversubscribed: %llu preemptions\n",
-          (unsigned long long)c.n_preemptions);
-  assert_true(c.n_preemptions > 0);
-  assert_int_equal(c.n_free_kv_blocks, c.n_kv_blocks);
-  brisk_engine_free(e);
+  reserve_blocks = 1;
 }
 
 /* Bad values of the new request fields are rejected, named. */
@@ -702,6 +744,7 @@ int main(void) {
       cmocka_unit_test(test_logprobs_and_n),
       cmocka_unit_test(test_n_shares_blocks),
       cmocka_unit_test(test_n_cancel),
+      cmocka_unit_test(test_n_without_free_sequence),
       cmocka_unit_test(test_n_preemption),
       cmocka_unit_test(test_feature_arguments),
       cmocka_unit_test(test_feature_allocation_failures),
