@@ -1110,15 +1110,15 @@ BRISK_API brisk_status brisk_engine_poll(brisk_engine *engine, brisk_engine_even
  * since its submission: queue until completion 0 was admitted, TTFT until
  * the first token of any completion, e2e until the last one finished. */
 typedef struct brisk_request_stats {
-  uint32_t struct_size;   /* set by the caller: sizeof(brisk_request_stats) */
+  uint32_t struct_size; /* set by the caller: sizeof(brisk_request_stats) */
   int32_t n_prompt_tokens;
   int32_t n_generated_tokens; /* summed over completions */
-  int32_t n_preemptions;  /* times a completion was preempted and recomputed */
-  int32_t finished;       /* nonzero once every completion finished */
+  int32_t n_preemptions;      /* times a completion was preempted and recomputed */
+  int32_t finished;           /* nonzero once every completion finished */
   brisk_finish_reason reason; /* completion 0's */
-  uint64_t queue_ns;      /* until first admitted; 0 before that */
-  uint64_t ttft_ns;       /* until its first token; 0 before that */
-  uint64_t e2e_ns;        /* until finished; 0 before that */
+  uint64_t queue_ns;          /* until first admitted; 0 before that */
+  uint64_t ttft_ns;           /* until its first token; 0 before that */
+  uint64_t e2e_ns;            /* until finished; 0 before that */
 } brisk_request_stats;
 
 /*

@@ -320,7 +320,6 @@ static void fork_completions(brisk_engine *e, brisk_engine_request *leader) {
       f->cow_pending = shared_tail;
       leader->cow_pending |= shared_tail;
       f->t_admit = now;
-      f->sched_stamp = e->n_steps_total;
       insert_running(e, f);
     } else {
       f->state = BRISK_REQ_WAITING;
