@@ -1078,7 +1078,9 @@ typedef struct brisk_engine_event {
   /* The text that became complete with this token (control tokens give
    * none): whole UTF-8 characters only, a character split across tokens
    * comes with its last token, and one left incomplete when the request
-   * ends is dropped. Not NUL-terminated; valid until the next
+   * ends is dropped. Text that may be the start of one of the request's
+   * stop strings comes with a later event, once it is known not to be (or
+   * with the last event). Not NUL-terminated; valid until the next
    * brisk_engine_poll or brisk_engine_free. */
   const char *text;
   size_t text_len;
@@ -1087,10 +1089,10 @@ typedef struct brisk_engine_event {
   int32_t index;              /* the completion, 0 .. n - 1 (0 when n = 1) */
   /* With the request's logprobs > 0 and token >= 0: the token's
    * log-probability under the model's distribution (log-softmax of its raw
-   * logits, before any sampler step), and the n_top_logprobs (= logprobs)
-   * most likely tokens in decreasing order (ties by lower id). Otherwise 0,
-   * NULL and 0. Valid until the next brisk_engine_poll or brisk_engine_free,
-   * like text. */
+   * logits, before any sampler step), and the n_top_logprobs (= logprobs,
+   * at most n_vocab) most likely tokens in decreasing order (ties by lower
+   * id). Otherwise 0, NULL and 0. Valid until the next brisk_engine_poll or
+   * brisk_engine_free, like text. */
   float logprob;
   const brisk_token_logprob *top_logprobs;
   int32_t n_top_logprobs;
