@@ -288,11 +288,12 @@ static brisk_sampler_params sampled(test_rng *r) {
 /* ---- stop strings ---- */
 
 /* Runs one text request on `m` and returns it in *q (stop strings given). */
+/* n greedy completions (all the same), each with its own stop matching. */
 static void run_text(const brisk_model *m, const char *prompt, const char *const *stop,
-                     size_t n_stop, int32_t max_tokens, request *q) {
+                     size_t n_stop, int32_t max_tokens, int32_t n, request *q) {
   brisk_engine *e = make_engine(m, 256, 16, 2, 5); /* chunked prefill on the way */
   memset(q, 0, sizeof *q);
-  q->n = 1;
+  q->n = n;
   brisk_sampler_params sp;
   brisk_sampler_params_init(&sp);
   sp.temperature = 0;
@@ -304,6 +305,7 @@ static void run_text(const brisk_model *m, const char *prompt, const char *const
   p.stop_at_eog = 0;
   p.stop = stop;
   p.n_stop = n_stop;
+  p.n = n;
   p.user_data = q;
   if (brisk_engine_submit(e, &p, &q->id)) fail_msg("submit: %s", brisk_last_error());
   run(e, q, 1);
@@ -313,13 +315,23 @@ static void run_text(const brisk_model *m, const char *prompt, const char *const
   brisk_engine_free(e);
 }
 
+static void same_completions(const request *q) {
+  const completion *a = &q->c[0], *b = &q->c[1];
+  assert_int_equal(b->reason, a->reason);
+  assert_int_equal(b->n_out, a->n_out);
+  assert_memory_equal(b->out, a->out, (size_t)a->n_out * sizeof *a->out);
+  assert_int_equal(b->text_len, a->text_len);
+  assert_memory_equal(b->text, a->text, a->text_len);
+  assert_memory_equal(b->text_end, a->text_end, (size_t)a->n_out * sizeof *a->text_end);
+}
+
 /* 0 if the text offers no place for a stop string. */
 static int check_stop_strings(const brisk_model *m, const char *prompt) {
   enum { N = 40 };
   request *full = calloc(1, sizeof *full), *q = calloc(1, sizeof *q);
   assert_non_null(full);
   assert_non_null(q);
-  run_text(m, prompt, NULL, 0, N, full);
+  run_text(m, prompt, NULL, 0, N, 1, full);
   const completion *f = &full->c[0];
   assert_int_equal(f->n_out, N);
   assert_int_equal(f->reason, BRISK_FINISH_LENGTH);
@@ -359,7 +371,8 @@ static int check_stop_strings(const brisk_model *m, const char *prompt) {
   char tail[4] = {f->text[f->text_len - 1], '\x01', '~', 0};
   char inner[4] = {f->text[mid - 1], '\x02', '~', 0};
   const char *stops[3] = {tail, inner, stop};
-  run_text(m, prompt, stops, 3, N, q);
+  run_text(m, prompt, stops, 3, N, 2, q);
+  same_completions(q);
   const completion *c = &q->c[0];
   assert_int_equal(c->reason, BRISK_FINISH_STOP);
   assert_int_equal(c->n_out, last + 1);
@@ -368,7 +381,8 @@ static int check_stop_strings(const brisk_model *m, const char *prompt) {
   assert_memory_equal(c->text, f->text, at);
   /* Text could not run ahead of what was known not to be a stop string. */
   for (int32_t k = 0; k < c->n_out; k++) assert_true(c->text_end[k] <= f->text_end[k]);
-  run_text(m, prompt, stops, 2, N, q);
+  run_text(m, prompt, stops, 2, N, 2, q);
+  same_completions(q);
   assert_int_equal(c->reason, BRISK_FINISH_LENGTH);
   assert_int_equal(c->n_out, N);
   assert_int_equal(c->text_len, f->text_len);
