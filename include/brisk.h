@@ -923,7 +923,8 @@ BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
  *
  * Scheduling: waiting requests are admitted in order of priority (higher
  * first), then submission (first come, first served), while sequence slots
- * and free KV blocks allow. When the pool runs out during generation the
+ * and free KV blocks allow, keeping reserve_blocks blocks of growth free for
+ * each running request. When the pool runs out during generation the
  * lowest-ranked running request (lowest priority, then newest) is preempted:
  * its KV is freed and it goes back to the waiting queue, to be recomputed
  * from its prompt plus the tokens it already produced, or, with
@@ -934,7 +935,12 @@ BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
  * Output: a request's tokens are token-for-token those of a brisk_decode
  * loop that prefills its prompt, then samples and decodes one token at a
  * time with a sampler made from the same params (logits of a sequence do not
- * depend on its batch).
+ * depend on its batch). With n completions, that loop forks the prefilled
+ * sequence n - 1 times (brisk_seq_fork) and completion i samples with seed
+ * + i from the same prompt logits. Each completion is scheduled, and
+ * preempted and recomputed, on its own; a completion that finds no free
+ * sequence when the prompt is done prefills the prompt itself later (the
+ * same tokens, without sharing).
  *
  * Thread safety: brisk_engine_submit and brisk_engine_cancel may be called
  * from any threads, concurrently with each other and with one thread running
@@ -1004,6 +1010,13 @@ typedef struct brisk_engine_params {
    * preemption) reuses the longest cached prefix of its tokens and computes
    * only the rest; outputs are the same as without the cache. */
   int32_t prefix_cache;
+  /* Admission keeps this many KV blocks of future growth free for each
+   * running request (capped at what its max_tokens can still use), on top
+   * of the blocks its tokens need now; default 1, 0 = count only present
+   * tokens. Larger values preempt (and recompute) less when the pool is
+   * oversubscribed but run fewer requests at once; a value covering
+   * max_tokens never preempts. */
+  int32_t reserve_blocks;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1042,7 +1055,29 @@ typedef struct brisk_request_params {
   int32_t priority;
   /* Returned in this request's events, never dereferenced. */
   void *user_data;
+  /* Stop strings: n_stop non-empty NUL-terminated strings (copied). The
+   * request finishes with BRISK_FINISH_STOP once its text contains one;
+   * the text before it is delivered, the stop string and anything after it
+   * are not. Text that may still become a stop string is held back until
+   * it cannot (it is delivered at the end if the request stops otherwise).
+   * Needs a model with a vocabulary (else BRISK_E_UNSUPPORTED). */
+  const char *const *stop;
+  size_t n_stop;
+  /* Log-probabilities: 0 (default) = off; 1..BRISK_MAX_LOGPROBS = each
+   * token event carries the sampled token's log-probability and this many
+   * most likely alternatives (see brisk_engine_event). */
+  int32_t logprobs;
+  /* Completions of the same prompt, 1 (default) .. the engine's
+   * max_running. The prompt is prefilled once and its KV shared
+   * copy-on-write (brisk_seq_fork) by the completions; completion i samples
+   * with the sampler params' seed + i (so completion 0 is what n = 1
+   * gives). Events carry the completion's index; each completion ends with
+   * its own finished event. */
+  int32_t n;
 } brisk_request_params;
+
+/* Most alternatives brisk_request_params.logprobs can ask for. */
+#define BRISK_MAX_LOGPROBS 20
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
 BRISK_API void brisk_request_params_init(brisk_request_params *params);
@@ -1052,8 +1087,10 @@ BRISK_API void brisk_request_params_init(brisk_request_params *params);
  * events and calls. Tokenizes, checks and copies everything here, so errors
  * come back now: BRISK_E_INVALID_ARGUMENT (NULL engine, params or id, bad
  * struct_size, empty prompt, a token outside [0, n_vocab), max_tokens < 1,
- * prompt + max_tokens larger than the KV pool, bad sampler params),
- * BRISK_E_UNSUPPORTED (text without a vocabulary), BRISK_E_OUT_OF_MEMORY.
+ * prompt + max_tokens larger than the KV pool, bad sampler params, n outside
+ * [1, max_running], logprobs outside [0, BRISK_MAX_LOGPROBS], a NULL stop
+ * array with n_stop > 0 or an empty stop string), BRISK_E_UNSUPPORTED (text
+ * or stop strings without a vocabulary), BRISK_E_OUT_OF_MEMORY.
  * Safe to call from any thread while another steps; the request is seen by
  * the next step that starts after it returns.
  */
@@ -1062,7 +1099,8 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *engine,
 
 /*
  * Asks to stop request `id`. The next step frees its KV blocks and queues
- * its finished event with BRISK_FINISH_CANCELLED (unless it finished first).
+ * a finished event with BRISK_FINISH_CANCELLED for each of its completions
+ * that had not finished yet.
  * Cancelling a finished request is a harmless no-op. BRISK_E_NOT_FOUND if
  * no request ever had this id, BRISK_E_OUT_OF_MEMORY. Safe to call from any
  * thread while another steps.
@@ -1104,11 +1142,21 @@ typedef enum brisk_finish_reason {
   BRISK_FINISH_EOG = 1,       /* generated an end-of-generation token */
   BRISK_FINISH_LENGTH = 2,    /* generated max_tokens tokens */
   BRISK_FINISH_CANCELLED = 3, /* brisk_engine_cancel */
-  BRISK_FINISH_ERROR = 4      /* sampling (e.g. every token forbidden) or an
+  BRISK_FINISH_ERROR = 4,     /* sampling (e.g. every token forbidden) or an
                                  allocation for its text failed */
+  BRISK_FINISH_STOP = 5       /* its text reached one of its stop strings */
 } brisk_finish_reason;
 
-/* One event: a generated token, the end of a request, or both. */
+/* A token and its log-probability. */
+typedef struct brisk_token_logprob {
+  int32_t token;
+  float logprob;
+} brisk_token_logprob;
+
+/* One event: a generated token, the end of a completion, or both.
+ * The host allocates arrays of it for brisk_engine_poll, so its size is part
+ * of the ABI version (it has no struct_size): fields are only added with a
+ * new major version. */
 typedef struct brisk_engine_event {
   uint64_t id;     /* the request */
   void *user_data; /* its params' user_data */
@@ -1116,44 +1164,60 @@ typedef struct brisk_engine_event {
   /* The text that became complete with this token (control tokens give
    * none): whole UTF-8 characters only, a character split across tokens
    * comes with its last token, and one left incomplete when the request
-   * ends is dropped. Not NUL-terminated; valid until the next
+   * ends is dropped. Text that may be the start of one of the request's
+   * stop strings comes with a later event, once it is known not to be (or
+   * with the last event). Not NUL-terminated; valid until the next
    * brisk_engine_poll or brisk_engine_free. */
   const char *text;
   size_t text_len;
-  int32_t finished;           /* nonzero on the request's last event */
+  int32_t finished;           /* nonzero on the completion's last event */
   brisk_finish_reason reason; /* BRISK_FINISH_NONE unless finished */
+  int32_t index;              /* the completion, 0 .. n - 1 (0 when n = 1) */
+  /* With the request's logprobs > 0 and token >= 0: the token's
+   * log-probability under the model's distribution (log-softmax of its raw
+   * logits, before any sampler step), and the n_top_logprobs (= logprobs,
+   * at most n_vocab) most likely tokens in decreasing order (ties by lower
+   * id). Otherwise 0, NULL and 0. Valid until the next brisk_engine_poll or
+   * brisk_engine_free, like text. */
+  float logprob;
+  const brisk_token_logprob *top_logprobs;
+  int32_t n_top_logprobs;
 } brisk_engine_event;
 
 /*
  * Moves up to `capacity` of the oldest queued events into events[] and sets
  * *n to how many; the others stay queued for the next call (so *n ==
- * capacity means there may be more). Each request's events come in order,
- * exactly one of them finished. events may be NULL when capacity is 0.
+ * capacity means there may be more). Each completion's events come in
+ * order, exactly one of them finished. events may be NULL when capacity is 0.
  * BRISK_E_INVALID_ARGUMENT for a NULL engine or n.
  */
 BRISK_API brisk_status brisk_engine_poll(brisk_engine *engine, brisk_engine_event *events,
                                          size_t capacity, size_t *n);
 
-/* One request's progress; times in nanoseconds since its submission. */
+/* One request's progress, over all its completions; times in nanoseconds
+ * since its submission: queue until completion 0 was admitted, TTFT until
+ * the first token of any completion, e2e until the last one finished. */
 typedef struct brisk_request_stats {
-  uint32_t struct_size;   /* set by the caller: sizeof(brisk_request_stats) */
+  uint32_t struct_size; /* set by the caller: sizeof(brisk_request_stats) */
   int32_t n_prompt_tokens;
-  int32_t n_generated_tokens;
-  int32_t n_preemptions;  /* times it was preempted (recomputed or swapped) */
-  int32_t finished;       /* nonzero once finished */
-  brisk_finish_reason reason;
-  uint64_t queue_ns;      /* until first admitted; 0 before that */
-  uint64_t ttft_ns;       /* until its first token; 0 before that */
-  uint64_t e2e_ns;        /* until finished; 0 before that */
+  int32_t n_generated_tokens; /* summed over completions */
+  int32_t n_preemptions;      /* times a completion was preempted (recomputed or swapped) */
+  int32_t finished;           /* nonzero once every completion finished */
+  brisk_finish_reason reason; /* completion 0's */
+  uint64_t queue_ns;          /* until first admitted; 0 before that */
+  uint64_t ttft_ns;           /* until its first token; 0 before that */
+  uint64_t e2e_ns;            /* until finished; 0 before that */
   /* Time per output token after the first: (e2e - ttft) / (generated - 1),
-   * once finished with at least 2 tokens; 0 otherwise. Callers built
-   * before this field (a smaller struct_size) do not get it. */
+   * with generated summed over the completions, once finished with at
+   * least 2 tokens; 0 otherwise. Callers built before this field (a
+   * smaller struct_size) do not get it. */
   uint64_t tpot_ns;
 } brisk_request_stats;
 
 /*
  * Fills *stats for request `id`: available from submission until the
- * brisk_engine_poll call after the one that delivered its finished event.
+ * brisk_engine_poll call after the one that delivered its last finished
+ * event.
  * BRISK_E_NOT_FOUND otherwise; BRISK_E_INVALID_ARGUMENT for NULL arguments
  * or a struct_size too small.
  */

@@ -156,16 +156,9 @@ brisk_status brisk_engine_metrics_setup(brisk_engine *e, const brisk_engine_para
   return BRISK_OK;
 }
 
-void brisk_engine_metrics_on_finish(brisk_engine *e, const brisk_engine_request *r) {
-  brisk_metrics_request mr = {
-      .t_submit = r->t_submit,
-      .t_admit = r->t_admit,
-      .t_first = r->t_first,
-      .t_finish = r->t_finish,
-      .n_prompt = r->n_prompt,
-      .n_generated = r->n_generated,
-      .reason = r->reason,
-  };
+void brisk_engine_metrics_on_finish(brisk_engine *e, const brisk_engine_request *leader) {
+  brisk_metrics_request mr;
+  brisk_engine_request_timeline(leader, &mr);
   brisk_metrics_on_finish(&e->metrics, &mr);
 }
 

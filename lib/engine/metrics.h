@@ -34,9 +34,9 @@ typedef struct brisk_metrics {
   uint64_t n_prompt_tokens, n_output_tokens; /* of the completed requests */
 
   uint64_t n_busy_steps, busy_ns;
-  uint64_t preemptions_base; /* the engine's preemption count at the reset */
+  uint64_t preemptions_base;                    /* the engine's preemption count at the reset */
   uint64_t prefix_lookup_base, prefix_hit_base; /* its prefix counters then */
-  double kv_util_sum;        /* over busy steps */
+  double kv_util_sum;                           /* over busy steps */
   double bytes, flops;
 } brisk_metrics;
 
@@ -76,7 +76,8 @@ void brisk_metrics_report(const brisk_metrics *m, uint64_t first_submit, uint64_
 struct brisk_engine;
 struct brisk_engine_request;
 brisk_status brisk_engine_metrics_setup(struct brisk_engine *e, const brisk_engine_params *p);
-void brisk_engine_metrics_on_finish(struct brisk_engine *e, const struct brisk_engine_request *r);
+void brisk_engine_metrics_on_finish(struct brisk_engine *e,
+                                    const struct brisk_engine_request *leader);
 void brisk_engine_metrics_on_step(struct brisk_engine *e, const brisk_engine_step_info *si,
                                   int32_t n_sched);
 

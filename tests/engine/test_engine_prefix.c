@@ -77,6 +77,9 @@ static brisk_engine *make_engine(int32_t kv_tokens, int32_t max_running, int pre
   p.max_running = max_running;
   p.prefill_chunk = 16;
   p.prefix_cache = prefix_cache;
+  /* No growth reserve: admission then fills the pool and the
+   * oversubscription test preempts, which exercises re-admission. */
+  p.reserve_blocks = 0;
   brisk_engine *e = NULL;
   if (brisk_engine_create(model, &p, &e)) fail_msg("engine: %s", brisk_last_error());
   return e;

@@ -159,6 +159,7 @@ static brisk_engine *make_engine(const brisk_model *m, int32_t kv_tokens, int32_
   p.slo_tpot_ms = slo_ttft_ms;
   p.mem_bandwidth_gbs = bw;
   p.peak_gflops = peak;
+  p.reserve_blocks = 0; /* admission fills the pool: small pools preempt */
   brisk_engine *e = NULL;
   if (brisk_engine_create(m, &p, &e)) fail_msg("engine: %s", brisk_last_error());
   return e;
