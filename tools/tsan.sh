@@ -9,6 +9,8 @@ dir=${1:-build-tsan}
 werror=()
 [ -n "${CI:-}" ] && werror=(--werror)
 [ -f "$dir/build.ninja" ] || meson setup "$dir" "${werror[@]}" -Db_sanitize=thread -Db_lundef=false
+# Regenerate first if meson files changed, so that the list is current.
+ninja -C "$dir" build.ninja >/dev/null
 # Only the tests below are built: TSan builds are slow and the rest of the
 # suite is single-threaded.
 mapfile -t tests < <(meson test -C "$dir" --list --no-rebuild 2>/dev/null |
