@@ -158,6 +158,45 @@ for name, root in svgs.items():
     if "rate" in name:
         assert len(root.findall(SVG + "circle")) == len(j["runs"]), name
 
+# Static batches: requests in arrival order, 2 per batch; one prefill step (the prompts fit
+# in a step) and then a decode step per token of the batch's longest request. Padded, the
+# finished slots keep decoding until then.
+for pad in ([], ["--static-pad"]):
+    j = json.loads(run("-m", stories, "-n", "7", "--rate", "0", "--prompt-len", "4..40",
+                       "--output-len", "1..12", "--kv-tokens", "128", "-t", "1", "--compare",
+                       "static", *pad, "--json").stdout)
+    r = j["runs"][1]
+    assert r["config"] == ("static-padded" if pad else "static") and r["padded"] == bool(pad), r
+    q = r["requests"]
+    batches = [range(i, min(i + 2, 7)) for i in range(0, 7, 2)]
+    assert r["n_steps"] == sum(max(q["n_output"][i] for i in b) for b in batches), r
+    computed = sum(q["n_prompt"]) + sum(
+        len(b) * (max(q["n_output"][i] for i in b) - 1) if pad else
+        sum(q["n_output"][i] - 1 for i in b) for b in batches)
+    assert r["n_computed_tokens"] == computed, (r["n_computed_tokens"], computed)
+    assert q["out_hash"] == j["runs"][0]["requests"]["out_hash"], q
+    # A batch starts together: its requests share their first-token time.
+    first = [a + t for a, t in zip(q["arrival_s"], q["ttft_s"])]
+    for b in batches:
+        assert max(first[i] for i in b) - min(first[i] for i in b) < 1e-9, first
+
+# The workload: Poisson arrivals (exponential gaps of mean 1 / rate), uniform lengths,
+# the same for the same seed.
+def workload(seed):
+    j = json.loads(run("-m", stories, "-n", "400", "--rate", "100000", "--prompt-len", "1..3",
+                       "--output-len", "1", "--seed", str(seed), "-t", "1", "--json").stdout)
+    return j["runs"][0]["requests"]
+
+
+w1, w2, w3 = workload(3), workload(3), workload(4)
+assert w1["arrival_s"] == w2["arrival_s"] and w1["n_prompt"] == w2["n_prompt"]
+assert w1["arrival_s"] != w3["arrival_s"] and w1["n_prompt"] != w3["n_prompt"]
+arr = w1["arrival_s"]
+gaps = [b - a for a, b in zip([0.0] + arr, arr)]
+assert min(gaps) >= 0 and abs(sum(gaps) / len(gaps) - 1e-5) < 0.2e-5, sum(gaps) / len(gaps)
+assert sorted(set(w1["n_prompt"])) == [1, 2, 3] and abs(sum(w1["n_prompt"]) / 400 - 2) < 0.2
+assert set(w1["n_output"]) == {1}
+
 # Text output: the table and the comparisons.
 p = run("-m", stories, "-n", "4", "--prompt-len", "8", "--output-len", "3", "--rate", "0",
         "--kv-tokens", "64", "-t", "1", "--compare", "static")

@@ -41,6 +41,7 @@ static const char usage_text[] =
     "  --chunk-size N          prefill chunk of the 'chunked' configuration (default 64)\n"
     "  -t THREADS              (default: one per processor)\n"
     "  --compare static|prefix|chunked|all   extra configurations (repeatable, or a,b)\n"
+    "  --static-pad            static batches keep decoding finished slots (padding)\n"
     "output:\n"
     "  --slo-ttft-ms X, --slo-tpot-ms Y      goodput counts requests within both\n"
     "  --out-dir DIR           write SVG plots there\n"
@@ -52,7 +53,7 @@ typedef struct opts {
   double rates[MAX_RATES];
   int n_rates;
   int kv_tokens, max_batch_tokens, max_running, block_size, chunk_size, threads;
-  bool cmp_static, cmp_prefix, cmp_chunked, json;
+  bool cmp_static, cmp_prefix, cmp_chunked, static_pad, json;
   sb_slo slo;
 } opts;
 
@@ -110,8 +111,8 @@ static int parse_args(int argc, char **argv, opts *o) {
       fputs(usage_text, stdout);
       return -1;
     }
-    if (!strcmp(a, "--json")) {
-      o->json = true;
+    if (!strcmp(a, "--json") || !strcmp(a, "--static-pad")) {
+      *(a[2] == 'j' ? &o->json : &o->static_pad) = true;
       continue;
     }
     if (!v) return cli_fail("serve-bench", "'%s' needs a value (try --help)", a);
@@ -182,8 +183,12 @@ static int make_configs(const opts *o, int32_t n_slots, int32_t slot_tokens, sb_
                        .max_running = o->max_running,
                        .prefix_cache = prefix_off};
   if (o->cmp_static) {
-    c[n++] = (sb_config){
-        .name = "static", .kind = SB_STATIC, .n_slots = n_slots, .slot_tokens = slot_tokens};
+    c[n++] = (sb_config){.name = "static",
+                         .kind = SB_STATIC,
+                         .n_slots = n_slots,
+                         .slot_tokens = slot_tokens,
+                         .pad = o->static_pad};
+    if (o->static_pad) strcpy(c[n - 1].name, "static-padded");
     c[n++] = (sb_config){.name = "continuous-eqbatch",
                          .kind = SB_CONTINUOUS,
                          .max_running = n_slots,
@@ -218,7 +223,8 @@ static void json_run(const sb_record *r, int32_t n) {
   printf(", \"kind\": \"%s\", \"rate\": %g, ", r->c->kind == SB_STATIC ? "static" : "continuous",
          r->rate);
   if (r->c->kind == SB_STATIC)
-    printf("\"n_slots\": %d, \"slot_tokens\": %d, ", r->c->n_slots, r->c->slot_tokens);
+    printf("\"n_slots\": %d, \"slot_tokens\": %d, \"padded\": %s, ", r->c->n_slots,
+           r->c->slot_tokens, r->c->pad ? "true" : "false");
   else
     printf("\"max_running\": %d, \"prefill_chunk\": %d, \"prefix_cache\": %d, ", r->c->max_running,
            r->c->prefill_chunk, r->c->prefix_cache);
@@ -275,7 +281,7 @@ static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 static void print_comparisons(const opts *o, const sb_record *runs, int n_runs, double rate,
                               bool *first) {
   const sb_record *cont = find(runs, n_runs, "continuous", rate);
-  const sb_record *st = find(runs, n_runs, "static", rate);
+  const sb_record *st = find_prefix(runs, n_runs, "static", rate);
   const sb_record *eq = find(runs, n_runs, "continuous-eqbatch", rate);
   const sb_record *pc = find(runs, n_runs, "prefix-cache", rate);
   const sb_record *ch = find_prefix(runs, n_runs, "chunked-", rate);

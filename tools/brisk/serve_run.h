@@ -28,8 +28,10 @@ typedef struct sb_config {
   /* SB_CONTINUOUS: engine params (max_running, prefill_chunk); prefix_cache
    * -1 leaves the engine's default, else 0 / 1 (when the engine has it). */
   int32_t max_running, prefill_chunk, prefix_cache;
-  /* SB_STATIC: slots, each reserving slot_tokens of KV for its request. */
+  /* SB_STATIC: slots, each reserving slot_tokens of KV for its request;
+   * pad: finished slots keep decoding until the batch's longest ends. */
   int32_t n_slots, slot_tokens;
+  bool pad;
 } sb_config;
 
 typedef struct sb_result {

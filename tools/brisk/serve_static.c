@@ -4,7 +4,8 @@
  * n_slots requests have arrived (or every remaining one has), is prefilled
  * together, then decoded in lockstep; a slot whose request has finished
  * stays held until the longest one finishes. Held slots are left out of
- * the forward pass rather than padded, which favours the baseline. */
+ * the forward pass (which favours the baseline), or with c->pad keep
+ * decoding as the rows of a padded batch tensor would. */
 #include "serve_run.h"
 
 #include "core/alloc.h"
@@ -22,6 +23,7 @@ typedef struct slot {
   int32_t fed;  /* prompt tokens decoded */
   int32_t got;  /* tokens sampled */
   int32_t last; /* the last sampled token */
+  int32_t pad;  /* tokens decoded after the request finished (c->pad) */
   brisk_sampler *sampler;
 } slot;
 
@@ -37,7 +39,7 @@ typedef struct static_run {
   uint64_t n_steps, n_computed;
 } static_run;
 
-/* Samples entry i's token for slot s and records its time. */
+/* Samples entry i's token for slot s. */
 static bool take_token(static_run *st, int32_t i, int32_t s) {
   slot *sl = &st->slots[s];
   int32_t tok;
@@ -45,11 +47,25 @@ static bool take_token(static_run *st, int32_t i, int32_t s) {
       brisk_sampler_accept(sl->sampler, tok) != BRISK_OK)
     return fail(st->c->name, "sample");
   sl->last = tok;
+  sl->got++;
   sb_request *r = &st->req[sl->req];
   r->out_hash = sb_hash_token(r->out_hash, tok);
+  return true;
+}
+
+/* Samples every entry of the step that has a slot, then stamps them all
+ * with one time (the engine's tokens likewise all come with its step). */
+static bool take_tokens(static_run *st, int32_t m) {
+  for (int32_t i = 0; i < m; i++)
+    if (st->entry[i] >= 0 && !take_token(st, i, st->entry[i])) return false;
   const double t = sb_now_s() - st->t0;
-  if (sl->got++ == 0) r->ttft_s = t - r->arrival_s;
-  if (sl->got == r->n_output) r->e2e_s = t - r->arrival_s;
+  for (int32_t i = 0; i < m; i++) {
+    if (st->entry[i] < 0) continue;
+    const slot *sl = &st->slots[st->entry[i]];
+    sb_request *r = &st->req[sl->req];
+    if (sl->got == 1) r->ttft_s = t - r->arrival_s;
+    if (sl->got == r->n_output) r->e2e_s = t - r->arrival_s;
+  }
   return true;
 }
 
@@ -77,28 +93,32 @@ static bool prefill(static_run *st, int32_t nb, int32_t cap) {
     }
     if (m == 0) return true;
     if (!decode(st, m)) return false;
-    for (int32_t i = 0; i < m; i++)
-      if (st->entry[i] >= 0 && !take_token(st, i, st->entry[i])) return false;
+    if (!take_tokens(st, m)) return false;
   }
 }
 
-/* Decodes slots [0, nb) in lockstep until every request has its tokens. */
+/* Decodes slots [0, nb) in lockstep until every request has its tokens. A
+ * finished slot idles, or with c->pad keeps decoding (its output ignored)
+ * as a padded batch does; either way it stays within its reservation. */
 static bool generate(static_run *st, int32_t nb) {
   for (;;) {
     brisk_batch_clear(st->batch);
-    int32_t m = 0;
+    int32_t m = 0, m_live = 0;
     for (int32_t s = 0; s < nb; s++) {
       slot *sl = &st->slots[s];
       const wl_request *r = &st->w->req[sl->req];
-      if (sl->got >= r->n_output) continue; /* held, idle */
-      if (brisk_batch_add(st->batch, sl->last, r->n_prompt + sl->got - 1, s, 1) != BRISK_OK)
+      const bool live = sl->got < r->n_output;
+      if (!live && !st->c->pad) continue;
+      if (brisk_batch_add(st->batch, sl->last, r->n_prompt + sl->got - 1 + sl->pad, s, 1) !=
+          BRISK_OK)
         return fail(st->c->name, "batch");
-      st->entry[m++] = s;
+      if (!live) sl->pad++;
+      st->entry[m++] = live ? s : -1;
+      m_live += live;
     }
-    if (m == 0) return true;
+    if (m_live == 0) return true;
     if (!decode(st, m)) return false;
-    for (int32_t i = 0; i < m; i++)
-      if (!take_token(st, i, st->entry[i])) return false;
+    if (!take_tokens(st, m)) return false;
   }
 }
 
