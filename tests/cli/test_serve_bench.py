@@ -121,6 +121,7 @@ for r in j["runs"]:
     if r["kind"] == "static" or r["n_preemptions"] == 0 and r["config"] != "prefix-cache":
         assert r["n_computed_tokens"] == need, (r["config"], r["n_computed_tokens"], need)
     assert sum(q["n_preemptions"]) >= r["n_preemptions"] >= 0 and r["n_steps"] > 0, r
+    assert r["cpu_s"] >= 0, r
 
 by = {(r["config"], r["rate"]): r for r in j["runs"]}
 names = [c["name"] for c in j["comparisons"]]

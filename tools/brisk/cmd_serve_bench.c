@@ -231,11 +231,12 @@ static void json_run(const sb_record *r, int32_t n) {
   printf("\"n_requests\": %d, \"duration_s\": %.6f, \"prompt_tokens\": %llu, "
          "\"output_tokens\": %llu, \"output_tok_s\": %.4f, \"total_tok_s\": %.4f, "
          "\"req_s\": %.6f, \"goodput_req_s\": %.6f, \"n_slo_ok\": %d, \"n_steps\": %llu, "
-         "\"n_preemptions\": %llu, \"n_computed_tokens\": %llu, ",
+         "\"n_preemptions\": %llu, \"n_computed_tokens\": %llu, \"cpu_s\": %.3f, ",
          n, s->duration_s, (unsigned long long)s->prompt_tokens,
          (unsigned long long)s->output_tokens, s->output_tps, s->total_tps, s->req_per_s,
          s->goodput_req_per_s, s->n_slo_ok, (unsigned long long)r->res.n_steps,
-         (unsigned long long)r->res.n_preemptions, (unsigned long long)r->res.n_computed_tokens);
+         (unsigned long long)r->res.n_preemptions, (unsigned long long)r->res.n_computed_tokens,
+         r->res.cpu_s);
   json_dist("ttft_ms", &s->ttft);
   printf(", ");
   json_dist("tpot_ms", &s->tpot);

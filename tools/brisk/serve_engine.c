@@ -114,7 +114,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
   if (!ok) fprintf(stderr, "brisk serve-bench: out of memory\n");
   ok = ok && warm_up(e, &sp, c->name) && counters(e, &c0, c->name);
 
-  const double t0 = sb_now_s();
+  const double t0 = sb_now_s(), cpu0 = sb_cpu_s();
   int32_t next = 0, done = 0, idle = 0;
   while (ok && done < w->n) {
     const double now = sb_now_s() - t0;
@@ -154,6 +154,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
       ok = take_events(e, ev, n, t, w, req, n_got, &done, c->name);
     } while (ok && n == EVENT_CAP);
   }
+  const double cpu = sb_cpu_s() - cpu0;
   ok = ok && counters(e, &c1, c->name);
   if (ok) {
     double end = 0;
@@ -161,6 +162,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
       if (req[i].arrival_s + req[i].e2e_s > end) end = req[i].arrival_s + req[i].e2e_s;
     out->req = req;
     out->duration_s = end;
+    out->cpu_s = cpu;
     out->n_steps = c1.n_steps - c0.n_steps;
     out->n_preemptions = c1.n_preemptions - c0.n_preemptions;
     out->n_computed_tokens = c1.n_computed_tokens - c0.n_computed_tokens;

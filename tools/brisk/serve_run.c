@@ -4,10 +4,18 @@
 #include "core/clock.h"
 
 #include <errno.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <time.h>
 
 double sb_now_s(void) { return (double)brisk_now_ns() * 1e-9; }
+
+double sb_cpu_s(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+         1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
 
 void sb_sleep_until(double t) {
   for (;;) {

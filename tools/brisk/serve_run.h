@@ -40,6 +40,7 @@ typedef struct sb_result {
   uint64_t n_steps;  /* forward passes */
   uint64_t n_preemptions;
   uint64_t n_computed_tokens; /* tokens run through the model */
+  double cpu_s;               /* CPU time of the process (all threads) in the run */
 } sb_result;
 
 /* Serves w (arrival times from now) with config c; false with a message on
@@ -55,6 +56,10 @@ bool sb_run_static(const sb_common *common, const sb_config *c, const wl_workloa
 
 /* Seconds since an arbitrary origin (the tool's own clock). */
 double sb_now_s(void);
+/* CPU seconds the process has used, all threads (user + system). On a
+ * shared machine, tokens per CPU second move less with the load than
+ * tokens per second. */
+double sb_cpu_s(void);
 /* Sleeps until sb_now_s() reaches t (returns at once if it has). */
 void sb_sleep_until(double t);
 

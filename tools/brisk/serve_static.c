@@ -35,7 +35,7 @@ typedef struct static_run {
   slot *slots;     /* [n_slots] */
   int32_t *entry;  /* [max_batch_tokens]: the slot of each batch entry */
   sb_request *req; /* [w->n] */
-  double t0;
+  double t0, cpu_s;
   uint64_t n_steps, n_computed;
 } static_run;
 
@@ -138,6 +138,7 @@ static bool serve(static_run *st, int32_t cap) {
     st->req[i].out_hash = SB_HASH_INIT;
   }
   st->t0 = sb_now_s();
+  const double cpu0 = sb_cpu_s();
   for (int32_t next = 0; next < w->n;) {
     const int32_t nb = w->n - next < n_slots ? w->n - next : n_slots;
     sb_sleep_until(st->t0 + st->req[next + nb - 1].arrival_s); /* a full batch */
@@ -150,6 +151,7 @@ static bool serve(static_run *st, int32_t cap) {
       if (brisk_seq_free(st->ctx, s) != BRISK_OK) return fail(st->c->name, "seq free");
     next += nb;
   }
+  st->cpu_s = sb_cpu_s() - cpu0;
   return true;
 }
 
@@ -192,6 +194,7 @@ bool sb_run_static(const sb_common *common, const sb_config *c, const wl_workloa
       if (st.req[i].arrival_s + st.req[i].e2e_s > end) end = st.req[i].arrival_s + st.req[i].e2e_s;
     out->req = st.req;
     out->duration_s = end;
+    out->cpu_s = st.cpu_s;
     out->n_steps = st.n_steps;
     out->n_computed_tokens = st.n_computed;
     st.req = NULL;
