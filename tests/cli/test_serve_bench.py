@@ -110,6 +110,15 @@ for r in j["runs"]:
     check_dist(r["ttft_ms"], q["ttft_s"])
     check_dist(r["e2e_ms"], q["e2e_s"])
     check_dist(r["tpot_ms"], tpot)
+    # Inter-token latencies: every gap between two tokens of a request; they add up to
+    # each request's e2e - TTFT.
+    itl = r["itl_ms"]
+    assert itl["n"] == sum(n - 1 for n in q["n_output"]), (itl, q["n_output"])
+    span = sum(e - t for t, e in zip(q["ttft_s"], q["e2e_s"])) * 1e3
+    assert itl["n"] == 0 or close(itl["mean"] * itl["n"], span, 1e-3, 1e-2), (itl, span)
+    assert itl["max"] <= max(q["e2e_s"]) * 1e3 + 1e-3, itl
+    if itl["n"]:
+        assert itl["p50"] <= itl["p90"] <= itl["p99"] <= itl["max"], itl
     ok = sum(1 for t, e, n in zip(q["ttft_s"], q["e2e_s"], q["n_output"])
              if t * 1e3 <= SLO_TTFT and (n < 2 or (e - t) / (n - 1) * 1e3 <= SLO_TPOT))
     assert r["n_slo_ok"] == ok and close(r["goodput_req_s"], ok / d), (r["n_slo_ok"], ok)
@@ -142,6 +151,9 @@ for c in j["comparisons"]:
         assert c["prefill_chunk"] == 64, c
         assert close(c["p99_tpot_ms_off"], cont["tpot_ms"]["p99"], 1e-4, 1e-3), c
         assert close(c["p99_tpot_ms_on"], by[("chunked-64", c["rate"])]["tpot_ms"]["p99"],
+                     1e-4, 1e-3), c
+        assert close(c["p99_itl_ms_off"], cont["itl_ms"]["p99"], 1e-4, 1e-3), c
+        assert close(c["p99_itl_ms_on"], by[("chunked-64", c["rate"])]["itl_ms"]["p99"],
                      1e-4, 1e-3), c
 
 # Plots: standalone SVG; one curve per run (CDFs) or per configuration (rates).

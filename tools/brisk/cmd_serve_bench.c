@@ -242,6 +242,8 @@ static void json_run(const sb_record *r, int32_t n) {
   json_dist("tpot_ms", &s->tpot);
   printf(", ");
   json_dist("e2e_ms", &s->e2e);
+  printf(", ");
+  json_dist("itl_ms", &s->itl);
   /* Every sample, so that a reader can recompute any statistic. */
   printf(", \"requests\": {\"n_prompt\": [");
   for (int32_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", r->res.req[i].n_prompt);
@@ -313,12 +315,15 @@ static void print_comparisons(const opts *o, const sb_record *runs, int n_runs, 
   if (cont && ch) {
     if (o->json)
       printf("%s{\"name\": \"chunked\", \"rate\": %g, \"prefill_chunk\": %d, "
-             "\"p99_tpot_ms_off\": %.4f, \"p99_tpot_ms_on\": %.4f}",
+             "\"p99_tpot_ms_off\": %.4f, \"p99_tpot_ms_on\": %.4f, \"p99_itl_ms_off\": %.4f, "
+             "\"p99_itl_ms_on\": %.4f}",
              *first ? "" : ", ", rate, ch->c->prefill_chunk, cont->sum.tpot.p99 * 1e3,
-             ch->sum.tpot.p99 * 1e3);
+             ch->sum.tpot.p99 * 1e3, cont->sum.itl.p99 * 1e3, ch->sum.itl.p99 * 1e3);
     else
-      printf("rate %g: p99 TPOT unchunked %.1f ms, prefill chunk %d %.1f ms\n", rate,
-             cont->sum.tpot.p99 * 1e3, ch->c->prefill_chunk, ch->sum.tpot.p99 * 1e3);
+      printf("rate %g: p99 TPOT unchunked %.1f ms, prefill chunk %d %.1f ms; p99 inter-token "
+             "latency %.1f ms / %.1f ms\n",
+             rate, cont->sum.tpot.p99 * 1e3, ch->c->prefill_chunk, ch->sum.tpot.p99 * 1e3,
+             cont->sum.itl.p99 * 1e3, ch->sum.itl.p99 * 1e3);
     *first = false;
   }
 }
@@ -396,6 +401,8 @@ int cmd_serve_bench(int argc, char **argv) {
       n_runs++;
       if (!(ok = sb_summarize_run(r->res.req, w.n, r->res.duration_s, &o.slo, &r->sum)))
         fprintf(stderr, "brisk serve-bench: out of memory\n");
+      else
+        sb_summarize_itl(r->res.itl, r->res.n_itl, &r->sum);
     }
     wl_free(&w);
   }

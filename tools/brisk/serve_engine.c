@@ -58,8 +58,8 @@ static bool counters(brisk_engine *e, brisk_engine_counters *c, const char *name
 
 /* Records the events of one poll; false on an unexpected event. */
 static bool take_events(brisk_engine *e, const brisk_engine_event *ev, size_t n, double t,
-                        const wl_workload *w, sb_request *req, int32_t *n_got, int32_t *done,
-                        const char *name) {
+                        const wl_workload *w, sb_request *req, int32_t *n_got, sb_itl *itl,
+                        int32_t *done, const char *name) {
   for (size_t k = 0; k < n; k++) {
     const uintptr_t tag = (uintptr_t)ev[k].user_data;
     if (tag < 1 || tag > (uintptr_t)w->n) {
@@ -70,6 +70,7 @@ static bool take_events(brisk_engine *e, const brisk_engine_event *ev, size_t n,
     const double arrival = (double)w->req[i].arrival_ns * 1e-9;
     if (ev[k].token >= 0) {
       if (n_got[i]++ == 0) req[i].ttft_s = t - arrival;
+      sb_itl_token(itl, i, t);
       req[i].out_hash = sb_hash_token(req[i].out_hash, ev[k].token);
     }
     if (!ev[k].finished) continue;
@@ -110,7 +111,9 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
   int32_t *n_got = brisk_calloc((size_t)w->n, sizeof *n_got); /* [n] tokens received */
   brisk_engine_event *ev = brisk_calloc(EVENT_CAP, sizeof *ev);
   brisk_engine_counters c0, c1;
+  sb_itl itl = {0};
   bool ok = req && n_got && ev;
+  ok = ok && sb_itl_init(&itl, w);
   if (!ok) fprintf(stderr, "brisk serve-bench: out of memory\n");
   ok = ok && warm_up(e, &sp, c->name) && counters(e, &c0, c->name);
 
@@ -151,7 +154,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
         ok = fail(c->name, "poll");
         break;
       }
-      ok = take_events(e, ev, n, t, w, req, n_got, &done, c->name);
+      ok = take_events(e, ev, n, t, w, req, n_got, &itl, &done, c->name);
     } while (ok && n == EVENT_CAP);
   }
   const double cpu = sb_cpu_s() - cpu0;
@@ -163,6 +166,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
     out->req = req;
     out->duration_s = end;
     out->cpu_s = cpu;
+    sb_itl_finish(&itl, out);
     out->n_steps = c1.n_steps - c0.n_steps;
     out->n_preemptions = c1.n_preemptions - c0.n_preemptions;
     out->n_computed_tokens = c1.n_computed_tokens - c0.n_computed_tokens;
@@ -170,6 +174,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
   }
   brisk_free(req);
   brisk_free(n_got);
+  sb_itl_free(&itl);
   brisk_free(ev);
   brisk_engine_free(e);
   return ok;

@@ -41,7 +41,25 @@ typedef struct sb_result {
   uint64_t n_preemptions;
   uint64_t n_computed_tokens; /* tokens run through the model */
   double cpu_s;               /* CPU time of the process (all threads) in the run */
+  double *itl;                /* [n_itl] inter-token latencies: every gap between two
+                                 consecutive tokens of one request, in seconds */
+  size_t n_itl;
 } sb_result;
+
+/* Collects inter-token gaps while a run polls tokens. */
+typedef struct sb_itl {
+  double *gap;    /* [cap]: sum over requests of (n_output - 1) */
+  double *t_last; /* [n requests]: time of the request's last token, < 0 before it */
+  size_t n, cap;
+  int32_t n_req;
+} sb_itl;
+
+bool sb_itl_init(sb_itl *itl, const wl_workload *w); /* false: out of memory */
+/* Request i got a token at time t (seconds, any origin). */
+void sb_itl_token(sb_itl *itl, int32_t i, double t);
+/* Moves the gaps into out (itl, n_itl) and frees the rest. */
+void sb_itl_finish(sb_itl *itl, sb_result *out);
+void sb_itl_free(sb_itl *itl);
 
 /* Serves w (arrival times from now) with config c; false with a message on
  * stderr on failure. out->req is allocated here: sb_result_free. */

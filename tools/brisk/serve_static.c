@@ -35,6 +35,7 @@ typedef struct static_run {
   slot *slots;     /* [n_slots] */
   int32_t *entry;  /* [max_batch_tokens]: the slot of each batch entry */
   sb_request *req; /* [w->n] */
+  sb_itl itl;
   double t0, cpu_s;
   uint64_t n_steps, n_computed;
 } static_run;
@@ -63,6 +64,7 @@ static bool take_tokens(static_run *st, int32_t m) {
     if (st->entry[i] < 0) continue;
     const slot *sl = &st->slots[st->entry[i]];
     sb_request *r = &st->req[sl->req];
+    sb_itl_token(&st->itl, sl->req, t);
     if (sl->got == 1) r->ttft_s = t - r->arrival_s;
     if (sl->got == r->n_output) r->e2e_s = t - r->arrival_s;
   }
@@ -178,7 +180,7 @@ bool sb_run_static(const sb_common *common, const sb_config *c, const wl_workloa
     st.slots = brisk_calloc((size_t)c->n_slots, sizeof *st.slots);
     st.entry = brisk_calloc((size_t)common->max_batch_tokens, sizeof *st.entry);
     st.req = brisk_calloc((size_t)w->n, sizeof *st.req);
-    ok = st.slots && st.entry && st.req;
+    ok = st.slots && st.entry && st.req && sb_itl_init(&st.itl, w);
     if (!ok) fprintf(stderr, "brisk serve-bench: out of memory\n");
   }
   brisk_sampler_params sp;
@@ -195,6 +197,7 @@ bool sb_run_static(const sb_common *common, const sb_config *c, const wl_workloa
     out->req = st.req;
     out->duration_s = end;
     out->cpu_s = st.cpu_s;
+    sb_itl_finish(&st.itl, out);
     out->n_steps = st.n_steps;
     out->n_computed_tokens = st.n_computed;
     st.req = NULL;
@@ -203,6 +206,7 @@ bool sb_run_static(const sb_common *common, const sb_config *c, const wl_workloa
   brisk_free(st.slots);
   brisk_free(st.entry);
   brisk_free(st.req);
+  sb_itl_free(&st.itl);
   brisk_batch_free(st.batch);
   brisk_context_free(st.ctx);
   return ok;

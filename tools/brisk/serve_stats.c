@@ -3,6 +3,7 @@
 #include "core/alloc.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,4 +79,8 @@ bool sb_summarize_run(const sb_request *r, int32_t n, double duration_s, const s
   s.goodput_req_per_s = s.n_slo_ok / duration_s;
   *out = s;
   return true;
+}
+
+void sb_summarize_itl(double *itl, size_t n_itl, sb_summary *s) {
+  s->itl = sb_summarize(itl, n_itl > INT32_MAX ? INT32_MAX : (int32_t)n_itl);
 }

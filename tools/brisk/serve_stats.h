@@ -4,6 +4,7 @@
 #define BRISK_TOOLS_SERVE_STATS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* One request as the client saw it; times in seconds from its arrival. */
@@ -50,11 +51,14 @@ typedef struct sb_summary {
   double output_tps, total_tps, req_per_s, goodput_req_per_s;
   int32_t n_slo_ok;
   sb_dist ttft, tpot, e2e; /* seconds */
+  sb_dist itl;             /* inter-token latency, over every gap of every request */
 } sb_summary;
 
 /* Summarizes n requests of a run that lasted duration_s (> 0). false when
  * out of memory. */
 bool sb_summarize_run(const sb_request *r, int32_t n, double duration_s, const sb_slo *slo,
                       sb_summary *out);
+/* Adds the ITL distribution of n_itl gaps (itl is sorted in place). */
+void sb_summarize_itl(double *itl, size_t n_itl, sb_summary *s);
 
 #endif
