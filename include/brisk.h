@@ -891,8 +891,10 @@ BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
  * and free KV blocks allow. When the pool runs out during generation the
  * lowest-ranked running request (lowest priority, then newest) is preempted:
  * its KV is freed and it goes back to the waiting queue, to be recomputed
- * from its prompt plus the tokens it already produced. A request is never
- * failed for lack of KV; its output is the same as without preemption.
+ * from its prompt plus the tokens it already produced, or, with
+ * BRISK_PREEMPT_SWAP, its KV is first copied to host memory and restored
+ * when it is admitted again. A request is never failed for lack of KV; its
+ * output is the same as without preemption.
  *
  * Output: a request's tokens are token-for-token those of a brisk_decode
  * loop that prefills its prompt, then samples and decodes one token at a
@@ -902,9 +904,22 @@ BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
  * Thread safety: brisk_engine_submit and brisk_engine_cancel may be called
  * from any threads, concurrently with each other and with one thread running
  * the other engine calls. All other calls on an engine (step, poll, stats,
- * request_stats, free) must not run concurrently with each other.
+ * request_stats, get_metrics, reset_metrics, free) must not run
+ * concurrently with each other.
  */
 typedef struct brisk_engine brisk_engine;
+
+/* What preemption does with the victim's KV. */
+typedef enum brisk_preempt_mode {
+  /* Free it; on re-admission the prompt and the tokens generated so far are
+   * fed again (costs compute, needs no memory). */
+  BRISK_PREEMPT_RECOMPUTE = 0,
+  /* Copy it to host memory (brisk's allocator, within swap_bytes), free the
+   * blocks, and copy it back into new blocks on re-admission: the request
+   * continues where it stopped. When the host tier is full or a copy fails
+   * the request falls back to recompute; it never fails. */
+  BRISK_PREEMPT_SWAP = 1
+} brisk_preempt_mode;
 
 typedef struct brisk_engine_params {
   uint32_t struct_size; /* sizeof(brisk_engine_params) */
@@ -923,6 +938,32 @@ typedef struct brisk_engine_params {
   /* Most prompt tokens one request prefills in one step; 0 (default) = up
    * to the step's budget. Smaller chunks bound each step's duration. */
   int32_t prefill_chunk;
+  /* Service-level objective for goodput in brisk_engine_metrics: a request
+   * meets it when its TTFT and its TPOT are at most these (milliseconds,
+   * >= 0, finite); 0 (default) = no bound on that one. */
+  double slo_ttft_ms;
+  double slo_tpot_ms;
+  /* The machine's memory bandwidth (GB/s, 1e9 bytes) and peak arithmetic
+   * rate (GFLOP/s) for MBU and MFU in brisk_engine_metrics (e.g. measured
+   * by `brisk bench`); 0 (default) = unknown, and that ratio reads 0. */
+  double mem_bandwidth_gbs;
+  double peak_gflops;
+  /* Preemption: BRISK_PREEMPT_RECOMPUTE (default) or BRISK_PREEMPT_SWAP. */
+  brisk_preempt_mode preempt_mode;
+  /* Host memory for swapped-out KV, in bytes (swap mode only): a victim
+   * whose copy would exceed it is recomputed instead. 0 (default) = the KV
+   * pool's size; UINT64_MAX = no limit. */
+  uint64_t swap_bytes;
+  /* Target wall time of one step in microseconds; 0 (default) = none, only
+   * max_batch_tokens bounds a step. The engine fits each step's time as
+   * fixed + per-token costs (tokens that produce logits, other prompt
+   * tokens, attended keys) from the steps it has run, and fills a step
+   * only with what the fit predicts to fit: running requests' next tokens
+   * first (by rank), then prompt chunks. A step always takes at least one
+   * token, so the budget cannot stall the engine; the first few steps,
+   * before the fit has data, take at most 16 tokens. For hosts that step
+   * once per frame, e.g. 16000 for 60 frames a second. */
+  int64_t step_time_budget_us;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -999,6 +1040,11 @@ typedef struct brisk_engine_step_info {
   int32_t n_finished;       /* requests that finished in this step */
   int32_t n_preempted;      /* requests preempted in this step */
   uint64_t duration_ns;     /* wall time of the step */
+  int32_t n_swapped_out;    /* preempted requests whose KV went to host memory */
+  int32_t n_swapped_in;     /* admitted requests whose KV came back from it */
+  /* The cost model's prediction of this step's batch (see
+   * step_time_budget_us), in ns; 0 until it has data, or with no batch. */
+  uint64_t predicted_ns;
 } brisk_engine_step_info;
 
 /*
@@ -1053,12 +1099,16 @@ typedef struct brisk_request_stats {
   uint32_t struct_size;   /* set by the caller: sizeof(brisk_request_stats) */
   int32_t n_prompt_tokens;
   int32_t n_generated_tokens;
-  int32_t n_preemptions;  /* times it was preempted and recomputed */
+  int32_t n_preemptions;  /* times it was preempted (recomputed or swapped) */
   int32_t finished;       /* nonzero once finished */
   brisk_finish_reason reason;
   uint64_t queue_ns;      /* until first admitted; 0 before that */
   uint64_t ttft_ns;       /* until its first token; 0 before that */
   uint64_t e2e_ns;        /* until finished; 0 before that */
+  /* Time per output token after the first: (e2e - ttft) / (generated - 1),
+   * once finished with at least 2 tokens; 0 otherwise. Callers built
+   * before this field (a smaller struct_size) do not get it. */
+  uint64_t tpot_ns;
 } brisk_request_stats;
 
 /*
@@ -1084,11 +1134,93 @@ typedef struct brisk_engine_counters {
   int32_t n_running, n_waiting;  /* now */
   int32_t n_kv_blocks;           /* blocks in the pool */
   int32_t n_free_kv_blocks;      /* blocks no request holds now */
+  /* Swap preemption (BRISK_PREEMPT_SWAP): KV copies to and from host memory,
+   * their bytes, the host memory held now, and preemptions that recomputed
+   * because the host tier was full or a copy failed. */
+  uint64_t n_swapped_out, n_swapped_in;
+  uint64_t swap_out_bytes, swap_in_bytes;
+  uint64_t swap_bytes_used;
+  uint64_t n_swap_fallbacks;
 } brisk_engine_counters;
 
 /* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
  * struct_size too small. */
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *engine, brisk_engine_counters *stats);
+
+/* One latency over the requests completed in the metrics window, in
+ * nanoseconds. Percentiles are by nearest rank (the sample of rank
+ * ceil(q * count)) from a fixed-size log-linear histogram, within 0.8%
+ * relative error; min, max and mean are exact. All 0 when count is 0. */
+typedef struct brisk_latency_summary {
+  uint64_t count;
+  uint64_t p50_ns, p90_ns, p99_ns;
+  uint64_t min_ns, max_ns;
+  double mean_ns;
+} brisk_latency_summary;
+
+/*
+ * Serving metrics over a window that starts at the first submission after
+ * creation (or after brisk_engine_reset_metrics; a request submitted before
+ * the reset and finishing after it counts from the reset) and ends at the
+ * last finish, or now while a request is still unfinished. A request is
+ * "completed" when it finished by EOG or max_tokens; cancelled and failed
+ * ones are only counted in n_aborted. Rates are per second of the window
+ * (0 for an empty window).
+ */
+typedef struct brisk_engine_metrics {
+  uint32_t struct_size; /* set by the caller: sizeof(brisk_engine_metrics) */
+  uint64_t n_completed;
+  uint64_t n_aborted;
+  /* Per completed request: queue = submission to first admission, ttft =
+   * submission to first token, e2e = submission to finish, tpot = (e2e -
+   * ttft) / (generated - 1) over requests with at least 2 tokens. */
+  brisk_latency_summary queue, ttft, tpot, e2e;
+  double window_s;
+  double output_tokens_per_s; /* generated tokens of completed requests */
+  double total_tokens_per_s;  /* their prompt plus generated tokens */
+  double requests_per_s;      /* completed requests */
+  /* Goodput: completed requests meeting the params' SLO (a request with one
+   * token has no TPOT and meets that bound); without an SLO, all of them. */
+  uint64_t n_good;
+  double goodput_requests_per_s;
+  double goodput_fraction; /* n_good / n_completed; 0 without completions */
+  /* Fraction of KV blocks held by requests: now, and the mean after every
+   * step of the window that ran a batch. */
+  double kv_utilization;
+  double kv_utilization_mean;
+  uint64_t n_preemptions; /* in the window */
+  /* Steps of the window that ran a batch, and their wall time
+   * (scheduling, forward pass and sampling). */
+  uint64_t n_busy_steps;
+  double busy_s;
+  /* The model's work in those steps, computed from its shapes and weight
+   * types: weights and KV read plus KV written (activations not counted),
+   * and FLOPs of the matrix products and attention (elementwise work not
+   * counted). */
+  double bytes;
+  double flops;
+  double achieved_gbs;    /* bytes / busy_s / 1e9; 0 without busy time */
+  double achieved_gflops; /* flops / busy_s / 1e9 */
+  /* achieved_gbs / mem_bandwidth_gbs and achieved_gflops / peak_gflops of
+   * the engine params; 0 when that machine figure is unknown (0). */
+  double mbu;
+  double mfu;
+} brisk_engine_metrics;
+
+/*
+ * Fills *metrics. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
+ * struct_size too small. Must not run concurrently with brisk_engine_step
+ * (see the engine's thread safety). Cost: a scan of four fixed-size
+ * histograms (about 4k buckets each).
+ */
+BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *engine,
+                                                brisk_engine_metrics *metrics);
+
+/* Empties the metrics window (e.g. between benchmark phases); the next
+ * window starts at the next submission. brisk_engine_stats's counters are
+ * not affected. BRISK_E_INVALID_ARGUMENT for a NULL engine. Must not run
+ * concurrently with brisk_engine_step. */
+BRISK_API brisk_status brisk_engine_reset_metrics(brisk_engine *engine);
 
 /* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */

@@ -1,6 +1,7 @@
 /* The context: a model, a backend, a paged KV cache and the forward pass,
  * behind brisk_decode and the sequence operations. */
 #include "context/batch.h"
+#include "context/swap.h"
 
 #include "backend/cpu/ops/cpu_backend.h"
 #include "core/alloc.h"
@@ -332,4 +333,11 @@ BRISK_API brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst
 
 BRISK_API const brisk_model *brisk_context_model(const brisk_context *c) {
   return c ? c->model : NULL;
+}
+
+void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_backend **be,
+                            brisk_forward_kv **storage) {
+  *kv = c->kv;
+  *be = c->be;
+  *storage = &c->storage;
 }

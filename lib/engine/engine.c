@@ -47,6 +47,14 @@ static brisk_status read_params(const brisk_engine_params *in, brisk_engine_para
   if (out->prefill_chunk < 0)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: prefill_chunk %d must be >= 0",
                        out->prefill_chunk);
+  if (out->preempt_mode != BRISK_PREEMPT_RECOMPUTE && out->preempt_mode != BRISK_PREEMPT_SWAP)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "engine params: preempt_mode %d is not a brisk_preempt_mode",
+                       (int)out->preempt_mode);
+  if (out->step_time_budget_us < 0 || out->step_time_budget_us > INT64_MAX / 1000)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "engine params: step_time_budget_us %lld is negative or too large",
+                       (long long)out->step_time_budget_us);
   return BRISK_OK;
 }
 
@@ -76,13 +84,17 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   e->max_batch_tokens = p.max_batch_tokens;
   e->max_running = p.max_running;
   e->prefill_chunk = p.prefill_chunk;
-  if ((st = brisk_context_create(model, &cp, &e->ctx)) ||
+  e->preempt_mode = p.preempt_mode;
+  e->budget_ns = (double)p.step_time_budget_us * 1000.0;
+  if ((st = brisk_engine_metrics_setup(e, &p)) ||
+      (st = brisk_context_create(model, &cp, &e->ctx)) ||
       (st = brisk_batch_create(p.max_batch_tokens, &e->batch)))
     goto fail;
   brisk_kv_stats ks = {.struct_size = sizeof ks};
   if ((st = brisk_context_kv_stats(e->ctx, &ks))) goto fail;
   e->block_size = ks.block_size;
   e->n_blocks = ks.n_blocks;
+  e->swap_limit = p.swap_bytes ? p.swap_bytes : ks.kv_bytes;
   size_t nr = (size_t)p.max_running;
   e->running = brisk_calloc(nr, sizeof *e->running);
   e->free_seqs = brisk_calloc(nr, sizeof *e->free_seqs);
@@ -103,6 +115,7 @@ fail:
 
 void brisk_engine_request_free(brisk_engine_request *r) {
   if (!r) return;
+  brisk_seq_swap_release(&r->swap);
   brisk_sampler_free(r->sampler);
   brisk_detokenizer_free(r->detok);
   brisk_free(r->tokens);
@@ -242,6 +255,7 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_
   e->in_tail = r;
   e->n_submitted++;
   e->n_prompt_tokens += (uint64_t)r->n_prompt;
+  brisk_metrics_on_submit(&e->metrics, r->t_submit);
   *id = r->id;
   pthread_mutex_unlock(&e->mu);
   return BRISK_OK;
@@ -279,11 +293,15 @@ static void fill_request_stats(const brisk_engine_request *r, brisk_request_stat
   s->queue_ns = r->t_admit ? r->t_admit - r->t_submit : 0;
   s->ttft_ns = r->t_first ? r->t_first - r->t_submit : 0;
   s->e2e_ns = r->t_finish ? r->t_finish - r->t_submit : 0;
+  brisk_metrics_request mr = {
+      .t_first = r->t_first, .t_finish = r->t_finish, .n_generated = r->n_generated};
+  if (s->struct_size >= sizeof *s) s->tpot_ns = brisk_metrics_tpot_ns(&mr);
 }
 
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
                                                   brisk_request_stats *s) {
-  if (!e || !s || s->struct_size < sizeof *s)
+  /* Callers built before tpot_ns (a smaller struct_size) are served. */
+  if (!e || !s || s->struct_size < offsetof(brisk_request_stats, tpot_ns))
     return brisk_error(
         BRISK_E_INVALID_ARGUMENT,
         "brisk_engine_request_stats: engine and stats (with struct_size) must be set");
@@ -306,7 +324,8 @@ BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
 }
 
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters *s) {
-  if (!e || !s || s->struct_size < sizeof *s)
+  /* Callers built before the swap counters pass a smaller struct. */
+  if (!e || !s || s->struct_size < offsetof(brisk_engine_counters, n_swapped_out))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_engine_stats: engine and stats (with struct_size) must be set");
   brisk_kv_stats ks = {.struct_size = sizeof ks};
@@ -328,5 +347,13 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
   s->n_waiting = e->n_waiting + incoming;
   s->n_kv_blocks = ks.n_blocks;
   s->n_free_kv_blocks = ks.n_free_blocks;
+  if (s->struct_size < offsetof(brisk_engine_counters, n_swap_fallbacks) + sizeof(uint64_t))
+    return BRISK_OK;
+  s->n_swapped_out = e->n_swapped_out;
+  s->n_swapped_in = e->n_swapped_in;
+  s->swap_out_bytes = e->swap_out_bytes;
+  s->swap_in_bytes = e->swap_in_bytes;
+  s->swap_bytes_used = e->swap_used;
+  s->n_swap_fallbacks = e->n_swap_fallbacks;
   return BRISK_OK;
 }

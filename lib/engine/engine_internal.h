@@ -5,6 +5,9 @@
 #define BRISK_ENGINE_ENGINE_INTERNAL_H
 
 #include "brisk.h"
+#include "engine/metrics.h"
+#include "context/swap.h"
+#include "engine/budget.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -34,6 +37,7 @@ typedef struct brisk_engine_request {
   brisk_engine_req_state state;
   brisk_finish_reason reason;
   int32_t n_preemptions;
+  brisk_seq_swap swap; /* its KV in host memory while swapped out, else empty */
   uint64_t t_submit, t_admit, t_first, t_finish; /* brisk_now_ns; 0 = not yet */
 } brisk_engine_request;
 
@@ -88,6 +92,17 @@ struct brisk_engine {
   size_t out_cap;
 
   uint64_t n_finished, n_cancelled, n_generated, n_computed, n_preemptions, n_steps;
+  brisk_metrics metrics; /* t_first_submit under mu, the rest the stepping thread's */
+
+  /* Swap preemption (engine/swap.c). */
+  brisk_preempt_mode preempt_mode;
+  uint64_t swap_limit, swap_used; /* host bytes allowed, held */
+  uint64_t n_swapped_out, n_swapped_in, swap_out_bytes, swap_in_bytes, n_swap_fallbacks;
+
+  /* Step time budget (engine/budget.c); budget_ns 0 = off. */
+  double budget_ns;
+  brisk_step_cost cost;
+  brisk_step_plan plan; /* the batch being scheduled */
 };
 
 /* Rank order: higher priority first, then older (smaller id). */
@@ -99,6 +114,17 @@ static inline int brisk_engine_ranks_before(const brisk_engine_request *a,
 void brisk_engine_request_free(brisk_engine_request *r);
 /* Unlinks r from the engine's list and frees it. */
 void brisk_engine_forget(brisk_engine *e, brisk_engine_request *r);
+
+/* Swap preemption (engine/swap.c). Before r's KV is freed for preemption:
+ * in swap mode, keeps a host copy of it if the host tier has room (else
+ * counts a fallback to recompute). */
+void brisk_engine_swap_out(brisk_engine *e, brisk_engine_request *r);
+/* After r was admitted into the empty sequence r->seq: restores its host
+ * copy if it has one. Sets r->n_computed to the tokens restored (0 when
+ * there was no copy or restoring failed: it is recomputed). */
+void brisk_engine_swap_in(brisk_engine *e, brisk_engine_request *r);
+/* Frees r's host copy, if any (a request finished or cancelled). */
+void brisk_engine_swap_drop(brisk_engine *e, brisk_engine_request *r);
 
 /* Makes room for `more` queued events; -1 on OOM with nothing changed. */
 int brisk_engine_reserve_events(brisk_engine *e, size_t more);

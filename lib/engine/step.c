@@ -5,13 +5,17 @@
  * request prefills its prompt, a generating one feeds one token per step,
  * and a preempted one (KV freed, n_computed reset to 0) recomputes prompt
  * plus generated tokens as if they were all prompt: batch-invariant logits
- * make its continuation identical. */
+ * make its continuation identical. In swap mode a preempted request's KV
+ * is kept in host memory and restored on admission instead (engine/swap.c).
+ * With a step time budget, each request's share is cut to what the cost
+ * model (engine/budget.c) predicts still fits. */
 #include "engine/engine_internal.h"
 
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/error.h"
 
+#include <stddef.h>
 #include <string.h>
 
 static int32_t blocks_for(const brisk_engine *e, int32_t n_tokens) {
@@ -41,17 +45,21 @@ static void finish(brisk_engine *e, brisk_engine_request *r, int32_t token, size
     remove_running(e, r);
   else if (r->state == BRISK_REQ_WAITING)
     e->n_waiting--;
+  brisk_engine_swap_drop(e, r);
   r->state = BRISK_REQ_DONE;
   r->reason = reason;
   r->t_finish = brisk_now_ns();
+  brisk_engine_metrics_on_finish(e, r);
   e->n_finished++;
   if (reason == BRISK_FINISH_CANCELLED) e->n_cancelled++;
   brisk_engine_push_event(e, r, token, text_off, text_len, reason);
 }
 
-/* Frees a running request's KV and queues it again; it keeps its rank, so
- * it is the first of its priority to be admitted again. */
+/* Frees a running request's KV (in swap mode after copying it to host
+ * memory) and queues it again; it keeps its rank, so it is the first of its
+ * priority to be admitted again. */
 static void preempt(brisk_engine *e, brisk_engine_request *r) {
+  brisk_engine_swap_out(e, r);
   remove_running(e, r);
   r->state = BRISK_REQ_WAITING;
   r->n_computed = 0;
@@ -125,7 +133,7 @@ static void admit(brisk_engine *e) {
     avail -= need;
     best->state = BRISK_REQ_RUNNING;
     best->seq = e->free_seqs[--e->n_free_seqs];
-    best->n_computed = 0;
+    brisk_engine_swap_in(e, best);
     if (!best->t_admit) best->t_admit = brisk_now_ns();
     e->n_waiting--;
     int32_t at = e->n_running;
@@ -151,6 +159,7 @@ static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
   int32_t budget = e->max_batch_tokens, n_free = free_blocks(e), n_sched = 0;
   uint64_t stamp = e->n_steps_total;
   brisk_batch_clear(e->batch);
+  brisk_step_plan_begin(&e->plan);
   for (int phase = 0; phase < 2 && budget > 0; phase++) {
     for (int32_t i = 0; i < e->n_running && budget > 0;) {
       brisk_engine_request *r = e->running[i];
@@ -163,13 +172,25 @@ static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
       if (room < 1) {
         int32_t v = e->n_running - 1;
         while (e->running[v]->sched_stamp == stamp) v--; /* stops at i at the latest */
+        /* n_free already excludes what this step's batch will take; add
+         * what the victim gives back (less than it held if it shared). */
+        int32_t before = free_blocks(e);
         preempt(e, e->running[v]);
+        n_free += free_blocks(e) - before;
         (*n_preempted)++;
         continue; /* retry r, or its successor if r itself went */
       }
       int32_t c = remaining < budget ? remaining : budget;
       if (phase == 1 && e->prefill_chunk > 0 && c > e->prefill_chunk) c = e->prefill_chunk;
       if (c > room) c = (int32_t)room;
+      if (e->budget_ns > 0) {
+        c = brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, r->n_computed, c, c == remaining);
+        if (c == 0) {
+          i++;
+          continue;
+        }
+      }
+      brisk_step_plan_add(&e->plan, r->n_computed, c, c == remaining);
       n_free -= blocks_for(e, r->n_computed + c) - blocks_for(e, r->n_computed);
       budget -= c;
       brisk_engine_sched *s = &e->sched[n_sched++];
@@ -216,19 +237,23 @@ static void produce(brisk_engine *e, brisk_engine_request *r, int32_t entry) {
 }
 
 BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info *info) {
-  if (!e || (info && info->struct_size < sizeof *info))
+  /* Callers built before the swap and budget fields pass a smaller struct. */
+  if (!e || (info && info->struct_size < offsetof(brisk_engine_step_info, n_swapped_out)))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_engine_step: engine must be set, and info's struct_size");
   uint64_t t0 = brisk_now_ns();
   e->n_steps_total++;
   brisk_engine_step_info si = {.struct_size = sizeof si};
-  uint64_t finished_before = e->n_finished;
+  uint64_t finished_before = e->n_finished, out_before = e->n_swapped_out,
+           in_before = e->n_swapped_in;
   if (take_in(e)) return brisk_error_oom();
   admit(e);
   int32_t n_sched = schedule(e, &si.n_preempted);
   si.n_tokens = brisk_batch_size(e->batch);
   if (si.n_tokens > 0) {
     if (brisk_engine_reserve_events(e, (size_t)n_sched)) return brisk_error_oom();
+    si.predicted_ns = (uint64_t)brisk_step_cost_predict(&e->cost, &e->plan);
+    uint64_t t_run = brisk_now_ns();
     brisk_status st = brisk_decode(e->ctx, e->batch);
     if (st == BRISK_E_KV_FULL) {
       /* The block accounting above should prevent this; recover anyway by
@@ -250,12 +275,20 @@ BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info
         }
       }
       si.n_prefill_tokens = si.n_tokens - si.n_decode_tokens;
+      brisk_step_cost_observe(&e->cost, &e->plan, (double)(brisk_now_ns() - t_run));
     }
   }
   si.n_running = e->n_running;
   si.n_waiting = e->n_waiting;
   si.n_finished = (int32_t)(e->n_finished - finished_before);
+  si.n_swapped_out = (int32_t)(e->n_swapped_out - out_before);
+  si.n_swapped_in = (int32_t)(e->n_swapped_in - in_before);
   si.duration_ns = brisk_now_ns() - t0;
-  if (info) *info = si;
+  brisk_engine_metrics_on_step(e, &si, n_sched);
+  if (info) {
+    uint32_t size = info->struct_size < sizeof si ? info->struct_size : (uint32_t)sizeof si;
+    memcpy(info, &si, size);
+    info->struct_size = size;
+  }
   return BRISK_OK;
 }

@@ -99,7 +99,10 @@ static void submit(brisk_engine *e, job *j) {
   p.stop_at_eog = j->stop_at_eog;
   p.priority = j->priority;
   p.user_data = j;
-  if (brisk_engine_submit(e, &p, &j->id)) fail_msg("submit: %s", brisk_last_error());
+  uint64_t id = 0;
+  if (brisk_engine_submit(e, &p, &id)) fail_msg("submit: %s", brisk_last_error());
+  /* Published atomically: the threaded test reads ids from another thread. */
+  __atomic_store_n(&j->id, id, __ATOMIC_RELEASE);
 }
 
 /* Records polled events into their jobs (found through user_data), checking
