@@ -193,6 +193,18 @@ for pad in ([], ["--static-pad"]):
     for b in batches:
         assert max(first[i] for i in b) - min(first[i] for i in b) < 1e-9, first
 
+# Preemption under a small KV pool, by recompute or by swap: same tokens either way.
+outs = {}
+for mode in ("recompute", "swap"):
+    j = json.loads(run("-m", stories, "-n", "8", "--rate", "0", "--prompt-len", "16..40",
+                       "--output-len", "8..24", "--kv-tokens", "128", "-t", "1", "--preempt",
+                       mode, "--json").stdout)
+    assert j["preempt"] == mode, j["preempt"]
+    r = j["runs"][0]
+    assert r["n_preemptions"] > 0 and sum(r["requests"]["n_preemptions"]) == r["n_preemptions"], r
+    outs[mode] = r["requests"]["out_hash"]
+assert outs["recompute"] == outs["swap"], outs
+
 # The workload: Poisson arrivals (exponential gaps of mean 1 / rate), uniform lengths,
 # the same for the same seed.
 def workload(seed):
@@ -221,5 +233,6 @@ run(ok=False)
 run("-m", stories, "--output-len", "5..2", ok=False)
 run("-m", stories, "--rate", "-1", ok=False)
 run("-m", stories, "--compare", "bogus", ok=False)
+run("-m", stories, "--preempt", "sometimes", ok=False)
 run("-m", stories, "--prompt-len", "100", "--output-len", "100", "--kv-tokens", "64", ok=False)
 run("-m", "/nonexistent.gguf", ok=False)

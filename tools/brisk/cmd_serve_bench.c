@@ -39,6 +39,7 @@ static const char usage_text[] =
     "  --max-running N         engine: requests generating at once (default 64)\n"
     "  --block-size N          KV tokens per block (default 16)\n"
     "  --chunk-size N          prefill chunk of the 'chunked' configuration (default 64)\n"
+    "  --preempt recompute|swap  the engine's preemption mode (default recompute)\n"
     "  -t THREADS              (default: one per processor)\n"
     "  --compare static|prefix|chunked|all   extra configurations (repeatable, or a,b)\n"
     "  --static-pad            static batches keep decoding finished slots (padding)\n"
@@ -53,6 +54,7 @@ typedef struct opts {
   double rates[MAX_RATES];
   int n_rates;
   int kv_tokens, max_batch_tokens, max_running, block_size, chunk_size, threads;
+  brisk_preempt_mode preempt;
   bool cmp_static, cmp_prefix, cmp_chunked, static_pad, json;
   sb_slo slo;
 } opts;
@@ -151,7 +153,10 @@ static int parse_args(int argc, char **argv, opts *o) {
       ok = parse_int(v, 1, &o->chunk_size);
     else if (!strcmp(a, "-t"))
       ok = parse_int(v, 0, &o->threads);
-    else if (!strcmp(a, "--compare"))
+    else if (!strcmp(a, "--preempt")) {
+      ok = !strcmp(v, "recompute") || !strcmp(v, "swap");
+      o->preempt = !strcmp(v, "swap") ? BRISK_PREEMPT_SWAP : BRISK_PREEMPT_RECOMPUTE;
+    } else if (!strcmp(a, "--compare"))
       ok = parse_compare(v, o);
     else if (!strcmp(a, "--slo-ttft-ms"))
       ok = parse_num(v, 0, 1e9, &ms), o->slo.ttft_s = ms * 1e-3;
@@ -375,7 +380,8 @@ int cmd_serve_bench(int argc, char **argv) {
                             .n_threads = o.threads,
                             .kv_tokens = o.kv_tokens,
                             .max_batch_tokens = o.max_batch_tokens,
-                            .block_size = o.block_size};
+                            .block_size = o.block_size,
+                            .preempt = o.preempt};
   sb_config configs[MAX_CONFIGS];
   bool prefix_available;
   const int n_configs = make_configs(&o, (int32_t)n_slots, (int32_t)(slot_blocks * o.block_size),
@@ -414,9 +420,9 @@ int cmd_serve_bench(int argc, char **argv) {
     cli_json_string(stdout, o.model);
     printf(", \"n_vocab\": %d, \"threads\": %d, \"load_avg_before\": \"%s\", "
            "\"load_avg_after\": \"%s\", \"kv_tokens\": %d, \"max_batch_tokens\": %d, "
-           "\"block_size\": %d, ",
+           "\"block_size\": %d, \"preempt\": \"%s\", ",
            o.spec.n_vocab, o.threads, load_before, load_after, o.kv_tokens, o.max_batch_tokens,
-           o.block_size);
+           o.block_size, o.preempt == BRISK_PREEMPT_SWAP ? "swap" : "recompute");
     printf("\"workload\": {\"n_requests\": %d, \"prompt_len\": [%d, %d], \"output_len\": [%d, "
            "%d], \"prefix_frac\": %g, \"seed\": %llu}, ",
            o.spec.n_requests, o.spec.prompt_len.lo, o.spec.prompt_len.hi, o.spec.output_len.lo,

@@ -99,6 +99,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
   ep.max_batch_tokens = common->max_batch_tokens;
   ep.max_running = c->max_running;
   ep.prefill_chunk = c->prefill_chunk;
+  ep.preempt_mode = common->preempt;
 #ifdef SB_HAVE_PREFIX_CACHE
   if (c->prefix_cache >= 0) ep.prefix_cache = c->prefix_cache;
 #endif

@@ -20,6 +20,7 @@ typedef struct sb_common {
   int32_t kv_tokens;        /* the KV memory budget, in tokens */
   int32_t max_batch_tokens; /* tokens in one forward pass */
   int32_t block_size;       /* KV tokens per block */
+  brisk_preempt_mode preempt; /* the engine's preemption mode */
 } sb_common;
 
 typedef struct sb_config {
