@@ -574,6 +574,11 @@ typedef struct brisk_context_params {
   int32_t n_seq_max;        /* sequence ids are 0 .. n_seq_max-1; default 64 */
   brisk_abort_fn abort_callback; /* NULL: never abort */
   void *abort_user_data;
+  /* Nonzero (default): keep full KV blocks after their sequence lets go of
+   * them, for brisk_seq_match_prefix; they are evicted, least recently
+   * released first, when new tokens need the room. 0: blocks are freed when
+   * released and brisk_seq_match_prefix never reuses anything. */
+  int32_t prefix_cache;
 } brisk_context_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -600,13 +605,20 @@ typedef struct brisk_kv_stats {
   uint32_t struct_size;    /* set by the caller: sizeof(brisk_kv_stats) */
   int32_t block_size;      /* tokens per block */
   int32_t n_blocks;        /* blocks in the pool */
-  int32_t n_free_blocks;   /* blocks no sequence holds */
+  /* Blocks available to new tokens: those no sequence holds, including the
+   * prefix cache's (n_cached_blocks), which are evicted on demand. */
+  int32_t n_free_blocks;
   uint64_t bytes_per_block; /* all layers, K and V */
   uint64_t kv_bytes;       /* the whole pool */
   uint64_t other_bytes;    /* activation buffers and workspace */
+  /* Of n_free_blocks, those the prefix cache keeps for reuse (full blocks
+   * no sequence holds). Filled only when struct_size covers it. */
+  int32_t n_cached_blocks;
 } brisk_kv_stats;
 
-/* Fills *stats (whose struct_size the caller sets). */
+/* Fills *stats (whose struct_size the caller sets; a struct_size from an
+ * older header without the later fields is accepted and only its fields are
+ * written). BRISK_E_INVALID_ARGUMENT for NULL arguments or a smaller size. */
 BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *ctx, brisk_kv_stats *stats);
 
 /*
@@ -680,6 +692,29 @@ BRISK_API brisk_status brisk_seq_free(brisk_context *ctx, int32_t seq_id);
  * shared, partly filled block. Writing to either never changes the other.
  */
 BRISK_API brisk_status brisk_seq_fork(brisk_context *ctx, int32_t src_seq_id, int32_t dst_seq_id);
+
+/*
+ * Prefix cache: makes empty sequence seq_id start with the longest prefix of
+ * tokens[0 .. n) whose K/V this context still has, without computing it.
+ * The cache works in whole KV blocks: once brisk_decode fills a block (its
+ * block_size positions), the block is known by the tokens it holds and all
+ * tokens before it, and is kept when its sequences truncate or free it,
+ * until new tokens need the room (least recently released first; those
+ * count as free in brisk_kv_stats). At most n - 1 tokens are reused, so the
+ * caller always has a token left to decode for logits: *reused (a multiple
+ * of block_size, possibly 0) tokens are attached, and the caller continues
+ * with brisk_decode of tokens[*reused ..] from position *reused. Its logits
+ * are then bitwise those of decoding all n tokens in this context. Attached
+ * blocks are shared (with other sequences and the cache) and never written:
+ * a later write into one, after brisk_seq_truncate, copies it first. With
+ * params.prefix_cache 0, *reused is always 0.
+ * BRISK_E_INVALID_ARGUMENT: NULL ctx or reused, n < 0, NULL tokens with
+ * n > 0, a token outside [0, n_vocab), a bad sequence id, or a sequence
+ * that is not empty. BRISK_E_OUT_OF_MEMORY. On error the sequence stays
+ * empty and *reused is 0 (when reused is set). O(n) time.
+ */
+BRISK_API brisk_status brisk_seq_match_prefix(brisk_context *ctx, int32_t seq_id,
+                                              const int32_t *tokens, int32_t n, int32_t *reused);
 
 /* ------------------------------------------------------------------------ */
 /* Sampling                                                                 */
@@ -964,6 +999,11 @@ typedef struct brisk_engine_params {
    * before the fit has data, take at most 16 tokens. For hosts that step
    * once per frame, e.g. 16000 for 60 frames a second. */
   int64_t step_time_budget_us;
+  /* Nonzero (default): the context's prefix cache (see
+   * brisk_seq_match_prefix). A request admitted (or re-admitted after
+   * preemption) reuses the longest cached prefix of its tokens and computes
+   * only the rest; outputs are the same as without the cache. */
+  int32_t prefix_cache;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1133,7 +1173,7 @@ typedef struct brisk_engine_counters {
   uint64_t n_steps;              /* steps that ran a batch */
   int32_t n_running, n_waiting;  /* now */
   int32_t n_kv_blocks;           /* blocks in the pool */
-  int32_t n_free_kv_blocks;      /* blocks no request holds now */
+  int32_t n_free_kv_blocks;      /* blocks no request holds now (cached ones included) */
   /* Swap preemption (BRISK_PREEMPT_SWAP): KV copies to and from host memory,
    * their bytes, the host memory held now, and preemptions that recomputed
    * because the host tier was full or a copy failed. */
@@ -1141,6 +1181,11 @@ typedef struct brisk_engine_counters {
   uint64_t swap_out_bytes, swap_in_bytes;
   uint64_t swap_bytes_used;
   uint64_t n_swap_fallbacks;
+  /* Prefix cache: tokens of admitted requests looked up in it (prompt, plus
+   * generated tokens for a preempted request; 0 with the cache off), and of
+   * those the tokens reused instead of computed. Hit rate = hit / lookup. */
+  uint64_t n_prefix_lookup_tokens;
+  uint64_t n_prefix_hit_tokens;
 } brisk_engine_counters;
 
 /* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
@@ -1205,6 +1250,11 @@ typedef struct brisk_engine_metrics {
    * the engine params; 0 when that machine figure is unknown (0). */
   double mbu;
   double mfu;
+  /* Prefix cache in the window: tokens looked up at admission, tokens
+   * reused instead of computed, and hit / lookup (0 without lookups). */
+  uint64_t n_prefix_lookup_tokens;
+  uint64_t n_prefix_hit_tokens;
+  double prefix_hit_rate;
 } brisk_engine_metrics;
 
 /*

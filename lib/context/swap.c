@@ -83,7 +83,8 @@ brisk_status brisk_seq_swap_out(brisk_context *c, int32_t seq, brisk_seq_swap *o
 
 /* Reserves positions [0, len) of the empty sequence seq, a block at a time,
  * writing the block ids to blocks[]. */
-static brisk_status reserve(brisk_kv *kv, int32_t seq, int32_t len, int32_t *blocks) {
+static brisk_status reserve(brisk_kv *kv, int32_t seq, int32_t len, const int32_t *tokens,
+                            int32_t *blocks) {
   int32_t bs = brisk_kv_block_size(kv);
   int32_t *seqs = brisk_malloc((size_t)bs * sizeof *seqs); /* [bs] */
   int32_t *pos = brisk_malloc((size_t)bs * sizeof *pos);   /* [bs] */
@@ -98,7 +99,8 @@ static brisk_status reserve(brisk_kv *kv, int32_t seq, int32_t len, int32_t *blo
     }
     brisk_kv_copy copy;
     int32_t n_copies;
-    st = brisk_kv_reserve(kv, n, seqs, pos, slot, &copy, &n_copies);
+    st =
+        brisk_kv_reserve(kv, n, seqs, pos, tokens + (size_t)b * (size_t)bs, slot, &copy, &n_copies);
     if (!st) blocks[b] = (int32_t)(slot[0] / bs);
   }
   brisk_free(seqs);
@@ -107,13 +109,14 @@ static brisk_status reserve(brisk_kv *kv, int32_t seq, int32_t len, int32_t *blo
   return st;
 }
 
-brisk_status brisk_seq_swap_in(brisk_context *c, int32_t seq, const brisk_seq_swap *in) {
+brisk_status brisk_seq_swap_in(brisk_context *c, int32_t seq, const brisk_seq_swap *in,
+                               const int32_t *tokens) {
   brisk_kv *kv;
   brisk_backend *be;
   brisk_forward_kv *st;
   brisk_context_kv_parts(c, &kv, &be, &st);
   if (seq < 0 || seq >= brisk_kv_n_seq_max(kv) || brisk_kv_seq_len(kv, seq) != 0 || !in->data ||
-      in->n_tokens < 1 || brisk_seq_swap_bytes(c, in->n_tokens) != in->bytes)
+      !tokens || in->n_tokens < 1 || brisk_seq_swap_bytes(c, in->n_tokens) != in->bytes)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "swap in: sequence %d must be an empty sequence id and the copy (%d "
                        "tokens, %zu bytes) one of this context",
@@ -123,12 +126,15 @@ brisk_status brisk_seq_swap_in(brisk_context *c, int32_t seq, const brisk_seq_sw
                        brisk_kv_n_free_blocks(kv));
   int32_t *blocks = brisk_malloc((size_t)in->n_blocks * sizeof *blocks); /* [n_blocks] */
   if (!blocks) return brisk_error_oom();
-  brisk_status s = reserve(kv, seq, in->n_tokens, blocks);
+  brisk_status s = reserve(kv, seq, in->n_tokens, tokens, blocks);
   size_t per_block = in->bytes / (size_t)in->n_blocks;
   for (int32_t b = 0; !s && b < in->n_blocks; b++)
     s = copy_block(c, blocks[b], in->data + (size_t)b * per_block, 0);
   brisk_free(blocks);
-  if (s) brisk_kv_seq_free(kv, seq);
+  if (s)
+    brisk_kv_seq_free(kv, seq);
+  else
+    brisk_kv_commit(kv, seq, 0); /* the K/V is in place: publish the full blocks */
   return s;
 }
 

@@ -35,10 +35,13 @@ size_t brisk_seq_swap_bytes(brisk_context *c, int32_t n_tokens);
 brisk_status brisk_seq_swap_out(brisk_context *c, int32_t seq, brisk_seq_swap *out);
 
 /* Allocates blocks for the empty sequence seq and copies *in back into
- * them: afterwards seq holds in->n_tokens tokens, as when swapped out. On
+ * them: afterwards seq holds in->n_tokens tokens, as when swapped out.
+ * tokens[0 .. in->n_tokens) are the sequence's token ids (the prefix cache
+ * indexes the restored full blocks by them, as if they were decoded). On
  * any error (BRISK_E_KV_FULL, BRISK_E_OUT_OF_MEMORY, a backend error) seq
  * is empty again and no block is held. *in is not changed. */
-brisk_status brisk_seq_swap_in(brisk_context *c, int32_t seq, const brisk_seq_swap *in);
+brisk_status brisk_seq_swap_in(brisk_context *c, int32_t seq, const brisk_seq_swap *in,
+                               const int32_t *tokens);
 
 /* Frees the host copy and empties *s. */
 void brisk_seq_swap_release(brisk_seq_swap *s);

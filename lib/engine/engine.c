@@ -20,6 +20,7 @@ BRISK_API void brisk_engine_params_init(brisk_engine_params *p) {
   p->kv_type = cp.kv_type;
   p->max_batch_tokens = cp.max_batch_tokens;
   p->max_running = cp.n_seq_max;
+  p->prefix_cache = cp.prefix_cache;
 }
 
 BRISK_API void brisk_request_params_init(brisk_request_params *p) {
@@ -74,6 +75,7 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   cp.kv_type = p.kv_type;
   cp.max_batch_tokens = p.max_batch_tokens;
   cp.n_seq_max = p.max_running;
+  cp.prefix_cache = p.prefix_cache;
   brisk_engine *e = brisk_calloc(1, sizeof *e);
   if (!e) return brisk_error_oom();
   if (pthread_mutex_init(&e->mu, NULL)) {
@@ -84,6 +86,7 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   e->max_batch_tokens = p.max_batch_tokens;
   e->max_running = p.max_running;
   e->prefill_chunk = p.prefill_chunk;
+  e->prefix_cache = p.prefix_cache != 0;
   e->preempt_mode = p.preempt_mode;
   e->budget_ns = (double)p.step_time_budget_us * 1000.0;
   if ((st = brisk_engine_metrics_setup(e, &p)) ||
@@ -347,6 +350,7 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
   s->n_waiting = e->n_waiting + incoming;
   s->n_kv_blocks = ks.n_blocks;
   s->n_free_kv_blocks = ks.n_free_blocks;
+  /* Later fields only for callers whose struct has them. */
   if (s->struct_size < offsetof(brisk_engine_counters, n_swap_fallbacks) + sizeof(uint64_t))
     return BRISK_OK;
   s->n_swapped_out = e->n_swapped_out;
@@ -355,5 +359,9 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
   s->swap_in_bytes = e->swap_in_bytes;
   s->swap_bytes_used = e->swap_used;
   s->n_swap_fallbacks = e->n_swap_fallbacks;
+  if (s->struct_size < offsetof(brisk_engine_counters, n_prefix_hit_tokens) + sizeof(uint64_t))
+    return BRISK_OK;
+  s->n_prefix_lookup_tokens = e->n_prefix_lookup_tokens;
+  s->n_prefix_hit_tokens = e->n_prefix_hit_tokens;
   return BRISK_OK;
 }

@@ -67,6 +67,7 @@ struct brisk_engine {
   brisk_batch *batch;
   int32_t max_batch_tokens, max_running, prefill_chunk;
   int32_t block_size, n_blocks;
+  int prefix_cache; /* the context's prefix cache is on */
 
   /* Shared with submit/cancel on other threads. */
   pthread_mutex_t mu;
@@ -103,6 +104,7 @@ struct brisk_engine {
   double budget_ns;
   brisk_step_cost cost;
   brisk_step_plan plan; /* the batch being scheduled */
+  uint64_t n_prefix_lookup_tokens, n_prefix_hit_tokens;
 };
 
 /* Rank order: higher priority first, then older (smaller id). */

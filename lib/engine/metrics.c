@@ -206,6 +206,11 @@ BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *e, brisk_engine_me
   live = live || e->n_running > 0 || e->n_waiting > 0;
   brisk_metrics_report(&e->metrics, first_submit, now, live, kv_util(e),
                        e->n_preemptions - e->metrics.preemptions_base, m);
+  m->n_prefix_lookup_tokens = e->n_prefix_lookup_tokens - e->metrics.prefix_lookup_base;
+  m->n_prefix_hit_tokens = e->n_prefix_hit_tokens - e->metrics.prefix_hit_base;
+  m->prefix_hit_rate = m->n_prefix_lookup_tokens
+                           ? (double)m->n_prefix_hit_tokens / (double)m->n_prefix_lookup_tokens
+                           : 0;
   return BRISK_OK;
 }
 
@@ -217,5 +222,7 @@ BRISK_API brisk_status brisk_engine_reset_metrics(brisk_engine *e) {
   brisk_metrics_reset(&e->metrics, now);
   pthread_mutex_unlock(&e->mu);
   e->metrics.preemptions_base = e->n_preemptions;
+  e->metrics.prefix_lookup_base = e->n_prefix_lookup_tokens;
+  e->metrics.prefix_hit_base = e->n_prefix_hit_tokens;
   return BRISK_OK;
 }

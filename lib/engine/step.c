@@ -116,24 +116,42 @@ static int take_in(brisk_engine *e) {
 
 /* Admits waiting requests by rank while a sequence id is free and the KV
  * pool can hold all their known tokens on top of what the running ones
- * still need for theirs. Stops at the first that does not fit (FCFS). */
+ * still need for theirs. A request first attaches the longest cached
+ * prefix of its known tokens (prompt, plus generated ones after a
+ * preemption) and needs blocks only for the rest; attaching may take cached
+ * blocks out of the available count, so that is read again after it.
+ * Stops at the first that does not fit (FCFS), detaching its prefix. */
 static void admit(brisk_engine *e) {
   int32_t committed = 0;
   for (int32_t i = 0; i < e->n_running; i++) {
     const brisk_engine_request *r = e->running[i];
     committed += blocks_for(e, r->n_tokens) - blocks_for(e, r->n_computed);
   }
-  int32_t avail = free_blocks(e) - committed;
   while (e->n_waiting > 0 && e->n_free_seqs > 0) {
     brisk_engine_request *best = NULL;
     for (brisk_engine_request *r = e->head; r; r = r->next)
       if (r->state == BRISK_REQ_WAITING && (!best || brisk_engine_ranks_before(r, best))) best = r;
-    int32_t need = blocks_for(e, best->n_tokens);
-    if (need > avail) return;
-    avail -= need;
+    int32_t seq = e->free_seqs[e->n_free_seqs - 1], reused = 0;
+    /* A request with a host copy of its KV (swap preemption) takes that
+     * instead. On failure (out of memory) it just computes everything. */
+    if (!best->swap.data &&
+        brisk_seq_match_prefix(e->ctx, seq, best->tokens, best->n_tokens, &reused))
+      reused = 0;
+    int32_t need = blocks_for(e, best->n_tokens) - blocks_for(e, reused);
+    if (need > free_blocks(e) - committed) {
+      brisk_seq_free(e->ctx, seq);
+      return;
+    }
+    committed += need;
+    if (e->prefix_cache && !best->swap.data) e->n_prefix_lookup_tokens += (uint64_t)best->n_tokens;
+    e->n_prefix_hit_tokens += (uint64_t)reused;
     best->state = BRISK_REQ_RUNNING;
-    best->seq = e->free_seqs[--e->n_free_seqs];
-    brisk_engine_swap_in(e, best);
+    best->seq = seq;
+    e->n_free_seqs--;
+    if (best->swap.data)
+      brisk_engine_swap_in(e, best); /* its KV comes back from host memory */
+    else
+      best->n_computed = reused;
     if (!best->t_admit) best->t_admit = brisk_now_ns();
     e->n_waiting--;
     int32_t at = e->n_running;

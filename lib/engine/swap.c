@@ -20,7 +20,7 @@ void brisk_engine_swap_out(brisk_engine *e, brisk_engine_request *r) {
 void brisk_engine_swap_in(brisk_engine *e, brisk_engine_request *r) {
   r->n_computed = 0;
   if (!r->swap.data) return;
-  if (brisk_seq_swap_in(e->ctx, r->seq, &r->swap)) {
+  if (brisk_seq_swap_in(e->ctx, r->seq, &r->swap, r->tokens)) {
     e->n_swap_fallbacks++;
   } else {
     r->n_computed = r->swap.n_tokens;

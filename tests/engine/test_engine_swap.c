@@ -90,14 +90,14 @@ static void roundtrip(brisk_kv_type type, int32_t block_size, int32_t n_tokens, 
   assert_int_equal(n_free(c), all);
   /* Occupy some blocks first so that the copy lands in other blocks. */
   feed(c, 1, tokens, 5, 0);
-  assert_int_equal(brisk_seq_swap_in(c, 2, &sw), BRISK_OK);
+  assert_int_equal(brisk_seq_swap_in(c, 2, &sw, tokens), BRISK_OK);
   assert_int_equal(brisk_seq_len(c, 2), n_tokens);
   feed(c, 2, tokens + n_tokens, 1, n_tokens);
   assert_memory_equal(brisk_get_logits(c, 0), want, (size_t)n_vocab * sizeof *want);
   /* Into a sequence that is not empty: refused, nothing changes. */
   int32_t before = n_free(c);
-  assert_int_equal(brisk_seq_swap_in(c, 1, &sw), BRISK_E_INVALID_ARGUMENT);
-  assert_int_equal(brisk_seq_swap_in(c, 4, &sw), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_seq_swap_in(c, 1, &sw, tokens), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_seq_swap_in(c, 4, &sw, tokens), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(n_free(c), before);
   assert_int_equal(brisk_seq_len(c, 1), 5);
   brisk_seq_swap_release(&sw);
@@ -133,15 +133,15 @@ static void test_context_errors(void **state) {
   feed(c, 0, tokens, 10, 0); /* 3 blocks */
   assert_int_equal(brisk_seq_swap_out(c, 0, &sw), BRISK_OK);
   assert_int_equal(n_free(c), 1);
-  assert_int_equal(brisk_seq_swap_in(c, 1, &sw), BRISK_E_KV_FULL);
+  assert_int_equal(brisk_seq_swap_in(c, 1, &sw, tokens), BRISK_E_KV_FULL);
   assert_int_equal(brisk_seq_len(c, 1), 0);
   assert_int_equal(n_free(c), 1);
   brisk_seq_swap forged = sw;
   forged.bytes--;
   assert_int_equal(brisk_seq_free(c, 0), BRISK_OK);
-  assert_int_equal(brisk_seq_swap_in(c, 1, &forged), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_seq_swap_in(c, 1, &forged, tokens), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(n_free(c), 4);
-  assert_int_equal(brisk_seq_swap_in(c, 1, &sw), BRISK_OK);
+  assert_int_equal(brisk_seq_swap_in(c, 1, &sw, tokens), BRISK_OK);
   assert_int_equal(n_free(c), 1);
   brisk_seq_swap_release(&sw);
   brisk_seq_swap_release(&sw); /* twice is harmless */
@@ -150,7 +150,8 @@ static void test_context_errors(void **state) {
 
 typedef struct swap_ctx {
   brisk_context *c;
-  brisk_batch *b; /* 9 tokens of sequence 0 */
+  brisk_batch *b;        /* 9 tokens of sequence 0 */
+  const int32_t *tokens; /* [9] their ids */
 } swap_ctx;
 
 /* Out, free, in, as the engine does; on failure the sequence is empty. */
@@ -164,7 +165,7 @@ static brisk_status swap_cycle(void *p) {
   brisk_seq_free(c, 0);
   if (st) return st;
   int32_t before = n_free(c);
-  st = brisk_seq_swap_in(c, 1, &sw);
+  st = brisk_seq_swap_in(c, 1, &sw, sc->tokens);
   brisk_seq_swap_release(&sw);
   if (st) {
     assert_int_equal(brisk_seq_len(c, 1), 0);
@@ -178,9 +179,9 @@ static brisk_status swap_cycle(void *p) {
 
 static void test_context_allocation_failures(void **state) {
   (void)state;
-  swap_ctx sc = {make_context(BRISK_KV_F32, 4, 64), NULL};
-  assert_int_equal(brisk_batch_create(16, &sc.b), BRISK_OK);
   int32_t tokens[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};
+  swap_ctx sc = {make_context(BRISK_KV_F32, 4, 64), NULL, tokens};
+  assert_int_equal(brisk_batch_create(16, &sc.b), BRISK_OK);
   for (int32_t i = 0; i < 9; i++) brisk_batch_add(sc.b, tokens[i], i, 0, i == 8);
   /* Grow the context's scratch first, so that only the swap allocates. */
   assert_int_equal(swap_cycle(&sc), BRISK_OK);
