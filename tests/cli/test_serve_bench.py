@@ -67,9 +67,7 @@ with tempfile.TemporaryDirectory() as out:
 assert j["kv_tokens"] == 128 and j["block_size"] == 16 and j["rates"] == list(RATES), j
 assert j["workload"] == {"n_requests": N, "prompt_len": [4, 40], "output_len": [1, 12],
                          "prefix_frac": 0.5, "seed": 7}, j["workload"]
-prefix = not j["unavailable"]
-if not prefix:
-    assert len(j["unavailable"]) == 1 and "prefix" in j["unavailable"][0], j["unavailable"]
+prefix = True
 configs = ["continuous", "static", "continuous-eqbatch"] + (["prefix-cache"] if prefix else []) + \
     ["chunked-64"]
 assert [r["config"] for r in j["runs"]] == configs * len(RATES), [r["config"] for r in j["runs"]]
@@ -131,6 +129,11 @@ for r in j["runs"]:
         assert r["n_computed_tokens"] == need, (r["config"], r["n_computed_tokens"], need)
     assert sum(q["n_preemptions"]) >= r["n_preemptions"] >= 0 and r["n_steps"] > 0, r
     assert r["cpu_s"] >= 0, r
+    assert 0 <= r["prefix_hit_tokens"] <= r["prefix_lookup_tokens"], r
+    if r["config"] != "prefix-cache":
+        assert r["prefix_lookup_tokens"] == 0, r
+    elif r["n_preemptions"] == 0:
+        assert r["n_computed_tokens"] + r["prefix_hit_tokens"] == need, r
 
 by = {(r["config"], r["rate"]): r for r in j["runs"]}
 names = [c["name"] for c in j["comparisons"]]
@@ -192,6 +195,20 @@ for pad in ([], ["--static-pad"]):
     first = [a + t for a, t in zip(q["arrival_s"], q["ttft_s"])]
     for b in batches:
         assert max(first[i] for i in b) - min(first[i] for i in b) < 1e-9, first
+
+# Prefix cache: 48-token prompts whose first 36 tokens are common, arriving one at a time:
+# later requests reuse full blocks of the common prefix (two when the first is done).
+j = json.loads(run("-m", stories, "-n", "6", "--rate", "20", "--prompt-len", "48",
+                   "--prefix-frac", "0.75", "--output-len", "4", "--kv-tokens", "512", "-t", "1",
+                   "--compare", "prefix", "--json").stdout)
+off, on = j["runs"]
+assert off["config"] == "continuous" and on["config"] == "prefix-cache", j["runs"]
+assert off["prefix_hit_tokens"] == 0 and on["prefix_hit_tokens"] >= 32, on
+assert on["n_computed_tokens"] == off["n_computed_tokens"] - on["prefix_hit_tokens"], (on, off)
+assert on["requests"]["out_hash"] == off["requests"]["out_hash"]
+c = j["comparisons"][0]
+assert c["name"] == "prefix" and close(
+    c["mean_ttft_off_over_on"], off["ttft_ms"]["mean"] / on["ttft_ms"]["mean"], 1e-3, 1e-3), c
 
 # Preemption under a small KV pool, by recompute or by swap: same tokens either way.
 outs = {}

@@ -172,17 +172,9 @@ static int parse_args(int argc, char **argv, opts *o) {
 
 /* The configurations of this invocation: "continuous" first, the baseline
  * every comparison is made against (prefix cache off, unchunked prefill). */
-static int make_configs(const opts *o, int32_t n_slots, int32_t slot_tokens, sb_config *c,
-                        bool *prefix_available) {
+static int make_configs(const opts *o, int32_t n_slots, int32_t slot_tokens, sb_config *c) {
   int n = 0;
-  const int32_t prefix_off =
-#ifdef SB_HAVE_PREFIX_CACHE
-      0;
-  *prefix_available = true;
-#else
-      -1;
-  *prefix_available = false;
-#endif
+  const int32_t prefix_off = 0;
   c[n++] = (sb_config){.name = "continuous",
                        .kind = SB_CONTINUOUS,
                        .max_running = o->max_running,
@@ -199,7 +191,7 @@ static int make_configs(const opts *o, int32_t n_slots, int32_t slot_tokens, sb_
                          .max_running = n_slots,
                          .prefix_cache = prefix_off};
   }
-  if (o->cmp_prefix && *prefix_available)
+  if (o->cmp_prefix)
     c[n++] = (sb_config){.name = "prefix-cache",
                          .kind = SB_CONTINUOUS,
                          .max_running = o->max_running,
@@ -236,12 +228,14 @@ static void json_run(const sb_record *r, int32_t n) {
   printf("\"n_requests\": %d, \"duration_s\": %.6f, \"prompt_tokens\": %llu, "
          "\"output_tokens\": %llu, \"output_tok_s\": %.4f, \"total_tok_s\": %.4f, "
          "\"req_s\": %.6f, \"goodput_req_s\": %.6f, \"n_slo_ok\": %d, \"n_steps\": %llu, "
-         "\"n_preemptions\": %llu, \"n_computed_tokens\": %llu, \"cpu_s\": %.3f, ",
+         "\"n_preemptions\": %llu, \"n_computed_tokens\": %llu, \"cpu_s\": %.3f, "
+         "\"prefix_lookup_tokens\": %llu, \"prefix_hit_tokens\": %llu, ",
          n, s->duration_s, (unsigned long long)s->prompt_tokens,
          (unsigned long long)s->output_tokens, s->output_tps, s->total_tps, s->req_per_s,
          s->goodput_req_per_s, s->n_slo_ok, (unsigned long long)r->res.n_steps,
          (unsigned long long)r->res.n_preemptions, (unsigned long long)r->res.n_computed_tokens,
-         r->res.cpu_s);
+         r->res.cpu_s, (unsigned long long)r->res.n_prefix_lookup_tokens,
+         (unsigned long long)r->res.n_prefix_hit_tokens);
   json_dist("ttft_ms", &s->ttft);
   printf(", ");
   json_dist("tpot_ms", &s->tpot);
@@ -383,9 +377,8 @@ int cmd_serve_bench(int argc, char **argv) {
                             .block_size = o.block_size,
                             .preempt = o.preempt};
   sb_config configs[MAX_CONFIGS];
-  bool prefix_available;
-  const int n_configs = make_configs(&o, (int32_t)n_slots, (int32_t)(slot_blocks * o.block_size),
-                                     configs, &prefix_available);
+  const int n_configs =
+      make_configs(&o, (int32_t)n_slots, (int32_t)(slot_blocks * o.block_size), configs);
   char load_before[64], load_after[64];
   bench_load_avg(load_before, sizeof load_before);
 
@@ -438,9 +431,6 @@ int cmd_serve_bench(int argc, char **argv) {
     printf("], \"comparisons\": [");
     bool first = true;
     for (int i = 0; i < o.n_rates; i++) print_comparisons(&o, runs, n_runs, o.rates[i], &first);
-    printf("], \"unavailable\": [");
-    if (o.cmp_prefix && !prefix_available)
-      cli_json_string(stdout, "prefix: this engine has no prefix_cache parameter");
     printf("]}\n");
   } else if (ok) {
     printf("model %s, %d requests, prompt %d..%d, output %d..%d tokens, prefix fraction %g, "
@@ -457,8 +447,6 @@ int cmd_serve_bench(int argc, char **argv) {
     printf("(latencies in ms; goodput: requests/s within the SLO)\n");
     bool first = true;
     for (int i = 0; i < o.n_rates; i++) print_comparisons(&o, runs, n_runs, o.rates[i], &first);
-    if (o.cmp_prefix && !prefix_available)
-      printf("prefix cache comparison unavailable: this engine has no prefix_cache parameter\n");
   }
   for (int i = 0; i < n_runs; i++) sb_result_free(&runs[i].res);
   brisk_free(runs);

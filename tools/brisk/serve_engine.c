@@ -100,9 +100,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
   ep.max_running = c->max_running;
   ep.prefill_chunk = c->prefill_chunk;
   ep.preempt_mode = common->preempt;
-#ifdef SB_HAVE_PREFIX_CACHE
   if (c->prefix_cache >= 0) ep.prefix_cache = c->prefix_cache;
-#endif
   brisk_engine *e = NULL;
   if (brisk_engine_create(common->model, &ep, &e) != BRISK_OK) return fail(c->name, "engine");
   brisk_sampler_params sp;
@@ -171,6 +169,8 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
     out->n_steps = c1.n_steps - c0.n_steps;
     out->n_preemptions = c1.n_preemptions - c0.n_preemptions;
     out->n_computed_tokens = c1.n_computed_tokens - c0.n_computed_tokens;
+    out->n_prefix_lookup_tokens = c1.n_prefix_lookup_tokens - c0.n_prefix_lookup_tokens;
+    out->n_prefix_hit_tokens = c1.n_prefix_hit_tokens - c0.n_prefix_hit_tokens;
     req = NULL;
   }
   brisk_free(req);

@@ -16,10 +16,10 @@ typedef enum sb_kind { SB_CONTINUOUS = 0, SB_STATIC = 1 } sb_kind;
 /* What every configuration of one invocation shares. */
 typedef struct sb_common {
   const brisk_model *model;
-  int32_t n_threads;        /* 0: one per processor */
-  int32_t kv_tokens;        /* the KV memory budget, in tokens */
-  int32_t max_batch_tokens; /* tokens in one forward pass */
-  int32_t block_size;       /* KV tokens per block */
+  int32_t n_threads;          /* 0: one per processor */
+  int32_t kv_tokens;          /* the KV memory budget, in tokens */
+  int32_t max_batch_tokens;   /* tokens in one forward pass */
+  int32_t block_size;         /* KV tokens per block */
   brisk_preempt_mode preempt; /* the engine's preemption mode */
 } sb_common;
 
@@ -42,8 +42,9 @@ typedef struct sb_result {
   uint64_t n_preemptions;
   uint64_t n_computed_tokens; /* tokens run through the model */
   double cpu_s;               /* CPU time of the process (all threads) in the run */
-  double *itl;                /* [n_itl] inter-token latencies: every gap between two
-                                 consecutive tokens of one request, in seconds */
+  uint64_t n_prefix_lookup_tokens, n_prefix_hit_tokens; /* engine prefix cache */
+  double *itl; /* [n_itl] inter-token latencies: every gap between two
+                  consecutive tokens of one request, in seconds */
   size_t n_itl;
 } sb_result;
 

@@ -171,6 +171,7 @@ bool sb_run_static(const sb_common *common, const sb_config *c, const wl_workloa
   cp.block_size = common->block_size;
   cp.max_batch_tokens = common->max_batch_tokens;
   cp.n_seq_max = c->n_slots;
+  cp.prefix_cache = 0; /* the pre-paging baseline keeps nothing */
   static_run st = {.c = c, .w = w};
   bool ok =
       brisk_context_create(common->model, &cp, &st.ctx) == BRISK_OK || fail(c->name, "context");
