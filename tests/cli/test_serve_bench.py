@@ -210,12 +210,13 @@ c = j["comparisons"][0]
 assert c["name"] == "prefix" and close(
     c["mean_ttft_off_over_on"], off["ttft_ms"]["mean"] / on["ttft_ms"]["mean"], 1e-3, 1e-3), c
 
-# Preemption under a small KV pool, by recompute or by swap: same tokens either way.
+# Preemption under a small KV pool (no growth reserve, so admission fills
+# it), by recompute or by swap: same tokens either way.
 outs = {}
 for mode in ("recompute", "swap"):
     j = json.loads(run("-m", stories, "-n", "8", "--rate", "0", "--prompt-len", "16..40",
                        "--output-len", "8..24", "--kv-tokens", "128", "-t", "1", "--preempt",
-                       mode, "--json").stdout)
+                       mode, "--reserve-blocks", "0", "--json").stdout)
     assert j["preempt"] == mode, j["preempt"]
     r = j["runs"][0]
     assert r["n_preemptions"] > 0 and sum(r["requests"]["n_preemptions"]) == r["n_preemptions"], r

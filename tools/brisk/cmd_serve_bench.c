@@ -40,6 +40,8 @@ static const char usage_text[] =
     "  --block-size N          KV tokens per block (default 16)\n"
     "  --chunk-size N          prefill chunk of the 'chunked' configuration (default 64)\n"
     "  --preempt recompute|swap  the engine's preemption mode (default recompute)\n"
+    "  --reserve-blocks N      engine: growth blocks admission keeps per running request\n"
+    "                          (default: the engine's, 1)\n"
     "  -t THREADS              (default: one per processor)\n"
     "  --compare static|prefix|chunked|all   extra configurations (repeatable, or a,b)\n"
     "  --static-pad            static batches keep decoding finished slots (padding)\n"
@@ -54,6 +56,7 @@ typedef struct opts {
   double rates[MAX_RATES];
   int n_rates;
   int kv_tokens, max_batch_tokens, max_running, block_size, chunk_size, threads;
+  int reserve_blocks; /* -1: the engine's default */
   brisk_preempt_mode preempt;
   bool cmp_static, cmp_prefix, cmp_chunked, static_pad, json;
   sb_slo slo;
@@ -153,6 +156,8 @@ static int parse_args(int argc, char **argv, opts *o) {
       ok = parse_int(v, 1, &o->chunk_size);
     else if (!strcmp(a, "-t"))
       ok = parse_int(v, 0, &o->threads);
+    else if (!strcmp(a, "--reserve-blocks"))
+      ok = parse_int(v, 0, &o->reserve_blocks);
     else if (!strcmp(a, "--preempt")) {
       ok = !strcmp(v, "recompute") || !strcmp(v, "swap");
       o->preempt = !strcmp(v, "swap") ? BRISK_PREEMPT_SWAP : BRISK_PREEMPT_RECOMPUTE;
@@ -345,7 +350,8 @@ int cmd_serve_bench(int argc, char **argv) {
             .max_batch_tokens = 512,
             .max_running = 64,
             .block_size = 16,
-            .chunk_size = 64};
+            .chunk_size = 64,
+            .reserve_blocks = -1};
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc < 0 ? 0 : rc;
   if (o.out_dir && mkdir(o.out_dir, 0777) != 0 && errno != EEXIST)
@@ -375,7 +381,8 @@ int cmd_serve_bench(int argc, char **argv) {
                             .kv_tokens = o.kv_tokens,
                             .max_batch_tokens = o.max_batch_tokens,
                             .block_size = o.block_size,
-                            .preempt = o.preempt};
+                            .preempt = o.preempt,
+                            .reserve_blocks = o.reserve_blocks};
   sb_config configs[MAX_CONFIGS];
   const int n_configs =
       make_configs(&o, (int32_t)n_slots, (int32_t)(slot_blocks * o.block_size), configs);

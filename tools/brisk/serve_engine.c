@@ -100,6 +100,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
   ep.max_running = c->max_running;
   ep.prefill_chunk = c->prefill_chunk;
   ep.preempt_mode = common->preempt;
+  if (common->reserve_blocks >= 0) ep.reserve_blocks = common->reserve_blocks;
   if (c->prefix_cache >= 0) ep.prefix_cache = c->prefix_cache;
   brisk_engine *e = NULL;
   if (brisk_engine_create(common->model, &ep, &e) != BRISK_OK) return fail(c->name, "engine");
