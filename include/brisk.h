@@ -574,6 +574,11 @@ typedef struct brisk_context_params {
   int32_t n_seq_max;        /* sequence ids are 0 .. n_seq_max-1; default 64 */
   brisk_abort_fn abort_callback; /* NULL: never abort */
   void *abort_user_data;
+  /* Nonzero (default): keep full KV blocks after their sequence lets go of
+   * them, for brisk_seq_match_prefix; they are evicted, least recently
+   * released first, when new tokens need the room. 0: blocks are freed when
+   * released and brisk_seq_match_prefix never reuses anything. */
+  int32_t prefix_cache;
 } brisk_context_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -600,13 +605,20 @@ typedef struct brisk_kv_stats {
   uint32_t struct_size;    /* set by the caller: sizeof(brisk_kv_stats) */
   int32_t block_size;      /* tokens per block */
   int32_t n_blocks;        /* blocks in the pool */
-  int32_t n_free_blocks;   /* blocks no sequence holds */
+  /* Blocks available to new tokens: those no sequence holds, including the
+   * prefix cache's (n_cached_blocks), which are evicted on demand. */
+  int32_t n_free_blocks;
   uint64_t bytes_per_block; /* all layers, K and V */
   uint64_t kv_bytes;       /* the whole pool */
   uint64_t other_bytes;    /* activation buffers and workspace */
+  /* Of n_free_blocks, those the prefix cache keeps for reuse (full blocks
+   * no sequence holds). Filled only when struct_size covers it. */
+  int32_t n_cached_blocks;
 } brisk_kv_stats;
 
-/* Fills *stats (whose struct_size the caller sets). */
+/* Fills *stats (whose struct_size the caller sets; a struct_size from an
+ * older header without the later fields is accepted and only its fields are
+ * written). BRISK_E_INVALID_ARGUMENT for NULL arguments or a smaller size. */
 BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *ctx, brisk_kv_stats *stats);
 
 /*
@@ -680,6 +692,29 @@ BRISK_API brisk_status brisk_seq_free(brisk_context *ctx, int32_t seq_id);
  * shared, partly filled block. Writing to either never changes the other.
  */
 BRISK_API brisk_status brisk_seq_fork(brisk_context *ctx, int32_t src_seq_id, int32_t dst_seq_id);
+
+/*
+ * Prefix cache: makes empty sequence seq_id start with the longest prefix of
+ * tokens[0 .. n) whose K/V this context still has, without computing it.
+ * The cache works in whole KV blocks: once brisk_decode fills a block (its
+ * block_size positions), the block is known by the tokens it holds and all
+ * tokens before it, and is kept when its sequences truncate or free it,
+ * until new tokens need the room (least recently released first; those
+ * count as free in brisk_kv_stats). At most n - 1 tokens are reused, so the
+ * caller always has a token left to decode for logits: *reused (a multiple
+ * of block_size, possibly 0) tokens are attached, and the caller continues
+ * with brisk_decode of tokens[*reused ..] from position *reused. Its logits
+ * are then bitwise those of decoding all n tokens in this context. Attached
+ * blocks are shared (with other sequences and the cache) and never written:
+ * a later write into one, after brisk_seq_truncate, copies it first. With
+ * params.prefix_cache 0, *reused is always 0.
+ * BRISK_E_INVALID_ARGUMENT: NULL ctx or reused, n < 0, NULL tokens with
+ * n > 0, a token outside [0, n_vocab), a bad sequence id, or a sequence
+ * that is not empty. BRISK_E_OUT_OF_MEMORY. On error the sequence stays
+ * empty and *reused is 0 (when reused is set). O(n) time.
+ */
+BRISK_API brisk_status brisk_seq_match_prefix(brisk_context *ctx, int32_t seq_id,
+                                              const int32_t *tokens, int32_t n, int32_t *reused);
 
 /* ------------------------------------------------------------------------ */
 /* Sampling                                                                 */
@@ -1065,23 +1100,44 @@ BRISK_API brisk_status brisk_spec_get_stats(const brisk_spec *spec, brisk_spec_s
  *
  * Scheduling: waiting requests are admitted in order of priority (higher
  * first), then submission (first come, first served), while sequence slots
- * and free KV blocks allow. When the pool runs out during generation the
+ * and free KV blocks allow, keeping reserve_blocks blocks of growth free for
+ * each running request. When the pool runs out during generation the
  * lowest-ranked running request (lowest priority, then newest) is preempted:
  * its KV is freed and it goes back to the waiting queue, to be recomputed
- * from its prompt plus the tokens it already produced. A request is never
- * failed for lack of KV; its output is the same as without preemption.
+ * from its prompt plus the tokens it already produced, or, with
+ * BRISK_PREEMPT_SWAP, its KV is first copied to host memory and restored
+ * when it is admitted again. A request is never failed for lack of KV; its
+ * output is the same as without preemption.
  *
  * Output: a request's tokens are token-for-token those of a brisk_decode
  * loop that prefills its prompt, then samples and decodes one token at a
  * time with a sampler made from the same params (logits of a sequence do not
- * depend on its batch).
+ * depend on its batch). With n completions, that loop forks the prefilled
+ * sequence n - 1 times (brisk_seq_fork) and completion i samples with seed
+ * + i from the same prompt logits. Each completion is scheduled, and
+ * preempted and recomputed, on its own; a completion that finds no free
+ * sequence when the prompt is done prefills the prompt itself later (the
+ * same tokens, without sharing).
  *
  * Thread safety: brisk_engine_submit and brisk_engine_cancel may be called
  * from any threads, concurrently with each other and with one thread running
  * the other engine calls. All other calls on an engine (step, poll, stats,
- * request_stats, free) must not run concurrently with each other.
+ * request_stats, get_metrics, reset_metrics, free) must not run
+ * concurrently with each other.
  */
 typedef struct brisk_engine brisk_engine;
+
+/* What preemption does with the victim's KV. */
+typedef enum brisk_preempt_mode {
+  /* Free it; on re-admission the prompt and the tokens generated so far are
+   * fed again (costs compute, needs no memory). */
+  BRISK_PREEMPT_RECOMPUTE = 0,
+  /* Copy it to host memory (brisk's allocator, within swap_bytes), free the
+   * blocks, and copy it back into new blocks on re-admission: the request
+   * continues where it stopped. When the host tier is full or a copy fails
+   * the request falls back to recompute; it never fails. */
+  BRISK_PREEMPT_SWAP = 1
+} brisk_preempt_mode;
 
 typedef struct brisk_engine_params {
   uint32_t struct_size; /* sizeof(brisk_engine_params) */
@@ -1100,6 +1156,44 @@ typedef struct brisk_engine_params {
   /* Most prompt tokens one request prefills in one step; 0 (default) = up
    * to the step's budget. Smaller chunks bound each step's duration. */
   int32_t prefill_chunk;
+  /* Service-level objective for goodput in brisk_engine_metrics: a request
+   * meets it when its TTFT and its TPOT are at most these (milliseconds,
+   * >= 0, finite); 0 (default) = no bound on that one. */
+  double slo_ttft_ms;
+  double slo_tpot_ms;
+  /* The machine's memory bandwidth (GB/s, 1e9 bytes) and peak arithmetic
+   * rate (GFLOP/s) for MBU and MFU in brisk_engine_metrics (e.g. measured
+   * by `brisk bench`); 0 (default) = unknown, and that ratio reads 0. */
+  double mem_bandwidth_gbs;
+  double peak_gflops;
+  /* Preemption: BRISK_PREEMPT_RECOMPUTE (default) or BRISK_PREEMPT_SWAP. */
+  brisk_preempt_mode preempt_mode;
+  /* Host memory for swapped-out KV, in bytes (swap mode only): a victim
+   * whose copy would exceed it is recomputed instead. 0 (default) = the KV
+   * pool's size; UINT64_MAX = no limit. */
+  uint64_t swap_bytes;
+  /* Target wall time of one step in microseconds; 0 (default) = none, only
+   * max_batch_tokens bounds a step. The engine fits each step's time as
+   * fixed + per-token costs (tokens that produce logits, other prompt
+   * tokens, attended keys) from the steps it has run, and fills a step
+   * only with what the fit predicts to fit: running requests' next tokens
+   * first (by rank), then prompt chunks. A step always takes at least one
+   * token, so the budget cannot stall the engine; the first few steps,
+   * before the fit has data, take at most 16 tokens. For hosts that step
+   * once per frame, e.g. 16000 for 60 frames a second. */
+  int64_t step_time_budget_us;
+  /* Nonzero (default): the context's prefix cache (see
+   * brisk_seq_match_prefix). A request admitted (or re-admitted after
+   * preemption) reuses the longest cached prefix of its tokens and computes
+   * only the rest; outputs are the same as without the cache. */
+  int32_t prefix_cache;
+  /* Admission keeps this many KV blocks of future growth free for each
+   * running request (capped at what its max_tokens can still use), on top
+   * of the blocks its tokens need now; default 1, 0 = count only present
+   * tokens. Larger values preempt (and recompute) less when the pool is
+   * oversubscribed but run fewer requests at once; a value covering
+   * max_tokens never preempts. */
+  int32_t reserve_blocks;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1138,7 +1232,29 @@ typedef struct brisk_request_params {
   int32_t priority;
   /* Returned in this request's events, never dereferenced. */
   void *user_data;
+  /* Stop strings: n_stop non-empty NUL-terminated strings (copied). The
+   * request finishes with BRISK_FINISH_STOP once its text contains one;
+   * the text before it is delivered, the stop string and anything after it
+   * are not. Text that may still become a stop string is held back until
+   * it cannot (it is delivered at the end if the request stops otherwise).
+   * Needs a model with a vocabulary (else BRISK_E_UNSUPPORTED). */
+  const char *const *stop;
+  size_t n_stop;
+  /* Log-probabilities: 0 (default) = off; 1..BRISK_MAX_LOGPROBS = each
+   * token event carries the sampled token's log-probability and this many
+   * most likely alternatives (see brisk_engine_event). */
+  int32_t logprobs;
+  /* Completions of the same prompt, 1 (default) .. the engine's
+   * max_running. The prompt is prefilled once and its KV shared
+   * copy-on-write (brisk_seq_fork) by the completions; completion i samples
+   * with the sampler params' seed + i (so completion 0 is what n = 1
+   * gives). Events carry the completion's index; each completion ends with
+   * its own finished event. */
+  int32_t n;
 } brisk_request_params;
+
+/* Most alternatives brisk_request_params.logprobs can ask for. */
+#define BRISK_MAX_LOGPROBS 20
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
 BRISK_API void brisk_request_params_init(brisk_request_params *params);
@@ -1148,8 +1264,10 @@ BRISK_API void brisk_request_params_init(brisk_request_params *params);
  * events and calls. Tokenizes, checks and copies everything here, so errors
  * come back now: BRISK_E_INVALID_ARGUMENT (NULL engine, params or id, bad
  * struct_size, empty prompt, a token outside [0, n_vocab), max_tokens < 1,
- * prompt + max_tokens larger than the KV pool, bad sampler params),
- * BRISK_E_UNSUPPORTED (text without a vocabulary), BRISK_E_OUT_OF_MEMORY.
+ * prompt + max_tokens larger than the KV pool, bad sampler params, n outside
+ * [1, max_running], logprobs outside [0, BRISK_MAX_LOGPROBS], a NULL stop
+ * array with n_stop > 0 or an empty stop string), BRISK_E_UNSUPPORTED (text
+ * or stop strings without a vocabulary), BRISK_E_OUT_OF_MEMORY.
  * Safe to call from any thread while another steps; the request is seen by
  * the next step that starts after it returns.
  */
@@ -1158,7 +1276,8 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *engine,
 
 /*
  * Asks to stop request `id`. The next step frees its KV blocks and queues
- * its finished event with BRISK_FINISH_CANCELLED (unless it finished first).
+ * a finished event with BRISK_FINISH_CANCELLED for each of its completions
+ * that had not finished yet.
  * Cancelling a finished request is a harmless no-op. BRISK_E_NOT_FOUND if
  * no request ever had this id, BRISK_E_OUT_OF_MEMORY. Safe to call from any
  * thread while another steps.
@@ -1176,6 +1295,11 @@ typedef struct brisk_engine_step_info {
   int32_t n_finished;       /* requests that finished in this step */
   int32_t n_preempted;      /* requests preempted in this step */
   uint64_t duration_ns;     /* wall time of the step */
+  int32_t n_swapped_out;    /* preempted requests whose KV went to host memory */
+  int32_t n_swapped_in;     /* admitted requests whose KV came back from it */
+  /* The cost model's prediction of this step's batch (see
+   * step_time_budget_us), in ns; 0 until it has data, or with no batch. */
+  uint64_t predicted_ns;
 } brisk_engine_step_info;
 
 /*
@@ -1195,11 +1319,21 @@ typedef enum brisk_finish_reason {
   BRISK_FINISH_EOG = 1,       /* generated an end-of-generation token */
   BRISK_FINISH_LENGTH = 2,    /* generated max_tokens tokens */
   BRISK_FINISH_CANCELLED = 3, /* brisk_engine_cancel */
-  BRISK_FINISH_ERROR = 4      /* sampling (e.g. every token forbidden) or an
+  BRISK_FINISH_ERROR = 4,     /* sampling (e.g. every token forbidden) or an
                                  allocation for its text failed */
+  BRISK_FINISH_STOP = 5       /* its text reached one of its stop strings */
 } brisk_finish_reason;
 
-/* One event: a generated token, the end of a request, or both. */
+/* A token and its log-probability. */
+typedef struct brisk_token_logprob {
+  int32_t token;
+  float logprob;
+} brisk_token_logprob;
+
+/* One event: a generated token, the end of a completion, or both.
+ * The host allocates arrays of it for brisk_engine_poll, so its size is part
+ * of the ABI version (it has no struct_size): fields are only added with a
+ * new major version. */
 typedef struct brisk_engine_event {
   uint64_t id;     /* the request */
   void *user_data; /* its params' user_data */
@@ -1207,40 +1341,60 @@ typedef struct brisk_engine_event {
   /* The text that became complete with this token (control tokens give
    * none): whole UTF-8 characters only, a character split across tokens
    * comes with its last token, and one left incomplete when the request
-   * ends is dropped. Not NUL-terminated; valid until the next
+   * ends is dropped. Text that may be the start of one of the request's
+   * stop strings comes with a later event, once it is known not to be (or
+   * with the last event). Not NUL-terminated; valid until the next
    * brisk_engine_poll or brisk_engine_free. */
   const char *text;
   size_t text_len;
-  int32_t finished;           /* nonzero on the request's last event */
+  int32_t finished;           /* nonzero on the completion's last event */
   brisk_finish_reason reason; /* BRISK_FINISH_NONE unless finished */
+  int32_t index;              /* the completion, 0 .. n - 1 (0 when n = 1) */
+  /* With the request's logprobs > 0 and token >= 0: the token's
+   * log-probability under the model's distribution (log-softmax of its raw
+   * logits, before any sampler step), and the n_top_logprobs (= logprobs,
+   * at most n_vocab) most likely tokens in decreasing order (ties by lower
+   * id). Otherwise 0, NULL and 0. Valid until the next brisk_engine_poll or
+   * brisk_engine_free, like text. */
+  float logprob;
+  const brisk_token_logprob *top_logprobs;
+  int32_t n_top_logprobs;
 } brisk_engine_event;
 
 /*
  * Moves up to `capacity` of the oldest queued events into events[] and sets
  * *n to how many; the others stay queued for the next call (so *n ==
- * capacity means there may be more). Each request's events come in order,
- * exactly one of them finished. events may be NULL when capacity is 0.
+ * capacity means there may be more). Each completion's events come in
+ * order, exactly one of them finished. events may be NULL when capacity is 0.
  * BRISK_E_INVALID_ARGUMENT for a NULL engine or n.
  */
 BRISK_API brisk_status brisk_engine_poll(brisk_engine *engine, brisk_engine_event *events,
                                          size_t capacity, size_t *n);
 
-/* One request's progress; times in nanoseconds since its submission. */
+/* One request's progress, over all its completions; times in nanoseconds
+ * since its submission: queue until completion 0 was admitted, TTFT until
+ * the first token of any completion, e2e until the last one finished. */
 typedef struct brisk_request_stats {
-  uint32_t struct_size;   /* set by the caller: sizeof(brisk_request_stats) */
+  uint32_t struct_size; /* set by the caller: sizeof(brisk_request_stats) */
   int32_t n_prompt_tokens;
-  int32_t n_generated_tokens;
-  int32_t n_preemptions;  /* times it was preempted and recomputed */
-  int32_t finished;       /* nonzero once finished */
-  brisk_finish_reason reason;
-  uint64_t queue_ns;      /* until first admitted; 0 before that */
-  uint64_t ttft_ns;       /* until its first token; 0 before that */
-  uint64_t e2e_ns;        /* until finished; 0 before that */
+  int32_t n_generated_tokens; /* summed over completions */
+  int32_t n_preemptions;      /* times a completion was preempted (recomputed or swapped) */
+  int32_t finished;           /* nonzero once every completion finished */
+  brisk_finish_reason reason; /* completion 0's */
+  uint64_t queue_ns;          /* until first admitted; 0 before that */
+  uint64_t ttft_ns;           /* until its first token; 0 before that */
+  uint64_t e2e_ns;            /* until finished; 0 before that */
+  /* Time per output token after the first: (e2e - ttft) / (generated - 1),
+   * with generated summed over the completions, once finished with at
+   * least 2 tokens; 0 otherwise. Callers built before this field (a
+   * smaller struct_size) do not get it. */
+  uint64_t tpot_ns;
 } brisk_request_stats;
 
 /*
  * Fills *stats for request `id`: available from submission until the
- * brisk_engine_poll call after the one that delivered its finished event.
+ * brisk_engine_poll call after the one that delivered its last finished
+ * event.
  * BRISK_E_NOT_FOUND otherwise; BRISK_E_INVALID_ARGUMENT for NULL arguments
  * or a struct_size too small.
  */
@@ -1260,12 +1414,104 @@ typedef struct brisk_engine_counters {
   uint64_t n_steps;              /* steps that ran a batch */
   int32_t n_running, n_waiting;  /* now */
   int32_t n_kv_blocks;           /* blocks in the pool */
-  int32_t n_free_kv_blocks;      /* blocks no request holds now */
+  int32_t n_free_kv_blocks;      /* blocks no request holds now (cached ones included) */
+  /* Swap preemption (BRISK_PREEMPT_SWAP): KV copies to and from host memory,
+   * their bytes, the host memory held now, and preemptions that recomputed
+   * because the host tier was full or a copy failed. */
+  uint64_t n_swapped_out, n_swapped_in;
+  uint64_t swap_out_bytes, swap_in_bytes;
+  uint64_t swap_bytes_used;
+  uint64_t n_swap_fallbacks;
+  /* Prefix cache: tokens of admitted requests looked up in it (prompt, plus
+   * generated tokens for a preempted request; 0 with the cache off), and of
+   * those the tokens reused instead of computed. Hit rate = hit / lookup. */
+  uint64_t n_prefix_lookup_tokens;
+  uint64_t n_prefix_hit_tokens;
 } brisk_engine_counters;
 
 /* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
  * struct_size too small. */
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *engine, brisk_engine_counters *stats);
+
+/* One latency over the requests completed in the metrics window, in
+ * nanoseconds. Percentiles are by nearest rank (the sample of rank
+ * ceil(q * count)) from a fixed-size log-linear histogram, within 0.8%
+ * relative error; min, max and mean are exact. All 0 when count is 0. */
+typedef struct brisk_latency_summary {
+  uint64_t count;
+  uint64_t p50_ns, p90_ns, p99_ns;
+  uint64_t min_ns, max_ns;
+  double mean_ns;
+} brisk_latency_summary;
+
+/*
+ * Serving metrics over a window that starts at the first submission after
+ * creation (or after brisk_engine_reset_metrics; a request submitted before
+ * the reset and finishing after it counts from the reset) and ends at the
+ * last finish, or now while a request is still unfinished. A request is
+ * "completed" when it finished by EOG or max_tokens; cancelled and failed
+ * ones are only counted in n_aborted. Rates are per second of the window
+ * (0 for an empty window).
+ */
+typedef struct brisk_engine_metrics {
+  uint32_t struct_size; /* set by the caller: sizeof(brisk_engine_metrics) */
+  uint64_t n_completed;
+  uint64_t n_aborted;
+  /* Per completed request: queue = submission to first admission, ttft =
+   * submission to first token, e2e = submission to finish, tpot = (e2e -
+   * ttft) / (generated - 1) over requests with at least 2 tokens. */
+  brisk_latency_summary queue, ttft, tpot, e2e;
+  double window_s;
+  double output_tokens_per_s; /* generated tokens of completed requests */
+  double total_tokens_per_s;  /* their prompt plus generated tokens */
+  double requests_per_s;      /* completed requests */
+  /* Goodput: completed requests meeting the params' SLO (a request with one
+   * token has no TPOT and meets that bound); without an SLO, all of them. */
+  uint64_t n_good;
+  double goodput_requests_per_s;
+  double goodput_fraction; /* n_good / n_completed; 0 without completions */
+  /* Fraction of KV blocks held by requests: now, and the mean after every
+   * step of the window that ran a batch. */
+  double kv_utilization;
+  double kv_utilization_mean;
+  uint64_t n_preemptions; /* in the window */
+  /* Steps of the window that ran a batch, and their wall time
+   * (scheduling, forward pass and sampling). */
+  uint64_t n_busy_steps;
+  double busy_s;
+  /* The model's work in those steps, computed from its shapes and weight
+   * types: weights and KV read plus KV written (activations not counted),
+   * and FLOPs of the matrix products and attention (elementwise work not
+   * counted). */
+  double bytes;
+  double flops;
+  double achieved_gbs;    /* bytes / busy_s / 1e9; 0 without busy time */
+  double achieved_gflops; /* flops / busy_s / 1e9 */
+  /* achieved_gbs / mem_bandwidth_gbs and achieved_gflops / peak_gflops of
+   * the engine params; 0 when that machine figure is unknown (0). */
+  double mbu;
+  double mfu;
+  /* Prefix cache in the window: tokens looked up at admission, tokens
+   * reused instead of computed, and hit / lookup (0 without lookups). */
+  uint64_t n_prefix_lookup_tokens;
+  uint64_t n_prefix_hit_tokens;
+  double prefix_hit_rate;
+} brisk_engine_metrics;
+
+/*
+ * Fills *metrics. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
+ * struct_size too small. Must not run concurrently with brisk_engine_step
+ * (see the engine's thread safety). Cost: a scan of four fixed-size
+ * histograms (about 4k buckets each).
+ */
+BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *engine,
+                                                brisk_engine_metrics *metrics);
+
+/* Empties the metrics window (e.g. between benchmark phases); the next
+ * window starts at the next submission. brisk_engine_stats's counters are
+ * not affected. BRISK_E_INVALID_ARGUMENT for a NULL engine. Must not run
+ * concurrently with brisk_engine_step. */
+BRISK_API brisk_status brisk_engine_reset_metrics(brisk_engine *engine);
 
 /* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */

@@ -2,6 +2,7 @@
  * behind brisk_decode and the sequence operations. */
 #include "context/batch.h"
 #include "context/context.h"
+#include "context/swap.h"
 
 #include "backend/cpu/ops/cpu_backend.h"
 #include "core/alloc.h"
@@ -13,6 +14,7 @@
 #include "kv/kv.h"
 #include "model/model.h"
 
+#include <stddef.h>
 #include <string.h>
 
 struct brisk_context {
@@ -48,17 +50,21 @@ BRISK_API void brisk_context_params_init(brisk_context_params *p) {
   p->kv_type = BRISK_KV_F16;
   p->max_batch_tokens = 512;
   p->n_seq_max = 64;
+  p->prefix_cache = 1;
 }
 
 static brisk_status copy_params(const brisk_context_params *in, brisk_context_params *out) {
   brisk_context_params_init(out);
   if (!in) return BRISK_OK;
-  if (in->struct_size < sizeof *out || in->struct_size > 4096)
+  /* Callers built before prefix_cache was added pass a smaller struct and
+   * get its default. */
+  size_t oldest = offsetof(brisk_context_params, abort_user_data) + sizeof(void *);
+  if (in->struct_size < oldest || in->struct_size > 4096)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_context_params.struct_size %u is invalid (call "
                        "brisk_context_params_init)",
                        in->struct_size);
-  memcpy(out, in, sizeof *out);
+  memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
   out->struct_size = sizeof *out;
   if (out->n_threads < 0 || out->n_threads > 1024)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "n_threads %d is outside [0, 1024]",
@@ -187,7 +193,7 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   for (int32_t i = 0; i < p.n_seq_max; i++) c->row_of_seq[i] = -1;
   if ((st = brisk_threadpool_create(p.n_threads, &c->pool)) ||
       (st = brisk_backend_cpu_create(c->pool, BRISK_CPU_ISA_AUTO, &c->be)) ||
-      (st = brisk_kv_create(n_blocks, p.block_size, p.n_seq_max, &c->kv)) ||
+      (st = brisk_kv_create(n_blocks, p.block_size, p.n_seq_max, p.prefix_cache != 0, &c->kv)) ||
       (st = alloc_kv_storage(c)) || (st = brisk_forward_create(model, c->be, p.max_batch_tokens, &c->fwd)) ||
       (st = c->be->buffer_alloc(c->be, nb * nv * sizeof(float), (void **)&c->logits_dev)))
     goto fail;
@@ -199,16 +205,21 @@ fail:
 }
 
 BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *c, brisk_kv_stats *s) {
-  if (!c || !s || s->struct_size < sizeof *s)
+  /* A struct from before n_cached_blocks was added gets the older fields. */
+  size_t oldest = offsetof(brisk_kv_stats, other_bytes) + sizeof(uint64_t);
+  if (!c || !s || s->struct_size < oldest)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_context_kv_stats: context and stats (with struct_size) must be set");
-  s->block_size = brisk_kv_block_size(c->kv);
-  s->n_blocks = brisk_kv_n_blocks(c->kv);
-  s->n_free_blocks = brisk_kv_n_free_blocks(c->kv);
-  s->bytes_per_block = c->bytes_per_block;
-  s->kv_bytes = c->bytes_per_block * (uint64_t)s->n_blocks;
-  s->other_bytes = brisk_forward_bytes(c->fwd) + brisk_backend_cpu_workspace_bytes(c->be) +
-                   (uint64_t)c->params.max_batch_tokens * c->model->hp.n_vocab * sizeof(float);
+  brisk_kv_stats k = {.struct_size = s->struct_size};
+  k.block_size = brisk_kv_block_size(c->kv);
+  k.n_blocks = brisk_kv_n_blocks(c->kv);
+  k.n_free_blocks = brisk_kv_n_free_blocks(c->kv);
+  k.bytes_per_block = c->bytes_per_block;
+  k.kv_bytes = c->bytes_per_block * (uint64_t)k.n_blocks;
+  k.other_bytes = brisk_forward_bytes(c->fwd) + brisk_backend_cpu_workspace_bytes(c->be) +
+                  (uint64_t)c->params.max_batch_tokens * c->model->hp.n_vocab * sizeof(float);
+  k.n_cached_blocks = brisk_kv_n_cached_blocks(c->kv);
+  memcpy(s, &k, s->struct_size < sizeof k ? s->struct_size : sizeof k);
   return BRISK_OK;
 }
 
@@ -285,7 +296,8 @@ BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
   }
   clear_rows(c, n_seqs);
   int32_t n_copies = 0;
-  brisk_status st = brisk_kv_reserve(c->kv, b->n, b->seq, b->pos, c->slot, c->copies, &n_copies);
+  brisk_status st =
+      brisk_kv_reserve(c->kv, b->n, b->seq, b->pos, b->token, c->slot, c->copies, &n_copies);
   if (st) return st;
   int32_t max_blocks = 0;
   if (!(st = copy_blocks(c, n_copies)) && !(st = build_tables(c, n_seqs, &max_blocks))) {
@@ -301,6 +313,8 @@ BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
     for (int32_t r = 0; r < n_seqs; r++) brisk_kv_seq_truncate(c->kv, c->roll_seq[r], c->old_len[r]);
     return st;
   }
+  /* The K/V is written: the blocks it filled join the prefix cache. */
+  for (int32_t r = 0; r < n_seqs; r++) brisk_kv_commit(c->kv, c->roll_seq[r], c->old_len[r]);
   for (int32_t i = 0; i < b->n; i++) c->logit_row[i] = -1;
   for (int32_t j = 0; j < n_out; j++) c->logit_row[c->out_rows[j]] = j;
   c->n_logit_entries = b->n;
@@ -331,10 +345,34 @@ BRISK_API brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst
   return brisk_kv_seq_fork(c->kv, src, dst);
 }
 
+BRISK_API brisk_status brisk_seq_match_prefix(brisk_context *c, int32_t seq, const int32_t *tokens,
+                                             int32_t n, int32_t *reused) {
+  if (!c || !reused || n < 0 || (n > 0 && !tokens))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_seq_match_prefix: context, reused and (for n = %d > 0) tokens must "
+                       "be set, n >= 0",
+                       n);
+  *reused = 0;
+  uint32_t n_vocab = c->model->hp.n_vocab;
+  for (int32_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || (uint32_t)tokens[i] >= n_vocab)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "brisk_seq_match_prefix: token %d is %d, outside [0, %u)", i, tokens[i],
+                         n_vocab);
+  return brisk_kv_match_prefix(c->kv, seq, tokens, n, reused);
+}
+
 BRISK_API const brisk_model *brisk_context_model(const brisk_context *c) {
   return c ? c->model : NULL;
 }
 
 const brisk_context_params *brisk_context_get_params(const brisk_context *c) {
   return &c->params;
+}
+
+void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_backend **be,
+                            brisk_forward_kv **storage) {
+  *kv = c->kv;
+  *be = c->be;
+  *storage = &c->storage;
 }

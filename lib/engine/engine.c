@@ -20,6 +20,8 @@ BRISK_API void brisk_engine_params_init(brisk_engine_params *p) {
   p->kv_type = cp.kv_type;
   p->max_batch_tokens = cp.max_batch_tokens;
   p->max_running = cp.n_seq_max;
+  p->prefix_cache = cp.prefix_cache;
+  p->reserve_blocks = 1;
 }
 
 BRISK_API void brisk_request_params_init(brisk_request_params *p) {
@@ -28,6 +30,7 @@ BRISK_API void brisk_request_params_init(brisk_request_params *p) {
   p->struct_size = sizeof *p;
   p->max_tokens = 128;
   p->stop_at_eog = 1;
+  p->n = 1;
 }
 
 /* Copies the caller's first struct_size bytes over the defaults. */
@@ -44,9 +47,20 @@ static brisk_status read_params(const brisk_engine_params *in, brisk_engine_para
   if (out->max_batch_tokens < 1)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: max_batch_tokens %d must be >= 1",
                        out->max_batch_tokens);
+  if (out->reserve_blocks < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: reserve_blocks %d must be >= 0",
+                       out->reserve_blocks);
   if (out->prefill_chunk < 0)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: prefill_chunk %d must be >= 0",
                        out->prefill_chunk);
+  if (out->preempt_mode != BRISK_PREEMPT_RECOMPUTE && out->preempt_mode != BRISK_PREEMPT_SWAP)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "engine params: preempt_mode %d is not a brisk_preempt_mode",
+                       (int)out->preempt_mode);
+  if (out->step_time_budget_us < 0 || out->step_time_budget_us > INT64_MAX / 1000)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "engine params: step_time_budget_us %lld is negative or too large",
+                       (long long)out->step_time_budget_us);
   return BRISK_OK;
 }
 
@@ -66,6 +80,7 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   cp.kv_type = p.kv_type;
   cp.max_batch_tokens = p.max_batch_tokens;
   cp.n_seq_max = p.max_running;
+  cp.prefix_cache = p.prefix_cache;
   brisk_engine *e = brisk_calloc(1, sizeof *e);
   if (!e) return brisk_error_oom();
   if (pthread_mutex_init(&e->mu, NULL)) {
@@ -76,13 +91,19 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   e->max_batch_tokens = p.max_batch_tokens;
   e->max_running = p.max_running;
   e->prefill_chunk = p.prefill_chunk;
-  if ((st = brisk_context_create(model, &cp, &e->ctx)) ||
+  e->prefix_cache = p.prefix_cache != 0;
+  e->reserve_blocks = p.reserve_blocks;
+  e->preempt_mode = p.preempt_mode;
+  e->budget_ns = (double)p.step_time_budget_us * 1000.0;
+  if ((st = brisk_engine_metrics_setup(e, &p)) ||
+      (st = brisk_context_create(model, &cp, &e->ctx)) ||
       (st = brisk_batch_create(p.max_batch_tokens, &e->batch)))
     goto fail;
   brisk_kv_stats ks = {.struct_size = sizeof ks};
   if ((st = brisk_context_kv_stats(e->ctx, &ks))) goto fail;
   e->block_size = ks.block_size;
   e->n_blocks = ks.n_blocks;
+  e->swap_limit = p.swap_bytes ? p.swap_bytes : ks.kv_bytes;
   size_t nr = (size_t)p.max_running;
   e->running = brisk_calloc(nr, sizeof *e->running);
   e->free_seqs = brisk_calloc(nr, sizeof *e->free_seqs);
@@ -103,8 +124,9 @@ fail:
 
 void brisk_engine_request_free(brisk_engine_request *r) {
   if (!r) return;
+  brisk_seq_swap_release(&r->swap);
   brisk_sampler_free(r->sampler);
-  brisk_detokenizer_free(r->detok);
+  brisk_stopper_free(r->stopper);
   brisk_free(r->tokens);
   brisk_free(r);
 }
@@ -141,6 +163,8 @@ BRISK_API void brisk_engine_free(brisk_engine *e) {
   brisk_free(e->events);
   brisk_free(e->pending_text);
   brisk_free(e->out_text);
+  brisk_free(e->pending_lp);
+  brisk_free(e->out_lp);
   brisk_batch_free(e->batch);
   brisk_context_free(e->ctx);
   pthread_mutex_destroy(&e->mu);
@@ -192,23 +216,106 @@ static brisk_status load_prompt(brisk_engine *e, const brisk_request_params *p,
   return BRISK_OK;
 }
 
-static brisk_status make_request(brisk_engine *e, const brisk_request_params *p,
-                                 brisk_engine_request *r) {
+/* Checks the fields after user_data (stop strings are checked by the
+ * stopper). */
+static brisk_status check_request(const brisk_engine *e, const brisk_request_params *p) {
   if (p->max_tokens < 1)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_submit: max_tokens %d must be >= 1",
                        p->max_tokens);
-  brisk_status st = load_prompt(e, p, r);
-  if (st) return st;
-  if ((st = brisk_sampler_create(e->model, p->sampler, &r->sampler))) return st;
-  /* Models without a vocabulary still generate token ids, without text. */
-  if (brisk_model_tokenizer(e->model)[0] && (st = brisk_detokenizer_create(e->model, 0, &r->detok)))
-    return st;
+  if (p->n < 1 || p->n > e->max_running)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: n %d must be in [1, max_running %d]", p->n,
+                       e->max_running);
+  if (p->logprobs < 0 || p->logprobs > BRISK_MAX_LOGPROBS)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: logprobs %d must be in [0, %d]", p->logprobs,
+                       BRISK_MAX_LOGPROBS);
+  if (p->n_stop && !brisk_model_tokenizer(e->model)[0])
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "brisk_engine_submit: stop strings need a model with a vocabulary");
+  return BRISK_OK;
+}
+
+/* Completion `index` of a request whose leader (completion 0) is made. */
+static brisk_status make_completion(brisk_engine *e, const brisk_request_params *p,
+                                    brisk_engine_request *leader, int32_t index,
+                                    brisk_engine_request *r) {
+  brisk_status st;
+  if (index == 0) {
+    if ((st = load_prompt(e, p, r))) return st;
+  } else {
+    size_t cap = (size_t)leader->n_prompt + (size_t)p->max_tokens;
+    if (!(r->tokens = brisk_malloc(cap * sizeof *r->tokens))) return brisk_error_oom();
+    memcpy(r->tokens, leader->tokens, (size_t)leader->n_prompt * sizeof *r->tokens);
+    r->n_prompt = r->n_tokens = leader->n_prompt;
+  }
+  brisk_sampler_params sp;
+  brisk_sampler_params_init(&sp);
+  if (p->sampler) {
+    /* The caller's size decides how much to read; brisk_sampler_create
+     * checks it. */
+    uint32_t size = p->sampler->struct_size;
+    memcpy(&sp, p->sampler, size < sizeof sp ? size : sizeof sp);
+  }
+  sp.seed += (uint64_t)index;
+  if ((st = brisk_sampler_create(e->model, &sp, &r->sampler))) return st;
+  /* Models without a vocabulary still generate token ids, without text.
+   * The engine applies EOG and max_tokens itself; the stopper detokenizes
+   * and watches the stop strings. */
+  if (brisk_model_tokenizer(e->model)[0]) {
+    brisk_stopper_params stp;
+    brisk_stopper_params_init(&stp);
+    stp.stop_at_eog = 0;
+    stp.stop_strings = p->stop;
+    stp.n_stop_strings = p->n_stop;
+    if ((st = brisk_stopper_create(e->model, &stp, &r->stopper))) return st;
+  }
+  r->leader = leader;
+  r->index = index;
+  r->n_completions = p->n;
   r->priority = p->priority;
   r->user_data = p->user_data;
   r->stop_at_eog = p->stop_at_eog;
+  r->n_logprobs = p->logprobs;
   r->max_tokens = p->max_tokens;
   r->seq = -1;
-  r->state = BRISK_REQ_WAITING;
+  r->state = index == 0 ? BRISK_REQ_WAITING : BRISK_REQ_FORK_WAIT;
+  return BRISK_OK;
+}
+
+static void free_chain(brisk_engine_request *r) {
+  for (brisk_engine_request *next; r; r = next) {
+    next = r->next;
+    brisk_engine_request_free(r);
+  }
+}
+
+/* Makes the request's completions, linked in order; *last gets the last. */
+static brisk_status make_request(brisk_engine *e, const brisk_request_params *p,
+                                 brisk_engine_request **first, brisk_engine_request **last) {
+  brisk_status st = check_request(e, p);
+  if (st) return st;
+  brisk_engine_request *head = NULL, *tail = NULL;
+  for (int32_t i = 0; i < p->n; i++) {
+    brisk_engine_request *r = brisk_calloc(1, sizeof *r);
+    if (!r) {
+      free_chain(head);
+      return brisk_error_oom();
+    }
+    r->prev = tail;
+    if (tail)
+      tail->next = r;
+    else
+      head = r;
+    tail = r;
+    if ((st = make_completion(e, p, head, i, r))) {
+      free_chain(head);
+      return st;
+    }
+  }
+  head->n_open = p->n;
+  *first = head;
+  *last = tail;
   return BRISK_OK;
 }
 
@@ -224,25 +331,26 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_
                        "brisk_engine_submit: params struct_size %u is too small",
                        params->struct_size);
   memcpy(&p, params, params->struct_size < sizeof p ? params->struct_size : sizeof p);
-  brisk_engine_request *r = brisk_calloc(1, sizeof *r);
-  if (!r) return brisk_error_oom();
-  brisk_status st = make_request(e, &p, r);
-  if (st) {
-    brisk_engine_request_free(r);
-    return st;
-  }
-  r->t_submit = brisk_now_ns();
+  brisk_engine_request *first = NULL, *last = NULL;
+  brisk_status st = make_request(e, &p, &first, &last);
+  if (st) return st;
+  uint64_t now = brisk_now_ns();
   pthread_mutex_lock(&e->mu);
-  r->id = ++e->last_id;
-  r->prev = e->in_tail;
+  uint64_t rid = ++e->last_id;
+  for (brisk_engine_request *r = first; r; r = r->next) {
+    r->id = rid;
+    r->t_submit = now;
+  }
+  first->prev = e->in_tail;
   if (e->in_tail)
-    e->in_tail->next = r;
+    e->in_tail->next = first;
   else
-    e->in_head = r;
-  e->in_tail = r;
+    e->in_head = first;
+  e->in_tail = last;
   e->n_submitted++;
-  e->n_prompt_tokens += (uint64_t)r->n_prompt;
-  *id = r->id;
+  e->n_prompt_tokens += (uint64_t)first->n_prompt;
+  brisk_metrics_on_submit(&e->metrics, now);
+  *id = rid;
   pthread_mutex_unlock(&e->mu);
   return BRISK_OK;
 }
@@ -270,20 +378,44 @@ BRISK_API brisk_status brisk_engine_cancel(brisk_engine *e, uint64_t id) {
   return BRISK_OK;
 }
 
-static void fill_request_stats(const brisk_engine_request *r, brisk_request_stats *s) {
-  s->n_prompt_tokens = r->n_prompt;
-  s->n_generated_tokens = r->n_generated;
-  s->n_preemptions = r->n_preemptions;
-  s->finished = r->state >= BRISK_REQ_DONE;
-  s->reason = r->reason;
-  s->queue_ns = r->t_admit ? r->t_admit - r->t_submit : 0;
-  s->ttft_ns = r->t_first ? r->t_first - r->t_submit : 0;
-  s->e2e_ns = r->t_finish ? r->t_finish - r->t_submit : 0;
+/* One request's timeline over its completions (leader first): first token
+ * of any, last finish, tokens summed. */
+void brisk_engine_request_timeline(const brisk_engine_request *leader, brisk_metrics_request *mr) {
+  *mr = (brisk_metrics_request){.t_submit = leader->t_submit,
+                                .t_admit = leader->t_admit,
+                                .n_prompt = leader->n_prompt,
+                                .reason = leader->reason};
+  const brisk_engine_request *r = leader;
+  for (int32_t i = 0; i < leader->n_completions; i++, r = r->next) {
+    mr->n_generated += r->n_generated;
+    if (r->t_first && (!mr->t_first || r->t_first < mr->t_first)) mr->t_first = r->t_first;
+    if (r->t_finish > mr->t_finish) mr->t_finish = r->t_finish;
+  }
+  if (leader->n_open > 0) mr->t_finish = 0;
+}
+
+/* Sums and spans over the request's completions (leader first). */
+static void fill_request_stats(const brisk_engine_request *leader, brisk_request_stats *s) {
+  brisk_metrics_request mr;
+  brisk_engine_request_timeline(leader, &mr);
+  s->n_prompt_tokens = leader->n_prompt;
+  s->n_generated_tokens = (int32_t)mr.n_generated;
+  s->n_preemptions = 0;
+  const brisk_engine_request *r = leader;
+  for (int32_t i = 0; i < leader->n_completions; i++, r = r->next)
+    s->n_preemptions += r->n_preemptions;
+  s->finished = leader->n_open == 0;
+  s->reason = leader->reason;
+  s->queue_ns = mr.t_admit ? mr.t_admit - mr.t_submit : 0;
+  s->ttft_ns = mr.t_first ? mr.t_first - mr.t_submit : 0;
+  s->e2e_ns = mr.t_finish ? mr.t_finish - mr.t_submit : 0;
+  if (s->struct_size >= sizeof *s) s->tpot_ns = brisk_metrics_tpot_ns(&mr);
 }
 
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
                                                   brisk_request_stats *s) {
-  if (!e || !s || s->struct_size < sizeof *s)
+  /* Callers built before tpot_ns (a smaller struct_size) are served. */
+  if (!e || !s || s->struct_size < offsetof(brisk_request_stats, tpot_ns))
     return brisk_error(
         BRISK_E_INVALID_ARGUMENT,
         "brisk_engine_request_stats: engine and stats (with struct_size) must be set");
@@ -306,7 +438,8 @@ BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
 }
 
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters *s) {
-  if (!e || !s || s->struct_size < sizeof *s)
+  /* Callers built before the swap counters pass a smaller struct. */
+  if (!e || !s || s->struct_size < offsetof(brisk_engine_counters, n_swapped_out))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_engine_stats: engine and stats (with struct_size) must be set");
   brisk_kv_stats ks = {.struct_size = sizeof ks};
@@ -328,5 +461,18 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
   s->n_waiting = e->n_waiting + incoming;
   s->n_kv_blocks = ks.n_blocks;
   s->n_free_kv_blocks = ks.n_free_blocks;
+  /* Later fields only for callers whose struct has them. */
+  if (s->struct_size < offsetof(brisk_engine_counters, n_swap_fallbacks) + sizeof(uint64_t))
+    return BRISK_OK;
+  s->n_swapped_out = e->n_swapped_out;
+  s->n_swapped_in = e->n_swapped_in;
+  s->swap_out_bytes = e->swap_out_bytes;
+  s->swap_in_bytes = e->swap_in_bytes;
+  s->swap_bytes_used = e->swap_used;
+  s->n_swap_fallbacks = e->n_swap_fallbacks;
+  if (s->struct_size < offsetof(brisk_engine_counters, n_prefix_hit_tokens) + sizeof(uint64_t))
+    return BRISK_OK;
+  s->n_prefix_lookup_tokens = e->n_prefix_lookup_tokens;
+  s->n_prefix_hit_tokens = e->n_prefix_hit_tokens;
   return BRISK_OK;
 }

@@ -5,23 +5,37 @@
 #define BRISK_ENGINE_ENGINE_INTERNAL_H
 
 #include "brisk.h"
+#include "engine/metrics.h"
+#include "context/swap.h"
+#include "engine/budget.h"
 
 #include <pthread.h>
 #include <stdint.h>
 
 typedef enum brisk_engine_req_state {
-  BRISK_REQ_WAITING = 0, /* queued for admission (new or preempted) */
-  BRISK_REQ_RUNNING = 1, /* holds a KV sequence */
-  BRISK_REQ_DONE = 2,    /* finished; its finished event is queued */
-  BRISK_REQ_RETIRED = 3  /* finished event delivered; freed at the next poll */
+  BRISK_REQ_FORK_WAIT = -1, /* a completion i > 0 waiting for completion 0's prefill */
+  BRISK_REQ_WAITING = 0,    /* queued for admission (new or preempted) */
+  BRISK_REQ_RUNNING = 1,    /* holds a KV sequence */
+  BRISK_REQ_DONE = 2,       /* finished; its finished event is queued */
+  BRISK_REQ_RETIRED = 3     /* finished event delivered; freed at the next poll */
 } brisk_engine_req_state;
 
+/* One completion of a request. A request with n completions is n of these,
+ * adjacent in the lists (index 0 first), sharing the id; completion 0
+ * (the leader) prefills the prompt and the others fork its sequence. */
 typedef struct brisk_engine_request {
   struct brisk_engine_request *prev, *next; /* incoming queue, then the engine's list */
+  struct brisk_engine_request *leader;      /* completion 0 (itself for it) */
   uint64_t id;
+  int32_t index, n_completions;
+  int32_t n_open; /* leader only: completions not yet finished */
   int32_t priority;
   void *user_data;
   int stop_at_eog;
+  int32_t n_logprobs; /* top alternatives per token event; 0 = off */
+  /* Its sequence may share a partly filled last block (after a fork):
+   * the next write copies that block first. */
+  int cow_pending;
   /* The prompt followed by the generated tokens: [n_prompt + max_tokens].
    * tokens[0 .. n_computed) are in the KV cache; the rest are fed next, and
    * the logits of the last one give the next token. */
@@ -30,10 +44,11 @@ typedef struct brisk_engine_request {
   int32_t seq;          /* KV sequence id while running, else -1 */
   uint64_t sched_stamp; /* step number in which it was last scheduled */
   brisk_sampler *sampler;
-  brisk_detokenizer *detok; /* NULL for a model without vocabulary */
+  brisk_stopper *stopper; /* text and stop strings; NULL for a model without vocabulary */
   brisk_engine_req_state state;
   brisk_finish_reason reason;
   int32_t n_preemptions;
+  brisk_seq_swap swap; /* its KV in host memory while swapped out, else empty */
   uint64_t t_submit, t_admit, t_first, t_finish; /* brisk_now_ns; 0 = not yet */
 } brisk_engine_request;
 
@@ -42,14 +57,24 @@ typedef struct brisk_engine_cancel_node {
   uint64_t id;
 } brisk_engine_cancel_node;
 
-/* A queued event; its text is pending_text[text_off, text_off + text_len). */
+/* A queued event; its text is pending_text[text_off, text_off + text_len),
+ * its alternatives pending_lp[lp_off, lp_off + lp_len). */
 typedef struct brisk_engine_event_slot {
   brisk_engine_request *req;
   int32_t token;
   int32_t finished;
   brisk_finish_reason reason;
   size_t text_off, text_len;
+  float logprob;
+  size_t lp_off, lp_len;
 } brisk_engine_event_slot;
+
+/* What a token event carries besides its token. */
+typedef struct brisk_engine_event_extra {
+  size_t text_off, text_len;
+  float logprob;
+  size_t lp_off, lp_len;
+} brisk_engine_event_extra;
 
 /* One request's share of the step's batch. */
 typedef struct brisk_engine_sched {
@@ -62,7 +87,9 @@ struct brisk_engine {
   brisk_context *ctx;
   brisk_batch *batch;
   int32_t max_batch_tokens, max_running, prefill_chunk;
+  int32_t reserve_blocks; /* growth kept free per running request at admission */
   int32_t block_size, n_blocks;
+  int prefix_cache; /* the context's prefix cache is on */
 
   /* Shared with submit/cancel on other threads. */
   pthread_mutex_t mu;
@@ -86,28 +113,66 @@ struct brisk_engine {
   size_t text_n, text_cap;
   char *out_text; /* [out_cap] texts of the events last polled */
   size_t out_cap;
+  brisk_token_logprob *pending_lp; /* [lp_cap] alternatives of queued events, in order */
+  size_t lp_n, lp_cap;
+  brisk_token_logprob *out_lp; /* [out_lp_cap] alternatives of the events last polled */
+  size_t out_lp_cap;
 
   uint64_t n_finished, n_cancelled, n_generated, n_computed, n_preemptions, n_steps;
+  brisk_metrics metrics; /* t_first_submit under mu, the rest the stepping thread's */
+
+  /* Swap preemption (engine/swap.c). */
+  brisk_preempt_mode preempt_mode;
+  uint64_t swap_limit, swap_used; /* host bytes allowed, held */
+  uint64_t n_swapped_out, n_swapped_in, swap_out_bytes, swap_in_bytes, n_swap_fallbacks;
+
+  /* Step time budget (engine/budget.c); budget_ns 0 = off. */
+  double budget_ns;
+  brisk_step_cost cost;
+  brisk_step_plan plan; /* the batch being scheduled */
+  uint64_t n_prefix_lookup_tokens, n_prefix_hit_tokens;
 };
 
-/* Rank order: higher priority first, then older (smaller id). */
+/* Rank order: higher priority first, then older (smaller id), then the
+ * lower completion index. */
 static inline int brisk_engine_ranks_before(const brisk_engine_request *a,
                                             const brisk_engine_request *b) {
-  return a->priority != b->priority ? a->priority > b->priority : a->id < b->id;
+  if (a->priority != b->priority) return a->priority > b->priority;
+  return a->id != b->id ? a->id < b->id : a->index < b->index;
 }
 
 void brisk_engine_request_free(brisk_engine_request *r);
+/* A whole request's timeline (completion 0 = leader, then the others):
+ * first token of any completion, last finish (0 while one is open), tokens
+ * summed; for the stats and the metrics. */
+void brisk_engine_request_timeline(const brisk_engine_request *leader, brisk_metrics_request *mr);
 /* Unlinks r from the engine's list and frees it. */
 void brisk_engine_forget(brisk_engine *e, brisk_engine_request *r);
+
+/* Swap preemption (engine/swap.c). Before r's KV is freed for preemption:
+ * in swap mode, keeps a host copy of it if the host tier has room (else
+ * counts a fallback to recompute). */
+void brisk_engine_swap_out(brisk_engine *e, brisk_engine_request *r);
+/* After r was admitted into the empty sequence r->seq: restores its host
+ * copy if it has one. Sets r->n_computed to the tokens restored (0 when
+ * there was no copy or restoring failed: it is recomputed). */
+void brisk_engine_swap_in(brisk_engine *e, brisk_engine_request *r);
+/* Frees r's host copy, if any (a request finished or cancelled). */
+void brisk_engine_swap_drop(brisk_engine *e, brisk_engine_request *r);
 
 /* Makes room for `more` queued events; -1 on OOM with nothing changed. */
 int brisk_engine_reserve_events(brisk_engine *e, size_t more);
 /* Appends text for the next event to the pending text; *off receives its
  * offset. -1 on OOM with nothing changed. */
 int brisk_engine_append_text(brisk_engine *e, const char *text, size_t len, size_t *off);
+/* Appends the log-softmax top-n alternatives of `logits` [n_vocab] to the
+ * pending alternatives and sets x's logprob (of `token`) and lp range. -1 on
+ * OOM with nothing changed. */
+int brisk_engine_append_logprobs(brisk_engine *e, const float *logits, int32_t n_vocab,
+                                 int32_t token, int32_t n, brisk_engine_event_extra *x);
 /* Queues an event, in room reserved before; reason BRISK_FINISH_NONE for a
- * token that does not finish the request. */
+ * token that does not finish the completion. x: NULL for none. */
 void brisk_engine_push_event(brisk_engine *e, brisk_engine_request *r, int32_t token,
-                             size_t text_off, size_t text_len, brisk_finish_reason reason);
+                             const brisk_engine_event_extra *x, brisk_finish_reason reason);
 
 #endif

@@ -5,13 +5,18 @@
  * request prefills its prompt, a generating one feeds one token per step,
  * and a preempted one (KV freed, n_computed reset to 0) recomputes prompt
  * plus generated tokens as if they were all prompt: batch-invariant logits
- * make its continuation identical. */
+ * make its continuation identical. In swap mode a preempted request's KV
+ * is kept in host memory and restored on admission instead (engine/swap.c).
+ * With a step time budget, each request's share is cut to what the cost
+ * model (engine/budget.c) predicts still fits. */
 #include "engine/engine_internal.h"
 
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "tokenizer/utf8.h"
 
+#include <stddef.h>
 #include <string.h>
 
 static int32_t blocks_for(const brisk_engine *e, int32_t n_tokens) {
@@ -34,27 +39,44 @@ static void remove_running(brisk_engine *e, brisk_engine_request *r) {
   r->seq = -1;
 }
 
-/* Ends a request and queues its last event (room must be reserved). */
-static void finish(brisk_engine *e, brisk_engine_request *r, int32_t token, size_t text_off,
-                   size_t text_len, brisk_finish_reason reason) {
+/* Inserts r into the running list by rank. */
+static void insert_running(brisk_engine *e, brisk_engine_request *r) {
+  int32_t at = e->n_running;
+  while (at > 0 && brisk_engine_ranks_before(r, e->running[at - 1])) at--;
+  memmove(e->running + at + 1, e->running + at, (size_t)(e->n_running - at) * sizeof *e->running);
+  e->running[at] = r;
+  e->n_running++;
+}
+
+/* Ends a completion and queues its last event (room must be reserved); the
+ * request counts as finished with its last completion. */
+static void finish(brisk_engine *e, brisk_engine_request *r, int32_t token,
+                   const brisk_engine_event_extra *x, brisk_finish_reason reason) {
   if (r->state == BRISK_REQ_RUNNING)
     remove_running(e, r);
   else if (r->state == BRISK_REQ_WAITING)
     e->n_waiting--;
+  brisk_engine_swap_drop(e, r);
   r->state = BRISK_REQ_DONE;
   r->reason = reason;
   r->t_finish = brisk_now_ns();
-  e->n_finished++;
-  if (reason == BRISK_FINISH_CANCELLED) e->n_cancelled++;
-  brisk_engine_push_event(e, r, token, text_off, text_len, reason);
+  if (--r->leader->n_open == 0) {
+    e->n_finished++;
+    if (reason == BRISK_FINISH_CANCELLED) e->n_cancelled++;
+    brisk_engine_metrics_on_finish(e, r->leader);
+  }
+  brisk_engine_push_event(e, r, token, x, reason);
 }
 
-/* Frees a running request's KV and queues it again; it keeps its rank, so
- * it is the first of its priority to be admitted again. */
+/* Frees a running request's KV (in swap mode after copying it to host
+ * memory) and queues it again; it keeps its rank, so it is the first of its
+ * priority to be admitted again. */
 static void preempt(brisk_engine *e, brisk_engine_request *r) {
+  brisk_engine_swap_out(e, r);
   remove_running(e, r);
   r->state = BRISK_REQ_WAITING;
   r->n_computed = 0;
+  r->cow_pending = 0;
   r->n_preemptions++;
   e->n_waiting++;
   e->n_preemptions++;
@@ -69,7 +91,7 @@ static void append_requests(brisk_engine *e, brisk_engine_request *in, brisk_eng
   else
     e->head = in;
   e->tail = last;
-  for (; in; in = in->next) e->n_waiting++;
+  for (; in; in = in->next) e->n_waiting += in->state == BRISK_REQ_WAITING;
 }
 
 /* Takes in submissions and applies cancellations; -1 on OOM (the cancel
@@ -89,43 +111,97 @@ static int take_in(brisk_engine *e) {
     pthread_mutex_unlock(&e->mu);
     append_requests(e, in, last);
     if (!c) return 0;
-    brisk_engine_request *r = e->head;
+    brisk_engine_request *r = e->head; /* the first with the id is completion 0 */
     while (r && r->id != c->id) r = r->next;
-    if (r && r->state <= BRISK_REQ_RUNNING) {
-      if (brisk_engine_reserve_events(e, 1)) {
-        pthread_mutex_lock(&e->mu);
-        c->next = e->cancel_head;
-        e->cancel_head = c;
-        if (!e->cancel_tail) e->cancel_tail = c;
-        pthread_mutex_unlock(&e->mu);
-        return -1;
-      }
-      finish(e, r, -1, e->text_n, 0, BRISK_FINISH_CANCELLED);
+    size_t open = 0;
+    const brisk_engine_request *q = r;
+    for (int32_t i = 0; r && i < r->n_completions; i++, q = q->next)
+      open += q->state <= BRISK_REQ_RUNNING;
+    if (open && brisk_engine_reserve_events(e, open)) {
+      pthread_mutex_lock(&e->mu);
+      c->next = e->cancel_head;
+      e->cancel_head = c;
+      if (!e->cancel_tail) e->cancel_tail = c;
+      pthread_mutex_unlock(&e->mu);
+      return -1;
     }
+    for (int32_t i = 0, n = open ? r->n_completions : 0; i < n; i++, r = r->next)
+      if (r->state <= BRISK_REQ_RUNNING) finish(e, r, -1, NULL, BRISK_FINISH_CANCELLED);
     brisk_free(c);
   }
 }
 
+/* Blocks r would add over its next reserve_blocks blocks' worth of tokens,
+ * capped at its max_tokens; completions still to fork it count as copies,
+ * each with its own copy of a shared last block (as does r when it shares
+ * one now). */
+static int32_t growth_blocks(const brisk_engine *e, const brisk_engine_request *r) {
+  if (e->reserve_blocks == 0) return 0;
+  int64_t cap = (int64_t)r->n_prompt + r->max_tokens;
+  int64_t to = (int64_t)r->n_tokens + (int64_t)e->reserve_blocks * e->block_size;
+  int32_t g = blocks_for(e, (int32_t)(to < cap ? to : cap)) - blocks_for(e, r->n_tokens);
+  int32_t forks = 0;
+  const brisk_engine_request *f = r->next;
+  for (int32_t k = 1; r->index == 0 && k < r->n_completions; k++, f = f->next)
+    forks += f->state == BRISK_REQ_FORK_WAIT;
+  return g + (g + 1) * forks + r->cow_pending;
+}
+
+/* Blocks admission keeps free for the running requests' growth: without
+ * it, admission fills the pool with prompts that decoding then preempts and
+ * recomputes a few steps later (thrash under oversubscription). */
+static int32_t growth_reserve(const brisk_engine *e) {
+  int32_t sum = 0;
+  for (int32_t i = 0; i < e->n_running; i++) sum += growth_blocks(e, e->running[i]);
+  return sum;
+}
+
+/* Blocks admitting r takes: its tokens and its growth, at most the whole
+ * pool (so that it is admitted once the pool is empty). */
+static int32_t admit_need(const brisk_engine *e, const brisk_engine_request *r) {
+  int64_t need = (int64_t)blocks_for(e, r->n_tokens) + growth_blocks(e, r);
+  return need < e->n_blocks ? (int32_t)need : e->n_blocks;
+}
+
 /* Admits waiting requests by rank while a sequence id is free and the KV
  * pool can hold all their known tokens on top of what the running ones
- * still need for theirs. Stops at the first that does not fit (FCFS). */
+ * still need for theirs. A request first attaches the longest cached
+ * prefix of its known tokens (prompt, plus generated ones after a
+ * preemption) and needs blocks only for the rest; attaching may take cached
+ * blocks out of the available count, so that is read again after it.
+ * Stops at the first that does not fit (FCFS), detaching its prefix. */
 static void admit(brisk_engine *e) {
   int32_t committed = 0;
   for (int32_t i = 0; i < e->n_running; i++) {
     const brisk_engine_request *r = e->running[i];
     committed += blocks_for(e, r->n_tokens) - blocks_for(e, r->n_computed);
   }
-  int32_t avail = free_blocks(e) - committed;
+  const int32_t reserve = growth_reserve(e);
   while (e->n_waiting > 0 && e->n_free_seqs > 0) {
     brisk_engine_request *best = NULL;
     for (brisk_engine_request *r = e->head; r; r = r->next)
       if (r->state == BRISK_REQ_WAITING && (!best || brisk_engine_ranks_before(r, best))) best = r;
-    int32_t need = blocks_for(e, best->n_tokens);
-    if (need > avail) return;
-    avail -= need;
+    int32_t seq = e->free_seqs[e->n_free_seqs - 1], reused = 0;
+    /* A request with a host copy of its KV (swap preemption) takes that
+     * instead. On failure (out of memory) it just computes everything. */
+    if (!best->swap.data &&
+        brisk_seq_match_prefix(e->ctx, seq, best->tokens, best->n_tokens, &reused))
+      reused = 0;
+    int32_t need = admit_need(e, best) - blocks_for(e, reused);
+    if (need > free_blocks(e) - committed - reserve) {
+      brisk_seq_free(e->ctx, seq);
+      return;
+    }
+    committed += need;
+    if (e->prefix_cache && !best->swap.data) e->n_prefix_lookup_tokens += (uint64_t)best->n_tokens;
+    e->n_prefix_hit_tokens += (uint64_t)reused;
     best->state = BRISK_REQ_RUNNING;
-    best->seq = e->free_seqs[--e->n_free_seqs];
-    best->n_computed = 0;
+    best->seq = seq;
+    e->n_free_seqs--;
+    if (best->swap.data)
+      brisk_engine_swap_in(e, best); /* its KV comes back from host memory */
+    else
+      best->n_computed = reused;
     if (!best->t_admit) best->t_admit = brisk_now_ns();
     e->n_waiting--;
     int32_t at = e->n_running;
@@ -136,8 +212,10 @@ static void admit(brisk_engine *e) {
   }
 }
 
-/* Tokens sequence r can still take without new blocks, plus whole blocks. */
+/* Tokens sequence r can still take without new blocks, plus whole blocks.
+ * A shared partly filled last block takes one free block to copy first. */
 static int64_t room_for(const brisk_engine *e, const brisk_engine_request *r, int32_t n_free) {
+  if (r->cow_pending && n_free-- < 1) return 0;
   int64_t slack = (int64_t)blocks_for(e, r->n_computed) * e->block_size - r->n_computed;
   return slack + (int64_t)n_free * e->block_size;
 }
@@ -151,6 +229,7 @@ static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
   int32_t budget = e->max_batch_tokens, n_free = free_blocks(e), n_sched = 0;
   uint64_t stamp = e->n_steps_total;
   brisk_batch_clear(e->batch);
+  brisk_step_plan_begin(&e->plan);
   for (int phase = 0; phase < 2 && budget > 0; phase++) {
     for (int32_t i = 0; i < e->n_running && budget > 0;) {
       brisk_engine_request *r = e->running[i];
@@ -163,14 +242,26 @@ static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
       if (room < 1) {
         int32_t v = e->n_running - 1;
         while (e->running[v]->sched_stamp == stamp) v--; /* stops at i at the latest */
+        /* n_free already excludes what this step's batch will take; add
+         * what the victim gives back (less than it held if it shared). */
+        int32_t before = free_blocks(e);
         preempt(e, e->running[v]);
+        n_free += free_blocks(e) - before;
         (*n_preempted)++;
         continue; /* retry r, or its successor if r itself went */
       }
       int32_t c = remaining < budget ? remaining : budget;
       if (phase == 1 && e->prefill_chunk > 0 && c > e->prefill_chunk) c = e->prefill_chunk;
       if (c > room) c = (int32_t)room;
-      n_free -= blocks_for(e, r->n_computed + c) - blocks_for(e, r->n_computed);
+      if (e->budget_ns > 0) {
+        c = brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, r->n_computed, c, c == remaining);
+        if (c == 0) {
+          i++;
+          continue;
+        }
+      }
+      brisk_step_plan_add(&e->plan, r->n_computed, c, c == remaining);
+      n_free -= blocks_for(e, r->n_computed + c) - blocks_for(e, r->n_computed) + r->cow_pending;
       budget -= c;
       brisk_engine_sched *s = &e->sched[n_sched++];
       s->req = r;
@@ -187,48 +278,125 @@ static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
   return n_sched;
 }
 
-/* Samples the next token of a request whose last token was just fed, queues
- * its event, and finishes it on EOG, max_tokens or an error. */
+/* Appends the text the stopper releases for tok to the pending text, and,
+ * when the completion ends for another reason (`ending`), what it still
+ * holds back but an incomplete UTF-8 tail. Sets x's text range and *stop
+ * when the text reached a stop string. -1 on failure. */
+static int add_text(brisk_engine *e, brisk_engine_request *r, int32_t tok, int ending,
+                    brisk_engine_event_extra *x, int *stop) {
+  const char *text;
+  size_t len, off;
+  brisk_stop_reason sr;
+  *stop = 0;
+  if (brisk_stopper_push(r->stopper, tok, &text, &len, &sr) ||
+      brisk_engine_append_text(e, text, len, &x->text_off))
+    return -1;
+  x->text_len = len;
+  *stop = sr == BRISK_STOP_STRING;
+  if (*stop || !ending) return 0;
+  if (brisk_stopper_flush(r->stopper, &text, &len)) return -1;
+  len -= brisk_utf8_incomplete_tail((const unsigned char *)text, len);
+  if (brisk_engine_append_text(e, text, len, &off)) return -1;
+  x->text_len += len; /* appended right after */
+  return 0;
+}
+
+/* Samples the next token of a completion whose last token was just fed,
+ * queues its event, and finishes it on EOG, max_tokens, a stop string or an
+ * error. */
 static void produce(brisk_engine *e, brisk_engine_request *r, int32_t entry) {
   int32_t tok;
   if (brisk_sampler_sample(r->sampler, e->ctx, entry, &tok) ||
       brisk_sampler_accept(r->sampler, tok)) {
-    finish(e, r, -1, e->text_n, 0, BRISK_FINISH_ERROR);
+    finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
     return;
   }
   r->tokens[r->n_tokens++] = tok;
   r->n_generated++;
   e->n_generated++;
   if (!r->t_first) r->t_first = brisk_now_ns();
-  const char *text = NULL;
-  size_t len = 0, off = e->text_n;
-  if (r->detok && (brisk_detokenizer_push(r->detok, tok, &text, &len) ||
-                   brisk_engine_append_text(e, text, len, &off))) {
-    finish(e, r, tok, e->text_n, 0, BRISK_FINISH_ERROR);
+  brisk_finish_reason reason = BRISK_FINISH_NONE;
+  if (r->stop_at_eog && brisk_token_is_eog(e->model, tok))
+    reason = BRISK_FINISH_EOG;
+  else if (r->n_generated >= r->max_tokens)
+    reason = BRISK_FINISH_LENGTH;
+  brisk_engine_event_extra x = {.text_off = e->text_n, .lp_off = e->lp_n};
+  int stop = 0;
+  if (r->stopper && add_text(e, r, tok, reason != BRISK_FINISH_NONE, &x, &stop)) {
+    finish(e, r, tok, NULL, BRISK_FINISH_ERROR);
     return;
   }
-  if (r->stop_at_eog && brisk_token_is_eog(e->model, tok))
-    finish(e, r, tok, off, len, BRISK_FINISH_EOG);
-  else if (r->n_generated >= r->max_tokens)
-    finish(e, r, tok, off, len, BRISK_FINISH_LENGTH);
+  if (stop) reason = BRISK_FINISH_STOP;
+  if (r->n_logprobs > 0) {
+    const float *logits = brisk_get_logits(e->ctx, entry);
+    if (!logits || brisk_engine_append_logprobs(e, logits, brisk_model_n_vocab(e->model), tok,
+                                                r->n_logprobs, &x)) {
+      finish(e, r, tok, NULL, BRISK_FINISH_ERROR);
+      return;
+    }
+  }
+  if (reason != BRISK_FINISH_NONE)
+    finish(e, r, tok, &x, reason);
   else
-    brisk_engine_push_event(e, r, tok, off, len, BRISK_FINISH_NONE);
+    brisk_engine_push_event(e, r, tok, &x, BRISK_FINISH_NONE);
+}
+
+/* Completion 0 has just prefilled the prompt: the waiting completions fork
+ * its sequence, sharing its blocks, and sample from the same logits (the
+ * caller produces their first tokens). One that finds no free sequence id,
+ * or whose fork fails, prefills on its own after admission instead. */
+static void fork_completions(brisk_engine *e, brisk_engine_request *leader) {
+  brisk_engine_request *f = leader->next;
+  int shared_tail = leader->n_computed % e->block_size != 0;
+  uint64_t now = brisk_now_ns();
+  for (int32_t i = 1; i < leader->n_completions; i++, f = f->next) {
+    if (f->state != BRISK_REQ_FORK_WAIT) continue;
+    int32_t seq = e->n_free_seqs > 0 ? e->free_seqs[e->n_free_seqs - 1] : -1;
+    if (seq >= 0 && brisk_seq_fork(e->ctx, leader->seq, seq) == BRISK_OK) {
+      e->n_free_seqs--;
+      f->seq = seq;
+      f->state = BRISK_REQ_RUNNING;
+      f->n_computed = leader->n_computed;
+      f->cow_pending = shared_tail;
+      leader->cow_pending |= shared_tail;
+      f->t_admit = now;
+      insert_running(e, f);
+    } else {
+      f->state = BRISK_REQ_WAITING;
+      e->n_waiting++;
+    }
+  }
+}
+
+/* Whether k's entry just completed completion 0's prompt while other
+ * completions wait to fork it. */
+static int prompt_done(const brisk_engine_request *r) {
+  return r->index == 0 && r->n_completions > 1 && r->n_generated == 0 &&
+         r->n_computed == r->n_tokens && r->next->state == BRISK_REQ_FORK_WAIT;
 }
 
 BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info *info) {
-  if (!e || (info && info->struct_size < sizeof *info))
+  /* Callers built before the swap and budget fields pass a smaller struct. */
+  if (!e || (info && info->struct_size < offsetof(brisk_engine_step_info, n_swapped_out)))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_engine_step: engine must be set, and info's struct_size");
   uint64_t t0 = brisk_now_ns();
   e->n_steps_total++;
   brisk_engine_step_info si = {.struct_size = sizeof si};
-  uint64_t finished_before = e->n_finished;
+  uint64_t finished_before = e->n_finished, out_before = e->n_swapped_out,
+           in_before = e->n_swapped_in;
   if (take_in(e)) return brisk_error_oom();
   admit(e);
   int32_t n_sched = schedule(e, &si.n_preempted);
   si.n_tokens = brisk_batch_size(e->batch);
   if (si.n_tokens > 0) {
-    if (brisk_engine_reserve_events(e, (size_t)n_sched)) return brisk_error_oom();
+    /* An event per scheduled completion, and per completion that may fork. */
+    size_t n_ev = (size_t)n_sched;
+    for (int32_t k = 0; k < n_sched; k++)
+      if (e->sched[k].req->index == 0) n_ev += (size_t)e->sched[k].req->n_completions - 1;
+    if (brisk_engine_reserve_events(e, n_ev)) return brisk_error_oom();
+    si.predicted_ns = (uint64_t)brisk_step_cost_predict(&e->cost, &e->plan);
+    uint64_t t_run = brisk_now_ns();
     brisk_status st = brisk_decode(e->ctx, e->batch);
     if (st == BRISK_E_KV_FULL) {
       /* The block accounting above should prevent this; recover anyway by
@@ -244,18 +412,36 @@ BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info
       for (int32_t k = 0; k < n_sched; k++) {
         brisk_engine_request *r = e->sched[k].req;
         r->n_computed += e->sched[k].count;
-        if (r->n_computed == r->n_tokens) {
-          si.n_decode_tokens++;
-          produce(e, r, e->sched[k].first + e->sched[k].count - 1);
+        r->cow_pending = 0;
+        if (r->n_computed < r->n_tokens) continue;
+        si.n_decode_tokens++;
+        int32_t entry = e->sched[k].first + e->sched[k].count - 1;
+        if (!prompt_done(r)) {
+          produce(e, r, entry);
+          continue;
         }
+        fork_completions(e, r);
+        brisk_engine_request *f = r->next;
+        produce(e, r, entry); /* after the forks: it may finish and free its sequence */
+        for (int32_t i = 1; i < r->n_completions; i++, f = f->next)
+          if (f->state == BRISK_REQ_RUNNING && f->n_generated == 0 && f->n_computed == f->n_tokens)
+            produce(e, f, entry);
       }
       si.n_prefill_tokens = si.n_tokens - si.n_decode_tokens;
+      brisk_step_cost_observe(&e->cost, &e->plan, (double)(brisk_now_ns() - t_run));
     }
   }
   si.n_running = e->n_running;
   si.n_waiting = e->n_waiting;
   si.n_finished = (int32_t)(e->n_finished - finished_before);
+  si.n_swapped_out = (int32_t)(e->n_swapped_out - out_before);
+  si.n_swapped_in = (int32_t)(e->n_swapped_in - in_before);
   si.duration_ns = brisk_now_ns() - t0;
-  if (info) *info = si;
+  brisk_engine_metrics_on_step(e, &si, n_sched);
+  if (info) {
+    uint32_t size = info->struct_size < sizeof si ? info->struct_size : (uint32_t)sizeof si;
+    memcpy(info, &si, size);
+    info->struct_size = size;
+  }
   return BRISK_OK;
 }

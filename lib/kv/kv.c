@@ -2,6 +2,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "kv/prefix_cache.h"
 
 #include <string.h>
 
@@ -16,17 +17,21 @@ struct brisk_kv {
   brisk_block_pool pool;
   int32_t block_size;
   int32_t n_seq_max;
-  kv_seq *seqs;     /* [n_seq_max] */
-  int32_t *next;    /* [n_seq_max] scratch: next expected position while reserving */
-  int32_t *touched; /* [n_seq_max] scratch: sequences in the batch, in first-seen order */
+  bool prefix;           /* prefix caching on: full blocks are published */
+  brisk_prefix_cache pc; /* allocated only when prefix is set */
+  kv_seq *seqs;          /* [n_seq_max] */
+  int32_t *next;         /* [n_seq_max] scratch: next expected position while reserving */
+  int32_t *touched;      /* [n_seq_max] scratch: sequences in the batch, in first-seen order */
+  int32_t *cow_sources;  /* [n_seq_max] scratch: blocks replaced by copies, released last */
 };
 
 brisk_status brisk_kv_create(int32_t n_blocks, int32_t block_size, int32_t n_seq_max,
-                             brisk_kv **out) {
+                             bool prefix_cache, brisk_kv **out) {
   if (n_blocks < 1 || block_size < 1 || n_seq_max < 1)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "KV cache needs at least one block, block size and sequence (got %d, %d, %d)",
-                       n_blocks, block_size, n_seq_max);
+    return brisk_error(
+        BRISK_E_INVALID_ARGUMENT,
+        "KV cache needs at least one block, block size and sequence (got %d, %d, %d)", n_blocks,
+        block_size, n_seq_max);
   brisk_kv *kv = brisk_calloc(1, sizeof *kv);
   if (!kv) return brisk_error_oom();
   kv->block_size = block_size;
@@ -34,7 +39,11 @@ brisk_status brisk_kv_create(int32_t n_blocks, int32_t block_size, int32_t n_seq
   kv->seqs = brisk_calloc((size_t)n_seq_max, sizeof *kv->seqs);
   kv->next = brisk_calloc((size_t)n_seq_max, sizeof *kv->next);
   kv->touched = brisk_calloc((size_t)n_seq_max, sizeof *kv->touched);
-  if (!kv->seqs || !kv->next || !kv->touched || brisk_block_pool_init(&kv->pool, n_blocks)) {
+  kv->cow_sources = brisk_calloc((size_t)n_seq_max, sizeof *kv->cow_sources);
+  kv->prefix = prefix_cache;
+  if (!kv->seqs || !kv->next || !kv->touched || !kv->cow_sources ||
+      brisk_block_pool_init(&kv->pool, n_blocks) ||
+      (prefix_cache && brisk_prefix_cache_init(&kv->pc, n_blocks, block_size))) {
     brisk_kv_free(kv);
     return brisk_error_oom();
   }
@@ -49,13 +58,20 @@ void brisk_kv_free(brisk_kv *kv) {
   brisk_free(kv->seqs);
   brisk_free(kv->next);
   brisk_free(kv->touched);
+  brisk_free(kv->cow_sources);
   brisk_block_pool_destroy(&kv->pool);
+  brisk_prefix_cache_destroy(&kv->pc);
   brisk_free(kv);
 }
 
 int32_t brisk_kv_block_size(const brisk_kv *kv) { return kv->block_size; }
 int32_t brisk_kv_n_blocks(const brisk_kv *kv) { return kv->pool.n_blocks; }
-int32_t brisk_kv_n_free_blocks(const brisk_kv *kv) { return kv->pool.n_free; }
+int32_t brisk_kv_n_free_blocks(const brisk_kv *kv) { return brisk_block_pool_available(&kv->pool); }
+int32_t brisk_kv_n_cached_blocks(const brisk_kv *kv) { return kv->pool.n_cached; }
+int32_t brisk_kv_block_ref(const brisk_kv *kv, int32_t block) { return kv->pool.ref[block]; }
+bool brisk_kv_block_is_published(const brisk_kv *kv, int32_t block) {
+  return brisk_prefix_cache_is_published(&kv->pc, block);
+}
 int32_t brisk_kv_n_seq_max(const brisk_kv *kv) { return kv->n_seq_max; }
 
 static brisk_status check_seq(const brisk_kv *kv, int32_t seq) {
@@ -78,13 +94,31 @@ static int32_t blocks_for(const brisk_kv *kv, int32_t len) {
   return (int32_t)(((int64_t)len + kv->block_size - 1) / kv->block_size);
 }
 
-/* Whether appending to seq must first copy its shared, partly filled last block. */
+/* Whether appending to seq must first copy its partly filled last block:
+ * it is shared, or published (and so immutable: the sequence was truncated
+ * into it). */
 static bool needs_cow(const brisk_kv *kv, const kv_seq *s) {
-  return s->len % kv->block_size != 0 && kv->pool.ref[s->blocks[s->n_blocks - 1]] > 1;
+  if (s->len % kv->block_size == 0) return false;
+  int32_t last = s->blocks[s->n_blocks - 1];
+  return kv->pool.ref[last] > 1 || brisk_prefix_cache_is_published(&kv->pc, last);
+}
+
+/* A block for new tokens; one evicted from the prefix cache is forgotten. */
+static int32_t take_block(brisk_kv *kv) {
+  bool evicted;
+  int32_t b = brisk_block_pool_alloc(&kv->pool, &evicted);
+  if (evicted) brisk_prefix_cache_unpublish(&kv->pc, b);
+  return b;
+}
+
+/* Drops one holder; a published block then stays cached for reuse. */
+static void release_block(brisk_kv *kv, int32_t block) {
+  brisk_block_pool_decref(&kv->pool, block, brisk_prefix_cache_is_published(&kv->pc, block));
 }
 
 brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t n, const int32_t *seq, const int32_t *pos,
-                              int64_t *slot, brisk_kv_copy *copies, int32_t *n_copies) {
+                              const int32_t *token, int64_t *slot, brisk_kv_copy *copies,
+                              int32_t *n_copies) {
   *n_copies = 0;
   int32_t n_touched = 0;
   brisk_status st = BRISK_OK;
@@ -117,28 +151,84 @@ brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t n, const int32_t *seq, const
     if (brisk_grow((void **)&s->blocks, &s->cap, (size_t)want, sizeof *s->blocks))
       return brisk_error_oom();
   }
-  if (need > kv->pool.n_free)
-    return brisk_error(BRISK_E_KV_FULL, "KV cache full: the batch needs %lld blocks, %d are free",
-                       (long long)need, kv->pool.n_free);
-  /* 3. Commit: copy shared last blocks, then append fresh ones. */
+  int32_t avail = brisk_block_pool_available(&kv->pool);
+  if (need > avail)
+    return brisk_error(BRISK_E_KV_FULL,
+                       "KV cache full: the batch needs %lld blocks, %d are available",
+                       (long long)need, avail);
+  /* 3. Commit: copy shared or published last blocks, then append fresh
+   * ones. The replaced blocks are released only after every allocation, so
+   * none of them is evicted and reused before the caller copies it. */
   for (int32_t t = 0; t < n_touched; t++) {
     int32_t id = kv->touched[t];
     kv_seq *s = &kv->seqs[id];
     if (needs_cow(kv, s)) {
-      int32_t old = s->blocks[s->n_blocks - 1], fresh = brisk_block_pool_alloc(&kv->pool);
-      copies[(*n_copies)++] = (brisk_kv_copy){old, fresh};
-      brisk_block_pool_decref(&kv->pool, old);
+      int32_t old = s->blocks[s->n_blocks - 1], fresh = take_block(kv);
+      copies[*n_copies] = (brisk_kv_copy){old, fresh};
+      kv->cow_sources[(*n_copies)++] = old;
+      if (kv->prefix)
+        memcpy(kv->pc.tokens + (size_t)fresh * (size_t)kv->block_size,
+               kv->pc.tokens + (size_t)old * (size_t)kv->block_size,
+               (size_t)kv->block_size * sizeof *kv->pc.tokens);
       s->blocks[s->n_blocks - 1] = fresh;
     }
     int32_t want = blocks_for(kv, kv->next[id]);
-    while (s->n_blocks < want) s->blocks[s->n_blocks++] = brisk_block_pool_alloc(&kv->pool);
+    while (s->n_blocks < want) s->blocks[s->n_blocks++] = take_block(kv);
     s->len = kv->next[id];
   }
+  for (int32_t c = 0; c < *n_copies; c++) release_block(kv, kv->cow_sources[c]);
   for (int32_t i = 0; i < n; i++) {
     const kv_seq *s = &kv->seqs[seq[i]];
-    slot[i] = (int64_t)s->blocks[pos[i] / kv->block_size] * kv->block_size +
-              pos[i] % kv->block_size;
+    slot[i] =
+        (int64_t)s->blocks[pos[i] / kv->block_size] * kv->block_size + pos[i] % kv->block_size;
+    /* Only this sequence's unpublished blocks are written (copies above). */
+    if (kv->prefix) kv->pc.tokens[slot[i]] = token[i];
   }
+  return BRISK_OK;
+}
+
+/* Chain hash of the block before block index b of s (the root for b = 0). */
+static uint64_t parent_hash(const brisk_kv *kv, const kv_seq *s, int32_t b) {
+  return b == 0 ? BRISK_PREFIX_ROOT_HASH : kv->pc.hash[s->blocks[b - 1]];
+}
+
+void brisk_kv_commit(brisk_kv *kv, int32_t seq, int32_t from_len) {
+  if (!kv->prefix || seq < 0 || seq >= kv->n_seq_max) return;
+  kv_seq *s = &kv->seqs[seq];
+  for (int32_t b = from_len / kv->block_size; b < s->len / kv->block_size; b++)
+    if (!brisk_prefix_cache_is_published(&kv->pc, s->blocks[b]))
+      brisk_prefix_cache_publish(&kv->pc, s->blocks[b], parent_hash(kv, s, b));
+}
+
+brisk_status brisk_kv_match_prefix(brisk_kv *kv, int32_t seq, const int32_t *tokens, int32_t n,
+                                   int32_t *reused) {
+  brisk_status st = check_seq(kv, seq);
+  if (st) return st;
+  kv_seq *s = &kv->seqs[seq];
+  if (s->len != 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "prefix match needs an empty sequence; sequence %d holds %d tokens", seq,
+                       s->len);
+  *reused = 0;
+  if (!kv->prefix || n < 2) return BRISK_OK;
+  /* Full blocks only, and at least one token left for the caller to decode. */
+  int32_t max_blocks = (n - 1) / kv->block_size;
+  if (max_blocks > kv->pool.n_blocks) max_blocks = kv->pool.n_blocks;
+  if (max_blocks == 0) return BRISK_OK;
+  if (brisk_grow((void **)&s->blocks, &s->cap, (size_t)max_blocks, sizeof *s->blocks))
+    return brisk_error_oom();
+  uint64_t parent = BRISK_PREFIX_ROOT_HASH;
+  int32_t k = 0;
+  while (k < max_blocks) {
+    int32_t b = brisk_prefix_cache_find(&kv->pc, parent,
+                                        tokens + (size_t)k * (size_t)kv->block_size, &parent);
+    if (b < 0) break;
+    s->blocks[k++] = b;
+  }
+  for (int32_t i = 0; i < k; i++) brisk_block_pool_incref(&kv->pool, s->blocks[i]);
+  s->n_blocks = k;
+  s->len = k * kv->block_size;
+  *reused = s->len;
   return BRISK_OK;
 }
 
@@ -150,17 +240,21 @@ brisk_status brisk_kv_seq_truncate(brisk_kv *kv, int32_t seq, int32_t len) {
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "cannot truncate sequence %d of %d tokens to %d tokens", seq, s->len, len);
   int32_t keep = blocks_for(kv, len);
-  while (s->n_blocks > keep) brisk_block_pool_decref(&kv->pool, s->blocks[--s->n_blocks]);
+  /* Last block first: the LRU then evicts a chain's tail before its head. */
+  while (s->n_blocks > keep) release_block(kv, s->blocks[--s->n_blocks]);
   s->len = len;
   return BRISK_OK;
 }
 
-brisk_status brisk_kv_seq_free(brisk_kv *kv, int32_t seq) { return brisk_kv_seq_truncate(kv, seq, 0); }
+brisk_status brisk_kv_seq_free(brisk_kv *kv, int32_t seq) {
+  return brisk_kv_seq_truncate(kv, seq, 0);
+}
 
 brisk_status brisk_kv_seq_fork(brisk_kv *kv, int32_t src, int32_t dst) {
   brisk_status st;
   if ((st = check_seq(kv, src)) || (st = check_seq(kv, dst))) return st;
-  if (src == dst) return brisk_error(BRISK_E_INVALID_ARGUMENT, "cannot fork sequence %d onto itself", src);
+  if (src == dst)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "cannot fork sequence %d onto itself", src);
   kv_seq *s = &kv->seqs[src], *d = &kv->seqs[dst];
   if (d->len != 0)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,

@@ -134,9 +134,10 @@ static brisk_status append_pending(brisk_stopper *s, const char *t, size_t n) {
 /* Moves pending[0, n) into the output buffer and drops it from pending. */
 static brisk_status release(brisk_stopper *s, size_t n, const char **text, size_t *len) {
   if (brisk_grow((void **)&s->out, &s->cap_out, n + 1, 1)) return brisk_error_oom();
-  memcpy(s->out, s->pending, n);
+  /* pending is NULL until the first text: no memcpy from NULL, even of 0. */
+  if (n) memcpy(s->out, s->pending, n);
   s->out[n] = 0;
-  memmove(s->pending, s->pending + n, s->n_pending - n);
+  if (n && n < s->n_pending) memmove(s->pending, s->pending + n, s->n_pending - n);
   s->n_pending -= n;
   *text = s->out;
   *len = n;

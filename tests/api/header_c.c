@@ -14,6 +14,8 @@ int main(void) {
   a.struct_size = sizeof a;
   if (brisk_set_allocator(&a) != BRISK_E_INVALID_ARGUMENT) return 1;
   if (brisk_last_error()[0] == 0) return 1;
+  int32_t reused = -1;
+  if (brisk_seq_match_prefix(NULL, 0, NULL, 0, &reused) != BRISK_E_INVALID_ARGUMENT) return 1;
   printf("%s\n", brisk_system_info());
   return 0;
 }

@@ -99,7 +99,10 @@ static void submit(brisk_engine *e, job *j) {
   p.stop_at_eog = j->stop_at_eog;
   p.priority = j->priority;
   p.user_data = j;
-  if (brisk_engine_submit(e, &p, &j->id)) fail_msg("submit: %s", brisk_last_error());
+  uint64_t id = 0;
+  if (brisk_engine_submit(e, &p, &id)) fail_msg("submit: %s", brisk_last_error());
+  /* Published atomically: the threaded test reads ids from another thread. */
+  __atomic_store_n(&j->id, id, __ATOMIC_RELEASE);
 }
 
 /* Records polled events into their jobs (found through user_data), checking
@@ -233,41 +236,65 @@ static void test_matches_reference(void **state) {
 }
 
 /* Requests whose KV need is 4x the pool all complete, through preemption,
- * with the tokens of an uncontended run. */
+ * with the tokens of an uncontended run; for each growth reserve of
+ * admission (brisk_engine_params.reserve_blocks): none (preempts), the
+ * default one block, and one covering max_tokens (never preempts). */
 static void test_preemption(void **state) {
   (void)state;
   test_rng r = test_rng_seeded("engine_preemption");
   enum { N = 8 };
-  job jobs[N];
+  job base[N], jobs[N];
   int32_t demand = 0;
   for (int i = 0; i < N; i++) {
-    random_job(&r, model, &jobs[i], 16, 24, i % 2);
-    jobs[i].n_prompt = 8 + jobs[i].n_prompt; /* 9..24 */
-    for (int32_t k = 0; k < jobs[i].n_prompt; k++)
-      jobs[i].prompt[k] = (int32_t)(test_rng_u64(&r) % 96);
-    jobs[i].max_tokens = 24;
-    jobs[i].stop_at_eog = 0; /* every request runs to its full length */
-    demand += jobs[i].n_prompt + jobs[i].max_tokens;
+    random_job(&r, model, &base[i], 16, 24, i % 2);
+    base[i].n_prompt = 8 + base[i].n_prompt; /* 9..24 */
+    for (int32_t k = 0; k < base[i].n_prompt; k++)
+      base[i].prompt[k] = (int32_t)(test_rng_u64(&r) % 96);
+    base[i].max_tokens = 24;
+    base[i].stop_at_eog = 0; /* every request runs to its full length */
+    demand += base[i].n_prompt + base[i].max_tokens;
   }
   int32_t pool = 64; /* 16 blocks of 4 */
   assert_true(demand >= 4 * pool);
-  brisk_engine *e = make_engine(pool, 4, 32, 8, 0);
-  for (int i = 0; i < N; i++) submit(e, &jobs[i]);
-  run_until_done(e, jobs, N);
-  for (int i = 0; i < N; i++) expect_reference(&jobs[i]);
-  brisk_engine_counters s = {.struct_size = sizeof s};
-  assert_int_equal(brisk_engine_stats(e, &s), BRISK_OK);
-  fprintf(stderr, "preemptions: %llu, computed %llu tokens for %d\n",
-          (unsigned long long)s.n_preemptions, (unsigned long long)s.n_computed_tokens, demand);
-  assert_true(s.n_preemptions > 0);
-  assert_int_equal(s.n_finished, N);
-  assert_int_equal(s.n_free_kv_blocks, s.n_kv_blocks);
-  int32_t preempted = 0;
-  for (int i = 0; i < N; i++) preempted += jobs[i].stats.n_preemptions;
-  assert_int_equal(preempted, (int32_t)s.n_preemptions);
-  /* Recomputation feeds more tokens than a run without preemption would. */
-  assert_true(s.n_computed_tokens > (uint64_t)(demand - N));
-  brisk_engine_free(e);
+  const int32_t reserve[3] = {0, 1, 6}; /* 6 blocks of 4 = max_tokens */
+  for (int v = 0; v < 3; v++) {
+    memcpy(jobs, base, sizeof jobs);
+    brisk_engine_params p;
+    brisk_engine_params_init(&p);
+    assert_int_equal(p.reserve_blocks, 1);
+    p.n_threads = 2;
+    p.kv_tokens = pool;
+    p.block_size = 4;
+    p.max_batch_tokens = 32;
+    p.max_running = 8;
+    p.reserve_blocks = reserve[v];
+    brisk_engine *e = NULL;
+    assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_OK);
+    for (int i = 0; i < N; i++) submit(e, &jobs[i]);
+    run_until_done(e, jobs, N);
+    for (int i = 0; i < N; i++) expect_reference(&jobs[i]);
+    brisk_engine_counters s = {.struct_size = sizeof s};
+    assert_int_equal(brisk_engine_stats(e, &s), BRISK_OK);
+    fprintf(stderr,
+            "reserve_blocks %d: %llu preemptions, computed %llu tokens for %d, in %llu steps\n",
+            reserve[v], (unsigned long long)s.n_preemptions,
+            (unsigned long long)s.n_computed_tokens, demand, (unsigned long long)s.n_steps);
+    assert_int_equal(s.n_finished, N);
+    assert_int_equal(s.n_free_kv_blocks, s.n_kv_blocks);
+    int32_t preempted = 0;
+    for (int i = 0; i < N; i++) preempted += jobs[i].stats.n_preemptions;
+    assert_int_equal(preempted, (int32_t)s.n_preemptions);
+    if (reserve[v] == 0) {
+      assert_true(s.n_preemptions > 0);
+      /* Recomputation feeds more tokens than a run without preemption. */
+      assert_true(s.n_computed_tokens > (uint64_t)(demand - N));
+    }
+    if (reserve[v] == 6) {
+      assert_int_equal(s.n_preemptions, 0);
+      assert_int_equal(s.n_computed_tokens, (uint64_t)(demand - N));
+    }
+    brisk_engine_free(e);
+  }
 }
 
 /* Cancellation while waiting, mid-prefill and mid-decode: one cancelled
@@ -587,6 +614,10 @@ static void test_arguments(void **state) {
   brisk_engine_params_init(&p);
   p.prefill_chunk = -1;
   assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_E_INVALID_ARGUMENT);
+  brisk_engine_params_init(&p);
+  p.reserve_blocks = -1;
+  assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(brisk_last_error(), "reserve_blocks"));
   brisk_engine_params_init(&p);
   p.struct_size = 8;
   assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_E_INVALID_ARGUMENT);

@@ -17,7 +17,7 @@
 typedef struct model {
   brisk_kv *kv;
   int32_t bs, n_blocks;
-  int32_t *storage;        /* [n_blocks * bs] simulated K/V: a token value per slot */
+  int32_t *storage;          /* [n_blocks * bs] simulated K/V: a token value per slot */
   int32_t ref[NSEQ][MAXLEN]; /* what each sequence holds */
   int32_t len[NSEQ];
   int32_t next_value;
@@ -47,7 +47,7 @@ static void check_model(model *m) {
 
 /* Appends count tokens to each listed sequence in one interleaved batch. */
 static brisk_status append(model *m, int n_seqs, const int32_t *seqs, int count) {
-  int32_t seq[64], pos[64];
+  int32_t seq[64], pos[64], token[64];
   int64_t slot[64];
   brisk_kv_copy copies[64];
   int32_t n = 0, n_copies = -1;
@@ -55,10 +55,11 @@ static brisk_status append(model *m, int n_seqs, const int32_t *seqs, int count)
     for (int j = 0; j < n_seqs; j++) {
       seq[n] = seqs[j];
       pos[n] = m->len[seqs[j]] + k;
+      token[n] = m->next_value + n; /* unique: never matches, but blocks get published */
       n++;
     }
   int32_t free_before = brisk_kv_n_free_blocks(m->kv);
-  brisk_status st = brisk_kv_reserve(m->kv, n, seq, pos, slot, copies, &n_copies);
+  brisk_status st = brisk_kv_reserve(m->kv, n, seq, pos, token, slot, copies, &n_copies);
   if (st != BRISK_OK) {
     assert_int_equal(brisk_kv_n_free_blocks(m->kv), free_before); /* nothing changed */
     check_model(m);
@@ -74,7 +75,10 @@ static brisk_status append(model *m, int n_seqs, const int32_t *seqs, int count)
     m->storage[slot[i]] = v;
     m->ref[seq[i]][pos[i]] = v;
   }
-  for (int j = 0; j < n_seqs; j++) m->len[seqs[j]] += count;
+  for (int j = 0; j < n_seqs; j++) {
+    brisk_kv_commit(m->kv, seqs[j], m->len[seqs[j]]);
+    m->len[seqs[j]] += count;
+  }
   check_model(m);
   return BRISK_OK;
 }
@@ -83,7 +87,7 @@ static void model_init(model *m, int32_t n_blocks, int32_t bs) {
   memset(m, 0, sizeof *m);
   m->bs = bs;
   m->n_blocks = n_blocks;
-  assert_int_equal(brisk_kv_create(n_blocks, bs, NSEQ, &m->kv), BRISK_OK);
+  assert_int_equal(brisk_kv_create(n_blocks, bs, NSEQ, true, &m->kv), BRISK_OK);
   m->storage = calloc((size_t)n_blocks * (size_t)bs, sizeof *m->storage);
 }
 
@@ -120,18 +124,21 @@ static void test_validation_and_full(void **state) {
   (void)state;
   model m;
   model_init(&m, 4, 8);
-  int32_t seq[3] = {0, 0, 1}, pos[3] = {0, 2, 0};
+  int32_t seq[3] = {0, 0, 1}, pos[3] = {0, 2, 0}, token[3] = {1, 2, 3};
   int64_t slot[3];
   brisk_kv_copy copies[3];
   int32_t nc;
   /* A position that skips. */
-  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, slot, copies, &nc), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, token, slot, copies, &nc),
+                   BRISK_E_INVALID_ARGUMENT);
   assert_non_null(strstr(brisk_last_error(), "position 1, got 2"));
   pos[1] = -1;
-  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, slot, copies, &nc), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, token, slot, copies, &nc),
+                   BRISK_E_INVALID_ARGUMENT);
   seq[2] = NSEQ;
   pos[1] = 1;
-  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, slot, copies, &nc), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_kv_reserve(m.kv, 3, seq, pos, token, slot, copies, &nc),
+                   BRISK_E_INVALID_ARGUMENT);
   assert_non_null(strstr(brisk_last_error(), "out of range"));
   check_model(&m);
   /* Fill: 4 blocks of 8; 20 tokens of s0 hold 3, so s1 fits 8 and not 9. */
@@ -153,7 +160,7 @@ static void test_validation_and_full(void **state) {
   assert_int_equal(append(&m, 1, &s0, 7), BRISK_OK); /* rewrite the truncated part */
   model_free(&m);
   brisk_kv *kv = NULL;
-  assert_int_equal(brisk_kv_create(0, 16, 1, &kv), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_kv_create(0, 16, 1, true, &kv), BRISK_E_INVALID_ARGUMENT);
 }
 
 /* Random appends, forks, truncations and frees, checked after each. */
@@ -196,13 +203,13 @@ static void test_random_operations(void **state) {
 static brisk_status create_reserve_free(void *ctx) {
   (void)ctx;
   brisk_kv *kv = NULL;
-  brisk_status st = brisk_kv_create(8, 4, 3, &kv);
+  brisk_status st = brisk_kv_create(8, 4, 3, true, &kv);
   if (st) return st;
-  int32_t seq[2] = {0, 2}, pos[2] = {0, 0};
+  int32_t seq[2] = {0, 2}, pos[2] = {0, 0}, token[2] = {5, 6};
   int64_t slot[2];
   brisk_kv_copy copies[2];
   int32_t nc;
-  st = brisk_kv_reserve(kv, 2, seq, pos, slot, copies, &nc);
+  st = brisk_kv_reserve(kv, 2, seq, pos, token, slot, copies, &nc);
   if (!st) st = brisk_kv_seq_fork(kv, 0, 1);
   brisk_kv_free(kv);
   return st;

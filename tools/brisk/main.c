@@ -12,6 +12,7 @@ int cmd_run(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_serve_bench(int argc, char **argv);
 
 static const struct {
   const char *name;
@@ -20,6 +21,7 @@ static const struct {
 } commands[] = {
     {"bench", cmd_bench, "model, kernel and tokenizer speed against the machine's limits"},
     {"logits", cmd_logits, "write the logits of a token sequence (float32 [n][n_vocab])"},
+    {"serve-bench", cmd_serve_bench, "synthetic serving workloads through the engine"},
     {"run", cmd_run, "generate text from a prompt (greedy), streaming it"},
     {"version", cmd_version, "print the version and what this machine supports"},
     {"info", cmd_info, "describe a model file: architecture, sizes, tensor types"},
@@ -30,7 +32,7 @@ static const struct {
 static void usage(FILE *out) {
   fprintf(out, "usage: brisk COMMAND [ARGS] [--json]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
   fprintf(out, "\nEvery command takes --json for machine-readable output (docs/cli.md).\n");
 }
 

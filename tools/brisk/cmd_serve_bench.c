@@ -1,0 +1,462 @@
+/* brisk serve-bench: synthetic serving workloads run in real time through
+ * the engine (and a static-batching baseline), with latency percentiles,
+ * throughput, goodput and SVG plots. docs/cli.md describes the options and
+ * the output; docs/performance.md has results. */
+#include "brisk.h"
+#include "bench_util.h"
+#include "cli.h"
+#include "serve_plots.h"
+#include "serve_run.h"
+#include "svg.h"
+
+#include "core/alloc.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int cmd_serve_bench(int argc, char **argv);
+
+#define MAX_RATES 16
+#define MAX_CONFIGS 6
+
+static const char usage_text[] =
+    "usage: brisk serve-bench -m MODEL [options] [--json]\n"
+    "workload:\n"
+    "  -n, --requests N        requests (default 64)\n"
+    "  --rate R                Poisson arrivals, requests/s; 0 = all at once (default 4)\n"
+    "  --rates A,B,...         a sweep over arrival rates instead of --rate\n"
+    "  --prompt-len L|A..B     prompt tokens, fixed or uniform (default 32..128)\n"
+    "  --output-len L|A..B     generated tokens, fixed or uniform (default 16..256)\n"
+    "  --prefix-frac F         leading share of each prompt common to all (default 0)\n"
+    "  --seed S                (default 1)\n"
+    "serving:\n"
+    "  --kv-tokens N           KV memory budget in tokens, every configuration (default 4096)\n"
+    "  --max-batch-tokens N    tokens per forward pass (default 512)\n"
+    "  --max-running N         engine: requests generating at once (default 64)\n"
+    "  --block-size N          KV tokens per block (default 16)\n"
+    "  --chunk-size N          prefill chunk of the 'chunked' configuration (default 64)\n"
+    "  --preempt recompute|swap  the engine's preemption mode (default recompute)\n"
+    "  --reserve-blocks N      engine: growth blocks admission keeps per running request\n"
+    "                          (default: the engine's, 1)\n"
+    "  -t THREADS              (default: one per processor)\n"
+    "  --compare static|prefix|chunked|all   extra configurations (repeatable, or a,b)\n"
+    "  --static-pad            static batches keep decoding finished slots (padding)\n"
+    "output:\n"
+    "  --slo-ttft-ms X, --slo-tpot-ms Y      goodput counts requests within both\n"
+    "  --out-dir DIR           write SVG plots there\n"
+    "  --json                  one JSON object on stdout\n";
+
+typedef struct opts {
+  const char *model, *out_dir;
+  wl_spec spec;
+  double rates[MAX_RATES];
+  int n_rates;
+  int kv_tokens, max_batch_tokens, max_running, block_size, chunk_size, threads;
+  int reserve_blocks; /* -1: the engine's default */
+  brisk_preempt_mode preempt;
+  bool cmp_static, cmp_prefix, cmp_chunked, static_pad, json;
+  sb_slo slo;
+} opts;
+
+static bool parse_int(const char *s, int lo, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > INT_MAX) return false;
+  *out = (int)v;
+  return true;
+}
+
+static bool parse_num(const char *s, double lo, double hi, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || !(v >= lo && v <= hi)) return false;
+  *out = v;
+  return true;
+}
+
+static bool parse_rates(const char *s, opts *o) {
+  char buf[512];
+  if (strlen(s) >= sizeof buf) return false;
+  strcpy(buf, s);
+  o->n_rates = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (o->n_rates == MAX_RATES || !parse_num(tok, 0, 1e6, &o->rates[o->n_rates])) return false;
+    o->n_rates++;
+  }
+  return o->n_rates > 0;
+}
+
+static bool parse_compare(const char *s, opts *o) {
+  char buf[128];
+  if (strlen(s) >= sizeof buf) return false;
+  strcpy(buf, s);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    const bool all = !strcmp(tok, "all");
+    if (!all && strcmp(tok, "static") && strcmp(tok, "prefix") && strcmp(tok, "chunked"))
+      return false;
+    o->cmp_static |= all || !strcmp(tok, "static");
+    o->cmp_prefix |= all || !strcmp(tok, "prefix");
+    o->cmp_chunked |= all || !strcmp(tok, "chunked");
+  }
+  return true;
+}
+
+/* 0 on success, else the exit code (after printing why). */
+static int parse_args(int argc, char **argv, opts *o) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    bool ok = true;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage_text, stdout);
+      return -1;
+    }
+    if (!strcmp(a, "--json") || !strcmp(a, "--static-pad")) {
+      *(a[2] == 'j' ? &o->json : &o->static_pad) = true;
+      continue;
+    }
+    if (!v) return cli_fail("serve-bench", "'%s' needs a value (try --help)", a);
+    i++;
+    double ms;
+    if (!strcmp(a, "-m"))
+      o->model = v;
+    else if (!strcmp(a, "--out-dir"))
+      o->out_dir = v;
+    else if (!strcmp(a, "-n") || !strcmp(a, "--requests"))
+      ok = parse_int(v, 1, &o->spec.n_requests);
+    else if (!strcmp(a, "--rate"))
+      ok = parse_num(v, 0, 1e6, &o->rates[0]), o->n_rates = 1;
+    else if (!strcmp(a, "--rates"))
+      ok = parse_rates(v, o);
+    else if (!strcmp(a, "--prompt-len"))
+      ok = wl_dist_parse(v, &o->spec.prompt_len);
+    else if (!strcmp(a, "--output-len"))
+      ok = wl_dist_parse(v, &o->spec.output_len);
+    else if (!strcmp(a, "--prefix-frac"))
+      ok = parse_num(v, 0, 1, &o->spec.prefix_frac);
+    else if (!strcmp(a, "--seed")) {
+      char *end;
+      errno = 0;
+      o->spec.seed = strtoull(v, &end, 10);
+      ok = !errno && end != v && !*end && v[0] != '-';
+    } else if (!strcmp(a, "--kv-tokens"))
+      ok = parse_int(v, 1, &o->kv_tokens);
+    else if (!strcmp(a, "--max-batch-tokens"))
+      ok = parse_int(v, 1, &o->max_batch_tokens);
+    else if (!strcmp(a, "--max-running"))
+      ok = parse_int(v, 1, &o->max_running);
+    else if (!strcmp(a, "--block-size"))
+      ok = parse_int(v, 1, &o->block_size);
+    else if (!strcmp(a, "--chunk-size"))
+      ok = parse_int(v, 1, &o->chunk_size);
+    else if (!strcmp(a, "-t"))
+      ok = parse_int(v, 0, &o->threads);
+    else if (!strcmp(a, "--reserve-blocks"))
+      ok = parse_int(v, 0, &o->reserve_blocks);
+    else if (!strcmp(a, "--preempt")) {
+      ok = !strcmp(v, "recompute") || !strcmp(v, "swap");
+      o->preempt = !strcmp(v, "swap") ? BRISK_PREEMPT_SWAP : BRISK_PREEMPT_RECOMPUTE;
+    } else if (!strcmp(a, "--compare"))
+      ok = parse_compare(v, o);
+    else if (!strcmp(a, "--slo-ttft-ms"))
+      ok = parse_num(v, 0, 1e9, &ms), o->slo.ttft_s = ms * 1e-3;
+    else if (!strcmp(a, "--slo-tpot-ms"))
+      ok = parse_num(v, 0, 1e9, &ms), o->slo.tpot_s = ms * 1e-3;
+    else
+      return cli_fail("serve-bench", "unexpected argument '%s' (try --help)", a);
+    if (!ok) return cli_fail("serve-bench", "bad value '%s' for %s (try --help)", v, a);
+  }
+  if (!o->model) return cli_fail("serve-bench", "-m MODEL is required (try --help)");
+  return 0;
+}
+
+/* The configurations of this invocation: "continuous" first, the baseline
+ * every comparison is made against (prefix cache off, unchunked prefill). */
+static int make_configs(const opts *o, int32_t n_slots, int32_t slot_tokens, sb_config *c) {
+  int n = 0;
+  const int32_t prefix_off = 0;
+  c[n++] = (sb_config){.name = "continuous",
+                       .kind = SB_CONTINUOUS,
+                       .max_running = o->max_running,
+                       .prefix_cache = prefix_off};
+  if (o->cmp_static) {
+    c[n++] = (sb_config){.name = "static",
+                         .kind = SB_STATIC,
+                         .n_slots = n_slots,
+                         .slot_tokens = slot_tokens,
+                         .pad = o->static_pad};
+    if (o->static_pad) strcpy(c[n - 1].name, "static-padded");
+    c[n++] = (sb_config){.name = "continuous-eqbatch",
+                         .kind = SB_CONTINUOUS,
+                         .max_running = n_slots,
+                         .prefix_cache = prefix_off};
+  }
+  if (o->cmp_prefix)
+    c[n++] = (sb_config){.name = "prefix-cache",
+                         .kind = SB_CONTINUOUS,
+                         .max_running = o->max_running,
+                         .prefix_cache = 1};
+  if (o->cmp_chunked) {
+    c[n] = (sb_config){.kind = SB_CONTINUOUS,
+                       .max_running = o->max_running,
+                       .prefill_chunk = o->chunk_size,
+                       .prefix_cache = prefix_off};
+    snprintf(c[n].name, sizeof c[n].name, "chunked-%d", o->chunk_size);
+    n++;
+  }
+  return n;
+}
+
+static void json_dist(const char *key, const sb_dist *d) {
+  printf("\"%s\": {\"n\": %d, \"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
+         "\"max\": %.4f}",
+         key, d->n, d->mean * 1e3, d->p50 * 1e3, d->p90 * 1e3, d->p99 * 1e3, d->max * 1e3);
+}
+
+static void json_run(const sb_record *r, int32_t n) {
+  const sb_summary *s = &r->sum;
+  printf("{\"config\": ");
+  cli_json_string(stdout, r->c->name);
+  printf(", \"kind\": \"%s\", \"rate\": %g, ", r->c->kind == SB_STATIC ? "static" : "continuous",
+         r->rate);
+  if (r->c->kind == SB_STATIC)
+    printf("\"n_slots\": %d, \"slot_tokens\": %d, \"padded\": %s, ", r->c->n_slots,
+           r->c->slot_tokens, r->c->pad ? "true" : "false");
+  else
+    printf("\"max_running\": %d, \"prefill_chunk\": %d, \"prefix_cache\": %d, ", r->c->max_running,
+           r->c->prefill_chunk, r->c->prefix_cache);
+  printf("\"n_requests\": %d, \"duration_s\": %.6f, \"prompt_tokens\": %llu, "
+         "\"output_tokens\": %llu, \"output_tok_s\": %.4f, \"total_tok_s\": %.4f, "
+         "\"req_s\": %.6f, \"goodput_req_s\": %.6f, \"n_slo_ok\": %d, \"n_steps\": %llu, "
+         "\"n_preemptions\": %llu, \"n_computed_tokens\": %llu, \"cpu_s\": %.3f, "
+         "\"prefix_lookup_tokens\": %llu, \"prefix_hit_tokens\": %llu, ",
+         n, s->duration_s, (unsigned long long)s->prompt_tokens,
+         (unsigned long long)s->output_tokens, s->output_tps, s->total_tps, s->req_per_s,
+         s->goodput_req_per_s, s->n_slo_ok, (unsigned long long)r->res.n_steps,
+         (unsigned long long)r->res.n_preemptions, (unsigned long long)r->res.n_computed_tokens,
+         r->res.cpu_s, (unsigned long long)r->res.n_prefix_lookup_tokens,
+         (unsigned long long)r->res.n_prefix_hit_tokens);
+  json_dist("ttft_ms", &s->ttft);
+  printf(", ");
+  json_dist("tpot_ms", &s->tpot);
+  printf(", ");
+  json_dist("e2e_ms", &s->e2e);
+  printf(", ");
+  json_dist("itl_ms", &s->itl);
+  /* Every sample, so that a reader can recompute any statistic. */
+  printf(", \"requests\": {\"n_prompt\": [");
+  for (int32_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", r->res.req[i].n_prompt);
+  printf("], \"n_output\": [");
+  for (int32_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", r->res.req[i].n_output);
+  printf("], \"n_preemptions\": [");
+  for (int32_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", r->res.req[i].n_preemptions);
+  printf("], \"out_hash\": [");
+  for (int32_t i = 0; i < n; i++)
+    printf("%s\"%016llx\"", i ? ", " : "", (unsigned long long)r->res.req[i].out_hash);
+  const char *keys[3] = {"arrival_s", "ttft_s", "e2e_s"};
+  for (int k = 0; k < 3; k++) {
+    printf("], \"%s\": [", keys[k]);
+    for (int32_t i = 0; i < n; i++) {
+      const sb_request *q = &r->res.req[i];
+      printf("%s%.9f", i ? ", " : "", k == 0 ? q->arrival_s : k == 1 ? q->ttft_s : q->e2e_s);
+    }
+  }
+  printf("]}}");
+}
+
+static const sb_record *find(const sb_record *runs, int n_runs, const char *name, double rate) {
+  for (int i = 0; i < n_runs; i++)
+    if (runs[i].rate == rate && !strcmp(runs[i].c->name, name)) return &runs[i];
+  return NULL;
+}
+
+static const sb_record *find_prefix(const sb_record *runs, int n_runs, const char *prefix,
+                                    double rate) {
+  for (int i = 0; i < n_runs; i++)
+    if (runs[i].rate == rate && !strncmp(runs[i].c->name, prefix, strlen(prefix))) return &runs[i];
+  return NULL;
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+/* The comparisons at one rate, as JSON objects or text lines. */
+static void print_comparisons(const opts *o, const sb_record *runs, int n_runs, double rate,
+                              bool *first) {
+  const sb_record *cont = find(runs, n_runs, "continuous", rate);
+  const sb_record *st = find_prefix(runs, n_runs, "static", rate);
+  const sb_record *eq = find(runs, n_runs, "continuous-eqbatch", rate);
+  const sb_record *pc = find(runs, n_runs, "prefix-cache", rate);
+  const sb_record *ch = find_prefix(runs, n_runs, "chunked-", rate);
+  if (st && cont && eq) {
+    const double r1 = ratio(cont->sum.output_tps, st->sum.output_tps),
+                 r2 = ratio(eq->sum.output_tps, st->sum.output_tps);
+    if (o->json)
+      printf("%s{\"name\": \"static\", \"rate\": %g, \"n_slots\": %d, "
+             "\"continuous_over_static_output_tok_s\": %.4f, "
+             "\"eqbatch_over_static_output_tok_s\": %.4f}",
+             *first ? "" : ", ", rate, st->c->n_slots, r1, r2);
+    else
+      printf("rate %g: continuous / static output tok/s = %.2fx (same KV budget: static has %d "
+             "slots); at equal batch size (%d) %.2fx\n",
+             rate, r1, st->c->n_slots, st->c->n_slots, r2);
+    *first = false;
+  }
+  if (cont && pc) {
+    const double r = ratio(cont->sum.ttft.mean, pc->sum.ttft.mean);
+    if (o->json)
+      printf("%s{\"name\": \"prefix\", \"rate\": %g, \"mean_ttft_off_over_on\": %.4f}",
+             *first ? "" : ", ", rate, r);
+    else
+      printf("rate %g: prefix cache off / on mean TTFT = %.2fx (%.1f ms / %.1f ms)\n", rate, r,
+             cont->sum.ttft.mean * 1e3, pc->sum.ttft.mean * 1e3);
+    *first = false;
+  }
+  if (cont && ch) {
+    if (o->json)
+      printf("%s{\"name\": \"chunked\", \"rate\": %g, \"prefill_chunk\": %d, "
+             "\"p99_tpot_ms_off\": %.4f, \"p99_tpot_ms_on\": %.4f, \"p99_itl_ms_off\": %.4f, "
+             "\"p99_itl_ms_on\": %.4f}",
+             *first ? "" : ", ", rate, ch->c->prefill_chunk, cont->sum.tpot.p99 * 1e3,
+             ch->sum.tpot.p99 * 1e3, cont->sum.itl.p99 * 1e3, ch->sum.itl.p99 * 1e3);
+    else
+      printf("rate %g: p99 TPOT unchunked %.1f ms, prefill chunk %d %.1f ms; p99 inter-token "
+             "latency %.1f ms / %.1f ms\n",
+             rate, cont->sum.tpot.p99 * 1e3, ch->c->prefill_chunk, ch->sum.tpot.p99 * 1e3,
+             cont->sum.itl.p99 * 1e3, ch->sum.itl.p99 * 1e3);
+    *first = false;
+  }
+}
+
+static void print_text_row(const sb_record *r) {
+  const sb_summary *s = &r->sum;
+  printf("%-20s %6g %7.2f %9.1f %9.1f %7.2f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f %8.1f %8.1f "
+         "%8.1f\n",
+         r->c->name, r->rate, s->req_per_s, s->output_tps, s->total_tps, s->goodput_req_per_s,
+         s->ttft.p50 * 1e3, s->ttft.p90 * 1e3, s->ttft.p99 * 1e3, s->tpot.p50 * 1e3,
+         s->tpot.p90 * 1e3, s->tpot.p99 * 1e3, s->e2e.p50 * 1e3, s->e2e.p90 * 1e3,
+         s->e2e.p99 * 1e3);
+}
+
+int cmd_serve_bench(int argc, char **argv) {
+  opts o = {.spec = {.n_requests = 64, .prompt_len = {32, 128}, .output_len = {16, 256}, .seed = 1},
+            .rates = {4},
+            .n_rates = 1,
+            .kv_tokens = 4096,
+            .max_batch_tokens = 512,
+            .max_running = 64,
+            .block_size = 16,
+            .chunk_size = 64,
+            .reserve_blocks = -1};
+  int rc = parse_args(argc, argv, &o);
+  if (rc) return rc < 0 ? 0 : rc;
+  if (o.out_dir && mkdir(o.out_dir, 0777) != 0 && errno != EEXIST)
+    return cli_fail("serve-bench", "cannot create --out-dir %s", o.out_dir);
+
+  /* Static slots reserve the longest request the workload allows, in whole
+   * blocks, out of the same budget the engine pages. */
+  const int64_t slot_tokens = (int64_t)o.spec.prompt_len.hi + o.spec.output_len.hi;
+  const int64_t slot_blocks = (slot_tokens + o.block_size - 1) / o.block_size;
+  const int64_t kv_blocks = ((int64_t)o.kv_tokens + o.block_size - 1) / o.block_size;
+  int64_t n_slots = kv_blocks / slot_blocks;
+  if (n_slots > o.max_batch_tokens) n_slots = o.max_batch_tokens;
+  if (slot_tokens > o.kv_tokens)
+    return cli_fail("serve-bench",
+                    "--kv-tokens %d cannot hold the longest request (%lld prompt + output "
+                    "tokens)",
+                    o.kv_tokens, (long long)slot_tokens);
+
+  brisk_model_params mp;
+  brisk_model_params_init(&mp);
+  brisk_model *m = NULL;
+  if (brisk_model_load(o.model, &mp, &m) != BRISK_OK)
+    return cli_fail("serve-bench", "%s", brisk_last_error());
+  o.spec.n_vocab = brisk_model_n_vocab(m);
+  const sb_common common = {.model = m,
+                            .n_threads = o.threads,
+                            .kv_tokens = o.kv_tokens,
+                            .max_batch_tokens = o.max_batch_tokens,
+                            .block_size = o.block_size,
+                            .preempt = o.preempt,
+                            .reserve_blocks = o.reserve_blocks};
+  sb_config configs[MAX_CONFIGS];
+  const int n_configs =
+      make_configs(&o, (int32_t)n_slots, (int32_t)(slot_blocks * o.block_size), configs);
+  char load_before[64], load_after[64];
+  bench_load_avg(load_before, sizeof load_before);
+
+  const int n_runs_max = n_configs * o.n_rates;
+  sb_record *runs = brisk_calloc((size_t)n_runs_max, sizeof *runs);
+  int n_runs = 0;
+  bool ok = runs != NULL;
+  for (int ri = 0; ok && ri < o.n_rates; ri++) {
+    wl_spec spec = o.spec;
+    spec.rate = o.rates[ri];
+    wl_workload w;
+    if (!(ok = wl_generate(&spec, &w))) break;
+    for (int ci = 0; ok && ci < n_configs; ci++) {
+      sb_record *r = &runs[n_runs];
+      r->c = &configs[ci];
+      r->rate = spec.rate;
+      if (!o.json) fprintf(stderr, "# %s at %g req/s ...\n", r->c->name, r->rate);
+      if (!(ok = sb_run(&common, r->c, &w, &r->res))) break;
+      n_runs++;
+      if (!(ok = sb_summarize_run(r->res.req, w.n, r->res.duration_s, &o.slo, &r->sum)))
+        fprintf(stderr, "brisk serve-bench: out of memory\n");
+      else
+        sb_summarize_itl(r->res.itl, r->res.n_itl, &r->sum);
+    }
+    wl_free(&w);
+  }
+  bench_load_avg(load_after, sizeof load_after);
+  if (ok && o.out_dir) ok = sb_write_plots(o.out_dir, runs, n_runs, o.spec.n_requests);
+
+  if (ok && o.json) {
+    printf("{\"model\": ");
+    cli_json_string(stdout, o.model);
+    printf(", \"n_vocab\": %d, \"threads\": %d, \"load_avg_before\": \"%s\", "
+           "\"load_avg_after\": \"%s\", \"kv_tokens\": %d, \"max_batch_tokens\": %d, "
+           "\"block_size\": %d, \"preempt\": \"%s\", ",
+           o.spec.n_vocab, o.threads, load_before, load_after, o.kv_tokens, o.max_batch_tokens,
+           o.block_size, o.preempt == BRISK_PREEMPT_SWAP ? "swap" : "recompute");
+    printf("\"workload\": {\"n_requests\": %d, \"prompt_len\": [%d, %d], \"output_len\": [%d, "
+           "%d], \"prefix_frac\": %g, \"seed\": %llu}, ",
+           o.spec.n_requests, o.spec.prompt_len.lo, o.spec.prompt_len.hi, o.spec.output_len.lo,
+           o.spec.output_len.hi, o.spec.prefix_frac, (unsigned long long)o.spec.seed);
+    printf("\"slo\": {\"ttft_ms\": %g, \"tpot_ms\": %g}, \"rates\": [", o.slo.ttft_s * 1e3,
+           o.slo.tpot_s * 1e3);
+    for (int i = 0; i < o.n_rates; i++) printf("%s%g", i ? ", " : "", o.rates[i]);
+    printf("], \"runs\": [");
+    for (int i = 0; i < n_runs; i++) {
+      if (i) printf(", ");
+      json_run(&runs[i], o.spec.n_requests);
+    }
+    printf("], \"comparisons\": [");
+    bool first = true;
+    for (int i = 0; i < o.n_rates; i++) print_comparisons(&o, runs, n_runs, o.rates[i], &first);
+    printf("]}\n");
+  } else if (ok) {
+    printf("model %s, %d requests, prompt %d..%d, output %d..%d tokens, prefix fraction %g, "
+           "seed %llu\n",
+           o.model, o.spec.n_requests, o.spec.prompt_len.lo, o.spec.prompt_len.hi,
+           o.spec.output_len.lo, o.spec.output_len.hi, o.spec.prefix_frac,
+           (unsigned long long)o.spec.seed);
+    printf("KV budget %d tokens, %d tokens per step; load average before %s, after %s\n",
+           o.kv_tokens, o.max_batch_tokens, load_before, load_after);
+    printf("%-20s %6s %7s %9s %9s %7s %8s %8s %8s %7s %7s %7s %8s %8s %8s\n", "config", "rate",
+           "req/s", "out tok/s", "tot tok/s", "goodput", "TTFT p50", "p90", "p99", "TPOT p50",
+           "p90", "p99", "e2e p50", "p90", "p99");
+    for (int i = 0; i < n_runs; i++) print_text_row(&runs[i]);
+    printf("(latencies in ms; goodput: requests/s within the SLO)\n");
+    bool first = true;
+    for (int i = 0; i < o.n_rates; i++) print_comparisons(&o, runs, n_runs, o.rates[i], &first);
+  }
+  for (int i = 0; i < n_runs; i++) sb_result_free(&runs[i].res);
+  brisk_free(runs);
+  brisk_model_free(m);
+  return ok ? 0 : 1;
+}
