@@ -1,10 +1,10 @@
-/* AVX2 "wide" kernels for q8_0 and q4_0 against brisk_mm_q8 activations:
+/* AVX2 "wide" kernels for q8_0, q4_0 and q4_1 against brisk_mm_q8 activations:
  * up to 8 weight rows at once, one output per float lane.
  *
  * The narrow kernels (mm_avx2_q32.c) keep 8 lane sums per output and pay an
  * int->float conversion, a scale product and an FMA per block and output.
  * Here each weight block's lane sums for the 8 rows are reduced to one exact
- * integer per row with a hadd tree (q4_0 in int16 from the maddubs results,
+ * integer per row with a hadd tree (q4_x in int16 from the maddubs results,
  * which also saves the madd; q8_0's products are too large for that), so the
  * conversion, the scale product (8 weight scales times one activation scale)
  * and the FMA serve 8 outputs. Each output is then the plain chain
@@ -20,7 +20,7 @@
 
 #ifdef BRISK_MM_HAVE_AVX2
 
-enum { W_Q8_0, W_Q4_0 };
+enum { W_Q8_0, W_Q4_0, W_Q4_1 };
 
 /* [8] int32 vectors -> one vector of their 8 lane totals (lane j = v[j]). */
 MM_INLINE __m256i reduce8(const __m256i v[8]) {
@@ -31,7 +31,7 @@ MM_INLINE __m256i reduce8(const __m256i v[8]) {
                           _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* [8] maddubs results of q4_0 rows -> their 8 totals (lane j = m[j]), in
+/* [8] maddubs results of q4_x rows -> their 8 totals (lane j = m[j]), in
  * int16 up to the last step: a lane of m is at most 2 * 15 * 127, so 16
  * elements (one 128-bit half of a block) sum to at most 30480. */
 MM_INLINE __m256i reduce8_i16(const __m256i m[8]) {
@@ -50,7 +50,10 @@ MM_INLINE __m256i lane_total(__m256i v) {
 }
 
 MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, const int R) {
-  const size_t bs = type == W_Q8_0 ? sizeof(brisk_block_q8_0) : sizeof(brisk_block_q4_0);
+  const size_t bs = type == W_Q8_0   ? sizeof(brisk_block_q8_0)
+                    : type == W_Q4_0 ? sizeof(brisk_block_q4_0)
+                                     : sizeof(brisk_block_q4_1);
+  const size_t qo = type == W_Q4_1 ? 4 : 2; /* offset of the levels in a block */
   const int64_t nb = t->k / 32;
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -58,15 +61,17 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
   const uint8_t *w[8]; /* [8] weight rows; short tiles repeat the last */
   for (int j = 0; j < 8; j++) w[j] = t->w + (size_t)(j < NW ? j : NW - 1) * t->w_stride;
   const size_t pf = (size_t)NW * t->w_stride;
-  __m256 acc[BRISK_MM_MAX_X]; /* [R] x 8 outputs */
+  __m256 acc[BRISK_MM_MAX_X];  /* [R] x 8 outputs */
+  __m256 accm[BRISK_MM_MAX_X]; /* [R] x 8: q4_1's min terms, added at the end */
 #  pragma GCC unroll 4
-  for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+  for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
 
   for (int64_t i = 0; i < nb; i++) {
     const size_t o = (size_t)i * bs;
-    __m256i u[8];                     /* [8 rows][32] levels: |q| (q8_0) or 0..15 (q4_0) */
+    __m256i u[8];                     /* [8 rows][32] levels: |q| (q8_0) or 0..15 (q4_x) */
     __m256i sg[8];                    /* q8_0: the signed levels, for sign(y, q) */
     __m128i dh = _mm_setzero_si128(); /* [8] fp16 weight scales */
+    __m128i mh = _mm_setzero_si128(); /* [8] fp16 mins (q4_1) */
 #  pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = w[j] + o;
@@ -75,15 +80,21 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
       uint16_t d;
       __builtin_memcpy(&d, blk, 2);
       dh = _mm_insert_epi16(dh, d, j);
+      if (type == W_Q4_1) {
+        uint16_t mn;
+        __builtin_memcpy(&mn, blk + 2, 2);
+        mh = _mm_insert_epi16(mh, mn, j);
+      }
       if (type == W_Q8_0) {
         sg[j] = _mm256_loadu_si256((const __m256i *)(blk + 2));
         u[j] = _mm256_sign_epi8(sg[j], sg[j]);
       } else {
-        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
+        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + qo)));
         u[j] = _mm256_and_si256(_mm256_srlv_epi32(v, nib_shift), low4);
       }
     }
     const __m256 dwv = _mm256_cvtph_ps(dh);
+    const __m256 mwv = _mm256_cvtph_ps(mh);
 #  pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
       const brisk_mm_q8 *xb = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
@@ -104,11 +115,13 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
         tot = _mm256_sub_epi32(tot, lane_total(_mm256_loadu_si256((const __m256i *)xb->ls)));
       const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb->d));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), dd, acc[r]);
+      /* q4_1: + min * (d_x * sum y) */
+      if (type == W_Q4_1) accm[r] = _mm256_fmadd_ps(mwv, _mm256_broadcast_ss(&xb->s), accm[r]);
     }
   }
   for (int r = 0; r < R; r++) {
     float out[8];
-    _mm256_storeu_ps(out, acc[r]);
+    _mm256_storeu_ps(out, type == W_Q4_1 ? _mm256_add_ps(acc[r], accm[r]) : acc[r]);
     for (int j = 0; j < NW; j++) t->y[(size_t)r * t->y_stride + (size_t)j] = out[j];
   }
 }
@@ -134,11 +147,13 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
 
 WIDE_DISPATCH(wide_q8_0, W_Q8_0)
 WIDE_DISPATCH(wide_q4_0, W_Q4_0)
+WIDE_DISPATCH(wide_q4_1, W_Q4_1)
 
 brisk_mm_tile_fn brisk_mm_avx2_q32_wide(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_Q8_0: return wide_q8_0;
   case BRISK_DTYPE_Q4_0: return wide_q4_0;
+  case BRISK_DTYPE_Q4_1: return wide_q4_1;
   default: return NULL;
   }
 }

@@ -83,7 +83,7 @@ const float *brisk_mm_f16_table(void);
 brisk_mm_tile_fn brisk_mm_avx2_float_tile(uint32_t w_type);
 brisk_mm_chunk_fn brisk_mm_avx2_float_chunk(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx2_q32_tile(uint32_t w_type);
-/* Wide AVX2 kernels (q8_0, q4_0; NULL otherwise): n_w in 1..BRISK_MM_WIDE_W
+/* Wide AVX2 kernels (q8_0, q4_0, q4_1; NULL otherwise): n_w in 1..BRISK_MM_WIDE_W
  * with any n_x in 1..4, one output per float lane. When a type has one, the
  * driver uses it for every call, GEMV and GEMM. */
 #define BRISK_MM_WIDE_W 8
