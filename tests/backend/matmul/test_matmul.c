@@ -238,19 +238,22 @@ static void test_random_blocks(void **state) {
 }
 
 /* Extreme levels with activations at +-127: the largest int16 partial sums
- * the 32-element kernels form (q4_x sum 16 products of 15 x 127 in int16,
+ * the 32-element kernels form (q4_x sum 16 products of 15 x 127 in int16, q5_x 8 of 31 x 127,
  * q8_0 pairs of 128 x 127), with the sign of x matching or opposing the
  * weights, on the GEMV and GEMM paths and a short last group of rows. */
 static void test_extreme_levels(void **state) {
   (void)state;
-  static const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1};
+  static const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1,
+                                   BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1};
   const bool avx2 = have_avx2();
-  for (size_t t = 0; t < 3; t++) {
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     const uint32_t type = types[t];
     const int64_t n = 11, k = 96;
     weights w = {.type = type, .n = n, .k = k};
     assert_true(brisk_dtype_row_bytes(type, (uint64_t)k, &w.row_bytes));
-    const size_t bs = brisk_dtype_get(type)->type_size, qo = type == BRISK_DTYPE_Q4_1 ? 4 : 2;
+    const size_t bs = brisk_dtype_get(type)->type_size;
+    const bool has_min = type == BRISK_DTYPE_Q4_1 || type == BRISK_DTYPE_Q5_1;
+    const size_t qo = has_min ? 4 : 2; /* the levels (and q5_x's fifth bits) from here */
     w.q = malloc((size_t)(w.row_bytes * (uint64_t)n));
     w.deq = malloc((size_t)(n * k) * sizeof(float));
     for (int64_t j = 0; j < n; j++)
@@ -258,11 +261,11 @@ static void test_extreme_levels(void **state) {
         uint8_t *blk = w.q + (size_t)j * w.row_bytes + (size_t)b * bs;
         const uint16_t d = brisk_f32_to_f16(j % 3 == 0 ? 1.0f : 0.5f);
         memcpy(blk, &d, 2);
-        if (type == BRISK_DTYPE_Q4_1) { /* min */
+        if (has_min) {
           const uint16_t mn = brisk_f32_to_f16(j % 2 ? -0.25f : 3.0f);
           memcpy(blk + 2, &mn, 2);
         }
-        /* q8_0: 127 or -128; q4_x: levels 15 or 0 */
+        /* q8_0: 127 or -128; q4_x: levels 15 or 0; q5_x: 31 or 0 */
         const bool high = (j + b) % 2 == 0;
         memset(blk + qo, type == BRISK_DTYPE_Q8_0 ? (high ? 0x7f : 0x80) : (high ? 0xff : 0x00),
                bs - qo);

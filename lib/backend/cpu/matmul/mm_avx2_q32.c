@@ -16,27 +16,6 @@
 
 enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
 
-/* 16 bytes of nibbles: bytes 0..15 the low nibbles, 16..31 the high ones,
- * which is element order (the high lane shifted by a per-dword count). */
-MM_INLINE __m256i nibbles(const uint8_t *qs) {
-  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-  const __m256i by = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-  return _mm256_and_si256(_mm256_srlv_epi32(v, by), _mm256_set1_epi8(0x0f));
-}
-
-/* Bit j of the little-endian qh word as 0x10 in byte j. */
-MM_INLINE __m256i fifth_bits(const uint8_t *qh) {
-  uint32_t h;
-  __builtin_memcpy(&h, qh, 4);
-  /* Bytes 0-7 look at byte 0 of h, 8-15 at byte 1, ... then test one bit each. */
-  const __m256i pick = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101,
-                                         0x0000000000000000);
-  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick);
-  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
-}
-
 static inline size_t block_bytes(const int type) {
   switch (type) {
   case T_Q8_0: return sizeof(brisk_block_q8_0);
@@ -61,24 +40,24 @@ MM_INLINE __m256i decode(const uint8_t *blk, const int type, uint16_t *d, uint16
   case T_Q4_0: {
     const brisk_block_q4_0 *b = (const brisk_block_q4_0 *)blk;
     *d = b->d;
-    return nibbles(b->qs);
+    return mm_nibbles(b->qs);
   }
   case T_Q4_1: {
     const brisk_block_q4_1 *b = (const brisk_block_q4_1 *)blk;
     *d = b->d;
     *mn = b->m;
-    return nibbles(b->qs);
+    return mm_nibbles(b->qs);
   }
   case T_Q5_0: {
     const brisk_block_q5_0 *b = (const brisk_block_q5_0 *)blk;
     *d = b->d;
-    return _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
+    return _mm256_or_si256(mm_nibbles(b->qs), mm_fifth_bits(b->qh));
   }
   default: {
     const brisk_block_q5_1 *b = (const brisk_block_q5_1 *)blk;
     *d = b->d;
     *mn = b->m;
-    return _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
+    return _mm256_or_si256(mm_nibbles(b->qs), mm_fifth_bits(b->qh));
   }
   }
 }

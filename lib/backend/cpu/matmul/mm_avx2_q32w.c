@@ -1,17 +1,18 @@
-/* AVX2 "wide" kernels for q8_0, q4_0 and q4_1 against brisk_mm_q8 activations:
- * up to 8 weight rows at once, one output per float lane.
+/* AVX2 "wide" kernels for the 32-element types (q8_0, q4_0, q4_1, q5_0,
+ * q5_1) against brisk_mm_q8 activations: up to 8 weight rows at once, one
+ * output per float lane.
  *
  * The narrow kernels (mm_avx2_q32.c) keep 8 lane sums per output and pay an
  * int->float conversion, a scale product and an FMA per block and output.
  * Here each weight block's lane sums for the 8 rows are reduced to one exact
  * integer per row with a hadd tree (q4_x in int16 from the maddubs results,
- * which also saves the madd; q8_0's products are too large for that), so the
- * conversion, the scale product (8 weight scales times one activation scale)
- * and the FMA serve 8 outputs. Each output is then the plain chain
- *   acc = fma((float)P_i, fl(d_w,i * d_x,i), acc)   over blocks i in order,
- * with P_i the exact integer dot product of block i: the same for any tile
- * shape, GEMV or GEMM, thread count or batch, as mm_internal.h requires.
- * Missing rows of a short tile repeat the last row; their lanes are dropped. */
+ * which also saves the madd; q5_x two steps in int16; q8_0's products are
+ * too large for int16 sums), so the conversion, the scale product (8 weight
+ * scales times one activation scale) and the FMA serve 8 outputs. Each output is then the plain
+ * chain acc = fma((float)P_i, fl(d_w,i * d_x,i), acc)   over blocks i in order, with P_i the exact
+ * integer dot product of block i: the same for any tile shape, GEMV or GEMM, thread count or batch,
+ * as mm_internal.h requires. Missing rows of a short tile repeat the last row; their lanes are
+ * dropped. */
 #include "backend/cpu/matmul/mm_internal.h"
 
 #include "backend/cpu/matmul/mm_avx2.h"
@@ -20,7 +21,7 @@
 
 #ifdef BRISK_MM_HAVE_AVX2
 
-enum { W_Q8_0, W_Q4_0, W_Q4_1 };
+enum { W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q5_1 };
 
 /* [8] int32 vectors -> one vector of their 8 lane totals (lane j = v[j]). */
 MM_INLINE __m256i reduce8(const __m256i v[8]) {
@@ -42,6 +43,17 @@ MM_INLINE __m256i reduce8_i16(const __m256i m[8]) {
                           _mm256_cvtepi16_epi32(_mm256_extracti128_si256(c, 1)));
 }
 
+/* As reduce8_i16 for q5_x, whose lanes (up to 2 * 31 * 127) allow two int16
+ * steps: the third goes through int32. */
+MM_INLINE __m256i reduce8_i16x2(const __m256i m[8], const __m256i ones) {
+  const __m256i a = _mm256_madd_epi16(
+      _mm256_hadd_epi16(_mm256_hadd_epi16(m[0], m[1]), _mm256_hadd_epi16(m[2], m[3])), ones);
+  const __m256i b = _mm256_madd_epi16(
+      _mm256_hadd_epi16(_mm256_hadd_epi16(m[4], m[5]), _mm256_hadd_epi16(m[6], m[7])), ones);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
+}
+
 /* The total of the 8 lanes in every lane. */
 MM_INLINE __m256i lane_total(__m256i v) {
   v = _mm256_add_epi32(v, _mm256_permute2x128_si256(v, v, 0x01));
@@ -50,14 +62,16 @@ MM_INLINE __m256i lane_total(__m256i v) {
 }
 
 MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, const int R) {
-  const size_t bs = type == W_Q8_0   ? sizeof(brisk_block_q8_0)
-                    : type == W_Q4_0 ? sizeof(brisk_block_q4_0)
-                                     : sizeof(brisk_block_q4_1);
-  const size_t qo = type == W_Q4_1 ? 4 : 2; /* offset of the levels in a block */
+  static const size_t block_size[] = {sizeof(brisk_block_q8_0), sizeof(brisk_block_q4_0),
+                                      sizeof(brisk_block_q4_1), sizeof(brisk_block_q5_0),
+                                      sizeof(brisk_block_q5_1)};
+  const size_t bs = block_size[type];
+  const bool has_min = type == W_Q4_1 || type == W_Q5_1;
+  /* offsets in a block: the levels (low nibbles) and q5_x's fifth bits */
+  const size_t qo = type == W_Q5_1 ? 8 : type == W_Q5_0 ? 6 : has_min ? 4 : 2;
+  const size_t ho = type == W_Q5_1 ? 4 : 2;
   const int64_t nb = t->k / 32;
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i nib_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
   const uint8_t *w[8]; /* [8] weight rows; short tiles repeat the last */
   for (int j = 0; j < 8; j++) w[j] = t->w + (size_t)(j < NW ? j : NW - 1) * t->w_stride;
   const size_t pf = (size_t)NW * t->w_stride;
@@ -80,7 +94,7 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
       uint16_t d;
       __builtin_memcpy(&d, blk, 2);
       dh = _mm_insert_epi16(dh, d, j);
-      if (type == W_Q4_1) {
+      if (has_min) {
         uint16_t mn;
         __builtin_memcpy(&mn, blk + 2, 2);
         mh = _mm_insert_epi16(mh, mn, j);
@@ -89,8 +103,8 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
         sg[j] = _mm256_loadu_si256((const __m256i *)(blk + 2));
         u[j] = _mm256_sign_epi8(sg[j], sg[j]);
       } else {
-        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + qo)));
-        u[j] = _mm256_and_si256(_mm256_srlv_epi32(v, nib_shift), low4);
+        u[j] = mm_nibbles(blk + qo);
+        if (type == W_Q5_0 || type == W_Q5_1) u[j] = _mm256_or_si256(u[j], mm_fifth_bits(blk + ho));
       }
     }
     const __m256 dwv = _mm256_cvtph_ps(dh);
@@ -108,20 +122,22 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
       } else {
 #  pragma GCC unroll 8
         for (int j = 0; j < 8; j++) p[j] = _mm256_maddubs_epi16(u[j], y);
-        tot = reduce8_i16(p);
+        tot = type == W_Q4_0 || type == W_Q4_1 ? reduce8_i16(p) : reduce8_i16x2(p, ones);
       }
-      /* q4_0 levels carry +8: ls holds 8 x the 4-sums of y */
-      if (type == W_Q4_0)
-        tot = _mm256_sub_epi32(tot, lane_total(_mm256_loadu_si256((const __m256i *)xb->ls)));
+      /* q4_0 / q5_0 levels carry +8 / +16: ls holds 8 x the 4-sums of y */
+      if (type == W_Q4_0 || type == W_Q5_0) {
+        const __m256i l = lane_total(_mm256_loadu_si256((const __m256i *)xb->ls));
+        tot = _mm256_sub_epi32(tot, type == W_Q4_0 ? l : _mm256_add_epi32(l, l));
+      }
       const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb->d));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), dd, acc[r]);
-      /* q4_1: + min * (d_x * sum y) */
-      if (type == W_Q4_1) accm[r] = _mm256_fmadd_ps(mwv, _mm256_broadcast_ss(&xb->s), accm[r]);
+      /* q4_1 / q5_1: + min * (d_x * sum y) */
+      if (has_min) accm[r] = _mm256_fmadd_ps(mwv, _mm256_broadcast_ss(&xb->s), accm[r]);
     }
   }
   for (int r = 0; r < R; r++) {
     float out[8];
-    _mm256_storeu_ps(out, type == W_Q4_1 ? _mm256_add_ps(acc[r], accm[r]) : acc[r]);
+    _mm256_storeu_ps(out, has_min ? _mm256_add_ps(acc[r], accm[r]) : acc[r]);
     for (int j = 0; j < NW; j++) t->y[(size_t)r * t->y_stride + (size_t)j] = out[j];
   }
 }
@@ -148,12 +164,16 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
 WIDE_DISPATCH(wide_q8_0, W_Q8_0)
 WIDE_DISPATCH(wide_q4_0, W_Q4_0)
 WIDE_DISPATCH(wide_q4_1, W_Q4_1)
+WIDE_DISPATCH(wide_q5_0, W_Q5_0)
+WIDE_DISPATCH(wide_q5_1, W_Q5_1)
 
 brisk_mm_tile_fn brisk_mm_avx2_q32_wide(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_Q8_0: return wide_q8_0;
   case BRISK_DTYPE_Q4_0: return wide_q4_0;
   case BRISK_DTYPE_Q4_1: return wide_q4_1;
+  case BRISK_DTYPE_Q5_0: return wide_q5_0;
+  case BRISK_DTYPE_Q5_1: return wide_q5_1;
   default: return NULL;
   }
 }
