@@ -23,8 +23,8 @@ MM_INLINE float mm_hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/* fp16 bits to float with F16C (once per super-block; per-block scales go
- * through brisk_mm_f16_table instead). */
+/* fp16 bits to float with F16C (once per super-block; the 32-element
+ * kernels convert 8 block scales at once). */
 MM_INLINE float mm_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 /* 32 unsigned bytes times 32 signed bytes, summed in adjacent pairs then
