@@ -75,16 +75,16 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
   for (int j = 0; j < 8; j++) w[j] = t->w + (size_t)(j < NW ? j : NW - 1) * t->w_stride;
   const size_t pf = (size_t)NW * t->w_stride;
   __m256 acc[BRISK_MM_MAX_X];  /* [R] x 8 outputs */
-  __m256 accm[BRISK_MM_MAX_X]; /* [R] x 8: q4_1's min terms, added at the end */
+  __m256 accm[BRISK_MM_MAX_X]; /* [R] x 8: q4_1 / q5_1 min terms, added last */
 #  pragma GCC unroll 4
   for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
 
   for (int64_t i = 0; i < nb; i++) {
     const size_t o = (size_t)i * bs;
-    __m256i u[8];                     /* [8 rows][32] levels: |q| (q8_0) or 0..15 (q4_x) */
+    __m256i u[8];                     /* [8 rows][32] levels: |q|, 0..15 or 0..31 */
     __m256i sg[8];                    /* q8_0: the signed levels, for sign(y, q) */
     __m128i dh = _mm_setzero_si128(); /* [8] fp16 weight scales */
-    __m128i mh = _mm_setzero_si128(); /* [8] fp16 mins (q4_1) */
+    __m128i mh = _mm_setzero_si128(); /* [8] fp16 mins (q4_1, q5_1) */
 #  pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
       const uint8_t *blk = w[j] + o;
