@@ -237,6 +237,62 @@ static void test_random_blocks(void **state) {
   }
 }
 
+/* Extreme levels with activations at +-127: the largest int16 partial sums
+ * the 32-element kernels form (q4_x sum 16 products of 15 x 127 in int16, q5_x 8 of 31 x 127,
+ * q8_0 pairs of 128 x 127), with the sign of x matching or opposing the
+ * weights, on the GEMV and GEMM paths and a short last group of rows. */
+static void test_extreme_levels(void **state) {
+  (void)state;
+  static const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1,
+                                   BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1};
+  const bool avx2 = have_avx2();
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+    const uint32_t type = types[t];
+    const int64_t n = 11, k = 96;
+    weights w = {.type = type, .n = n, .k = k};
+    assert_true(brisk_dtype_row_bytes(type, (uint64_t)k, &w.row_bytes));
+    const size_t bs = brisk_dtype_get(type)->type_size;
+    const bool has_min = type == BRISK_DTYPE_Q4_1 || type == BRISK_DTYPE_Q5_1;
+    const size_t qo = has_min ? 4 : 2; /* the levels (and q5_x's fifth bits) from here */
+    w.q = malloc((size_t)(w.row_bytes * (uint64_t)n));
+    w.deq = malloc((size_t)(n * k) * sizeof(float));
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t b = 0; b < k / 32; b++) {
+        uint8_t *blk = w.q + (size_t)j * w.row_bytes + (size_t)b * bs;
+        const uint16_t d = brisk_f32_to_f16(j % 3 == 0 ? 1.0f : 0.5f);
+        memcpy(blk, &d, 2);
+        if (has_min) {
+          const uint16_t mn = brisk_f32_to_f16(j % 2 ? -0.25f : 3.0f);
+          memcpy(blk + 2, &mn, 2);
+        }
+        /* q8_0: 127 or -128; q4_x: levels 15 or 0; q5_x: 31 or 0 */
+        const bool high = (j + b) % 2 == 0;
+        memset(blk + qo, type == BRISK_DTYPE_Q8_0 ? (high ? 0x7f : 0x80) : (high ? 0xff : 0x00),
+               bs - qo);
+        if (j == n - 1) blk[qo] ^= 0x0f; /* one mixed element */
+      }
+    for (int64_t j = 0; j < n; j++)
+      assert_int_equal(brisk_dequantize_row(type, w.q + j * w.row_bytes, w.deq + j * k, k),
+                       BRISK_OK);
+    const int64_t m = 6;
+    float *x = malloc((size_t)(m * k) * sizeof(float));
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t l = 0; l < k; l++) /* every element quantizes to +-127 */
+        x[i * k + l] = (i % 2 ? -1.0f : 1.0f) * (i >= 3 && (l / 32) % 2 ? -2.0f : 2.0f);
+    float y[6 * 11];
+    for (int scalar = 1; scalar >= (avx2 ? 0 : 1); scalar--) {
+      brisk_cpu_matmul_force_scalar(scalar);
+      for (int64_t mm = 1; mm <= m; mm += m - 1) { /* GEMV (1 row) and GEMM (6 rows) */
+        matmul_ok(NULL, &w, x, mm, y);
+        check_against_reference(&w, x, mm, y, scalar ? "scalar" : "avx2");
+      }
+    }
+    brisk_cpu_matmul_force_scalar(false);
+    free(x);
+    free_weights(&w);
+  }
+}
+
 /* The AVX2 activation quantizers write exactly the scalar ones' bytes. */
 static void test_activation_quantizers_agree(void **state) {
   (void)state;
@@ -455,7 +511,7 @@ int main(void) {
       cmocka_unit_test(test_against_reference),           cmocka_unit_test(test_random_blocks),
       cmocka_unit_test(test_activation_quantizers_agree), cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_tiles_and_placement),         cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_allocation_failure),
+      cmocka_unit_test(test_allocation_failure),          cmocka_unit_test(test_extreme_levels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,7 @@ bool brisk_cpu_matmul_uses_avx2(void) {
 typedef struct mm_job {
   brisk_mm_tile_fn tile;
   brisk_mm_chunk_fn chunk; /* float-weight GEMM, when the kernels have it */
+  bool wide;               /* tile takes up to BRISK_MM_WIDE_W weight rows */
   brisk_mm_act_fn act;     /* NULL: x is used as given */
   const uint8_t *w;        /* [n][w_stride] */
   size_t w_stride;         /* bytes per weight row */
@@ -60,14 +61,21 @@ typedef struct mm_job {
 
 /* Outputs [r0, r1) x [c0, c1) in tile-kernel calls. Column groups run outer
  * so a group's weight rows stay in L1 while the activation rows pass. */
-static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64_t r1) {
-  brisk_mm_tile t = {
-      .k = j->k, .w_stride = j->w_stride, .x_stride = j->xa_stride, .y_stride = (size_t)j->n};
+static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64_t r1,
+                      bool prefetch) {
+  brisk_mm_tile t = {.k = j->k,
+                     .w_stride = j->w_stride,
+                     .x_stride = j->xa_stride,
+                     .y_stride = (size_t)j->n,
+                     .prefetch = prefetch};
   for (int64_t c = c0; c < c1;) {
     const int64_t left = c1 - c;
     /* Four weight rows give a single activation row enough independent
      * accumulator chains; with more activation rows two suffice. */
-    const int nw = (r1 - r0 == 1 && left >= 4) ? 4 : left >= 2 ? 2 : 1;
+    const int nw = j->wide ? (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W)
+                   : (r1 - r0 == 1 && left >= 4) ? 4
+                   : left >= 2                   ? 2
+                                                 : 1;
     t.w = j->w + (size_t)c * j->w_stride;
     for (int64_t r = r0; r < r1; r += BRISK_MM_MAX_X) {
       const int nx = (int)(r1 - r < BRISK_MM_MAX_X ? r1 - r : BRISK_MM_MAX_X);
@@ -91,7 +99,7 @@ static void gemv_task(void *ctx, size_t i) {
   const mm_job *j = ctx;
   int64_t c0 = (int64_t)i * j->w_rows, c1 = c0 + j->w_rows;
   if (c1 > j->n) c1 = j->n;
-  run_block(j, c0, c1, 0, j->m);
+  run_block(j, c0, c1, 0, j->m, true);
 }
 
 static void gemm_task(void *ctx, size_t i) {
@@ -100,7 +108,7 @@ static void gemm_task(void *ctx, size_t i) {
   int64_t c0 = wt * j->w_rows, c1 = c0 + j->w_rows, r0 = xt * j->x_rows, r1 = r0 + j->x_rows;
   if (c1 > j->n) c1 = j->n;
   if (r1 > j->m) r1 = j->m;
-  run_block(j, c0, c1, r0, r1);
+  run_block(j, c0, c1, r0, r1, false);
 }
 
 /* Float-weight GEMM tile: per group of 4 activation rows, the accumulators
@@ -244,8 +252,12 @@ brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32
 
   const bool avx2 = allow_avx2 && avx2_usable() && brisk_mm_avx2_tile(w_type) != NULL;
   const brisk_mm_act act = brisk_mm_act_format(w_type);
+  const brisk_mm_tile_fn wide = avx2 ? brisk_mm_avx2_q32_wide(w_type) : NULL;
   mm_job j = {
-      .tile = avx2 ? brisk_mm_avx2_tile(w_type) : brisk_mm_scalar_tile(w_type),
+      .tile = wide   ? wide
+              : avx2 ? brisk_mm_avx2_tile(w_type)
+                     : brisk_mm_scalar_tile(w_type),
+      .wide = wide != NULL,
       .act = act == BRISK_MM_ACT_F32 ? NULL
              : avx2                  ? brisk_mm_avx2_act(act)
                                      : brisk_mm_scalar_act(act),
@@ -271,7 +283,8 @@ brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32
 
   if (m <= GEMV_MAX_M) {
     /* About 4 tasks per thread for balance; whole groups of 4 rows. */
-    j.w_rows = clamp64(ceil_div(ceil_div(n, 4 * conc), 4) * 4, 4, n);
+    const int64_t g = j.wide ? BRISK_MM_WIDE_W : 4;
+    j.w_rows = clamp64(ceil_div(ceil_div(n, 4 * conc), g) * g, g, n);
     brisk_parallel_for(pool, (size_t)ceil_div(n, j.w_rows), gemv_task, &j);
   } else if ((j.chunk = avx2 ? brisk_mm_avx2_float_chunk(w_type) : NULL) != NULL) {
     j.x_rows = FTILE_X;
@@ -281,10 +294,11 @@ brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32
     brisk_parallel_for(pool, (size_t)(j.n_wtiles * ceil_div(m, j.x_rows)), gemm_float_task, &j);
   } else {
     j.x_rows = clamp64((int64_t)(TILE_X_BYTES / j.xa_stride) / 4 * 4, 4, 128);
-    j.w_rows = clamp64((int64_t)(TILE_W_BYTES / j.w_stride) / 2 * 2, 2, 64);
+    const int64_t g = j.wide ? BRISK_MM_WIDE_W : 2;
+    j.w_rows = clamp64((int64_t)(TILE_W_BYTES / j.w_stride) / g * g, g, 64);
     /* Enough tiles to keep every thread busy. */
-    while (j.w_rows > 2 && ceil_div(n, j.w_rows) * ceil_div(m, j.x_rows) < 4 * conc)
-      j.w_rows = j.w_rows / 4 * 2 > 2 ? j.w_rows / 4 * 2 : 2;
+    while (j.w_rows > g && ceil_div(n, j.w_rows) * ceil_div(m, j.x_rows) < 4 * conc)
+      j.w_rows = j.w_rows / (2 * g) * g > g ? j.w_rows / (2 * g) * g : g;
     j.n_wtiles = ceil_div(n, j.w_rows);
     brisk_parallel_for(pool, (size_t)(j.n_wtiles * ceil_div(m, j.x_rows)), gemm_task, &j);
   }

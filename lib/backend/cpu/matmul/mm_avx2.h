@@ -23,8 +23,8 @@ MM_INLINE float mm_hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/* fp16 bits to float with F16C (once per super-block; per-block scales go
- * through brisk_mm_f16_table instead). */
+/* fp16 bits to float with F16C (once per super-block; the 32-element
+ * kernels convert 8 block scales at once). */
 MM_INLINE float mm_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 /* 32 unsigned bytes times 32 signed bytes, summed in adjacent pairs then
@@ -32,6 +32,27 @@ MM_INLINE float mm_f16(uint16_t h) { return _cvtsh_ss(h); }
  * are in [-127, 127] and weights below 128. */
 MM_INLINE __m256i mm_dot_u8i8(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* 16 bytes of nibbles: bytes 0..15 the low nibbles, 16..31 the high ones,
+ * which is element order (the high lane shifted by a per-dword count). */
+MM_INLINE __m256i mm_nibbles(const uint8_t *qs) {
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+  const __m256i by = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+  return _mm256_and_si256(_mm256_srlv_epi32(v, by), _mm256_set1_epi8(0x0f));
+}
+
+/* Bit j of the little-endian qh word as 0x10 in byte j. */
+MM_INLINE __m256i mm_fifth_bits(const uint8_t *qh) {
+  uint32_t h;
+  __builtin_memcpy(&h, qh, 4);
+  /* Bytes 0-7 look at byte 0 of h, 8-15 at byte 1, ... then test one bit each. */
+  const __m256i pick = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101,
+                                         0x0000000000000000);
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick);
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
 /* Prefetches the cache lines of `bytes` at p. The kernels call it for the

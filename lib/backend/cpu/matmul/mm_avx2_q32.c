@@ -1,11 +1,17 @@
-/* AVX2 kernels for the 32-element types against brisk_mm_q8 activations.
- * Each weight block is unpacked once into 32 bytes and reused for every
- * activation row of the tile: integer products with maddubs, one FMA per
- * block and output with the product of the two scales. Levels stay unsigned
- * (0..15 / 0..31): the -8 / -16 offsets of q4_0 / q5_0 come off the int32
- * lanes through the activation's lane sums, and q4_1 / q5_1 add
- * min * (d_x * sum x) on the side. q8_0 levels are signed: maddubs sees |q|
- * and y with q's sign. Scales are read through brisk_mm_f16_table. */
+/* AVX2 "wide" kernels for the 32-element types (q8_0, q4_0, q4_1, q5_0,
+ * q5_1) against brisk_mm_q8 activations: up to 8 weight rows at once, one
+ * output per float lane.
+ *
+ * The previous kernels kept 8 lane sums per output and paid an int->float
+ * conversion, a scale product and an FMA per block and output; this layout
+ * ran 1.1-1.5x faster than they did (docs/performance.md). Here each weight block's lane sums for
+ * the 8 rows are reduced to one exact integer per row with a hadd tree (q4_x in int16 from the
+ * maddubs results, which also saves the madd; q5_x two steps in int16; q8_0's products are too
+ * large for int16 sums), so the conversion, the scale product (8 weight scales times one activation
+ * scale) and the FMA serve 8 outputs. Each output is then the plain chain acc = fma((float)P_i,
+ * fl(d_w,i * d_x,i), acc)   over blocks i in order, with P_i the exact integer dot product of block
+ * i: the same for any tile shape, GEMV or GEMM, thread count or batch, as mm_internal.h requires.
+ * Missing rows of a short tile repeat the last row; their lanes are dropped. */
 #include "backend/cpu/matmul/mm_internal.h"
 
 #include "backend/cpu/matmul/mm_avx2.h"
@@ -14,150 +20,166 @@
 
 #ifdef BRISK_MM_HAVE_AVX2
 
-enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
+enum { W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q5_1 };
 
-/* 16 bytes of nibbles: bytes 0..15 the low nibbles, 16..31 the high ones,
- * which is element order (the high lane shifted by a per-dword count). */
-MM_INLINE __m256i nibbles(const uint8_t *qs) {
-  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-  const __m256i by = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-  return _mm256_and_si256(_mm256_srlv_epi32(v, by), _mm256_set1_epi8(0x0f));
+/* [8] int32 vectors -> one vector of their 8 lane totals (lane j = v[j]). */
+MM_INLINE __m256i reduce8(const __m256i v[8]) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  /* a = [rows 0-3 of the low 128-bit halves | rows 0-3 of the high ones] */
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* Bit j of the little-endian qh word as 0x10 in byte j. */
-MM_INLINE __m256i fifth_bits(const uint8_t *qh) {
-  uint32_t h;
-  __builtin_memcpy(&h, qh, 4);
-  /* Bytes 0-7 look at byte 0 of h, 8-15 at byte 1, ... then test one bit each. */
-  const __m256i pick = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101,
-                                         0x0000000000000000);
-  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick);
-  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+/* [8] maddubs results of q4_x rows -> their 8 totals (lane j = m[j]), in
+ * int16 up to the last step: a lane of m is at most 2 * 15 * 127, so 16
+ * elements (one 128-bit half of a block) sum to at most 30480. */
+MM_INLINE __m256i reduce8_i16(const __m256i m[8]) {
+  const __m256i a = _mm256_hadd_epi16(_mm256_hadd_epi16(m[0], m[1]), _mm256_hadd_epi16(m[2], m[3]));
+  const __m256i b = _mm256_hadd_epi16(_mm256_hadd_epi16(m[4], m[5]), _mm256_hadd_epi16(m[6], m[7]));
+  const __m256i c = _mm256_hadd_epi16(a, b); /* [rows 0-7, elements 0-15 | 16-31] */
+  return _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(c)),
+                          _mm256_cvtepi16_epi32(_mm256_extracti128_si256(c, 1)));
 }
 
-static inline size_t block_bytes(const int type) {
-  switch (type) {
-  case T_Q8_0: return sizeof(brisk_block_q8_0);
-  case T_Q4_0: return sizeof(brisk_block_q4_0);
-  case T_Q4_1: return sizeof(brisk_block_q4_1);
-  case T_Q5_0: return sizeof(brisk_block_q5_0);
-  default: return sizeof(brisk_block_q5_1);
-  }
+/* As reduce8_i16 for q5_x, whose lanes (up to 2 * 31 * 127) allow two int16
+ * steps: the third goes through int32. */
+MM_INLINE __m256i reduce8_i16x2(const __m256i m[8], const __m256i ones) {
+  const __m256i a = _mm256_madd_epi16(
+      _mm256_hadd_epi16(_mm256_hadd_epi16(m[0], m[1]), _mm256_hadd_epi16(m[2], m[3])), ones);
+  const __m256i b = _mm256_madd_epi16(
+      _mm256_hadd_epi16(_mm256_hadd_epi16(m[4], m[5]), _mm256_hadd_epi16(m[6], m[7])), ones);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-static inline int has_min(const int type) { return type == T_Q4_1 || type == T_Q5_1; }
-
-/* One weight block: the 32 levels (signed for q8_0, else unsigned), and the
- * fp16 bits of its scale and min. */
-MM_INLINE __m256i decode(const uint8_t *blk, const int type, uint16_t *d, uint16_t *mn) {
-  switch (type) {
-  case T_Q8_0: {
-    const brisk_block_q8_0 *b = (const brisk_block_q8_0 *)blk;
-    *d = b->d;
-    return _mm256_loadu_si256((const __m256i *)b->qs);
-  }
-  case T_Q4_0: {
-    const brisk_block_q4_0 *b = (const brisk_block_q4_0 *)blk;
-    *d = b->d;
-    return nibbles(b->qs);
-  }
-  case T_Q4_1: {
-    const brisk_block_q4_1 *b = (const brisk_block_q4_1 *)blk;
-    *d = b->d;
-    *mn = b->m;
-    return nibbles(b->qs);
-  }
-  case T_Q5_0: {
-    const brisk_block_q5_0 *b = (const brisk_block_q5_0 *)blk;
-    *d = b->d;
-    return _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
-  }
-  default: {
-    const brisk_block_q5_1 *b = (const brisk_block_q5_1 *)blk;
-    *d = b->d;
-    *mn = b->m;
-    return _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
-  }
-  }
+/* The total of the 8 lanes in every lane. */
+MM_INLINE __m256i lane_total(__m256i v) {
+  v = _mm256_add_epi32(v, _mm256_permute2x128_si256(v, v, 0x01));
+  v = _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0x4e));
+  return _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0xb1));
 }
 
-MM_INLINE void tile_q32(const brisk_mm_tile *t, const int type, const int C, const int R) {
-  const float *f16 = brisk_mm_f16_table();
-  const size_t bs = block_bytes(type);
+MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, const int R) {
+  static const size_t block_size[] = {sizeof(brisk_block_q8_0), sizeof(brisk_block_q4_0),
+                                      sizeof(brisk_block_q4_1), sizeof(brisk_block_q5_0),
+                                      sizeof(brisk_block_q5_1)};
+  const size_t bs = block_size[type];
+  const bool has_min = type == W_Q4_1 || type == W_Q5_1;
+  /* offsets in a block: the levels (low nibbles) and q5_x's fifth bits */
+  const size_t qo = type == W_Q5_1 ? 8 : type == W_Q5_0 ? 6 : has_min ? 4 : 2;
+  const size_t ho = type == W_Q5_1 ? 4 : 2;
   const int64_t nb = t->k / 32;
-  __m256 acc[BRISK_MM_MAX_X][BRISK_MM_MAX_W];
-  float accm[BRISK_MM_MAX_X][BRISK_MM_MAX_W];
+  const __m256i ones = _mm256_set1_epi16(1);
+  const uint8_t *w[8]; /* [8] weight rows; short tiles repeat the last */
+  for (int j = 0; j < 8; j++) w[j] = t->w + (size_t)(j < NW ? j : NW - 1) * t->w_stride;
+  const size_t pf = (size_t)NW * t->w_stride;
+  __m256 acc[BRISK_MM_MAX_X];  /* [R] x 8 outputs */
+  __m256 accm[BRISK_MM_MAX_X]; /* [R] x 8: q4_1 / q5_1 min terms, added last */
 #  pragma GCC unroll 4
-  for (int r = 0; r < R; r++)
-#  pragma GCC unroll 4
-    for (int c = 0; c < C; c++) {
-      acc[r][c] = _mm256_setzero_ps();
-      accm[r][c] = 0;
-    }
+  for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
+
   for (int64_t i = 0; i < nb; i++) {
-    /* One weight row at a time keeps few registers live; its unpacked
-     * block serves every activation row. */
-#  pragma GCC unroll 4
-    for (int c = 0; c < C; c++) {
-      uint16_t d, mn = 0;
-      const uint8_t *blk = t->w + (size_t)c * t->w_stride + (size_t)i * bs;
-      /* see mm_prefetch_block: the next GEMV tile's block, one line */
-      _mm_prefetch((const char *)(blk + (size_t)C * t->w_stride), _MM_HINT_T0);
-      const __m256i q = decode(blk, type, &d, &mn);
-      const __m256 dw = _mm256_broadcast_ss(&f16[d]);
-      const __m256i aq = type == T_Q8_0 ? _mm256_sign_epi8(q, q) : q; /* |q| */
-#  pragma GCC unroll 4
-      for (int r = 0; r < R; r++) {
-        const brisk_mm_q8 *xb = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
-        const __m256i y = _mm256_loadu_si256((const __m256i *)xb->qs);
-        __m256i p;
-        if (type == T_Q8_0) {
-          /* sign(y, q) moves q's sign onto y so maddubs sees |q| unsigned. */
-          p = mm_dot_u8i8(aq, _mm256_sign_epi8(y, q));
-        } else {
-          p = mm_dot_u8i8(q, y);
-          const __m256i ls = _mm256_loadu_si256((const __m256i *)xb->ls);
-          if (type == T_Q4_0) p = _mm256_sub_epi32(p, ls);
-          if (type == T_Q5_0) p = _mm256_sub_epi32(_mm256_sub_epi32(p, ls), ls);
-        }
-        const __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(&xb->d));
-        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dd, acc[r][c]);
-        if (has_min(type)) accm[r][c] += f16[mn] * xb->s;
+    const size_t o = (size_t)i * bs;
+    __m256i u[8];                     /* [8 rows][32] levels: |q|, 0..15 or 0..31 */
+    __m256i sg[8];                    /* q8_0: the signed levels, for sign(y, q) */
+    __m128i dh = _mm_setzero_si128(); /* [8] fp16 weight scales */
+    __m128i mh = _mm_setzero_si128(); /* [8] fp16 mins (q4_1, q5_1) */
+#  pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+      const uint8_t *blk = w[j] + o;
+      /* see mm_prefetch_block: the next GEMV tile's block */
+      if (t->prefetch) _mm_prefetch((const char *)(blk + pf), _MM_HINT_T0);
+      uint16_t d;
+      __builtin_memcpy(&d, blk, 2);
+      dh = _mm_insert_epi16(dh, d, j);
+      if (has_min) {
+        uint16_t mn;
+        __builtin_memcpy(&mn, blk + 2, 2);
+        mh = _mm_insert_epi16(mh, mn, j);
+      }
+      if (type == W_Q8_0) {
+        sg[j] = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        u[j] = _mm256_sign_epi8(sg[j], sg[j]);
+      } else {
+        u[j] = mm_nibbles(blk + qo);
+        if (type == W_Q5_0 || type == W_Q5_1) u[j] = _mm256_or_si256(u[j], mm_fifth_bits(blk + ho));
       }
     }
+    const __m256 dwv = _mm256_cvtph_ps(dh);
+    const __m256 mwv = _mm256_cvtph_ps(mh);
+#  pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      const brisk_mm_q8 *xb = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
+      const __m256i y = _mm256_loadu_si256((const __m256i *)xb->qs);
+      __m256i p[8], tot;
+      if (type == W_Q8_0) {
+#  pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+          p[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(u[j], _mm256_sign_epi8(y, sg[j])), ones);
+        tot = reduce8(p);
+      } else {
+#  pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) p[j] = _mm256_maddubs_epi16(u[j], y);
+        tot = type == W_Q4_0 || type == W_Q4_1 ? reduce8_i16(p) : reduce8_i16x2(p, ones);
+      }
+      /* q4_0 / q5_0 levels carry +8 / +16: ls holds 8 x the 4-sums of y */
+      if (type == W_Q4_0 || type == W_Q5_0) {
+        const __m256i l = lane_total(_mm256_loadu_si256((const __m256i *)xb->ls));
+        tot = _mm256_sub_epi32(tot, type == W_Q4_0 ? l : _mm256_add_epi32(l, l));
+      }
+      const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb->d));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), dd, acc[r]);
+      /* q4_1 / q5_1: + min * (d_x * sum y) */
+      if (has_min) accm[r] = _mm256_fmadd_ps(mwv, _mm256_broadcast_ss(&xb->s), accm[r]);
+    }
   }
-  for (int r = 0; r < R; r++)
-    for (int c = 0; c < C; c++)
-      t->y[(size_t)r * t->y_stride + (size_t)c] = mm_hsum(acc[r][c]) + accm[r][c];
+  for (int r = 0; r < R; r++) {
+    float out[8];
+    _mm256_storeu_ps(out, has_min ? _mm256_add_ps(acc[r], accm[r]) : acc[r]);
+    for (int j = 0; j < NW; j++) t->y[(size_t)r * t->y_stride + (size_t)j] = out[j];
+  }
 }
 
-#  define KERNEL_Q8_0(t, C, R) tile_q32(t, T_Q8_0, C, R)
-#  define KERNEL_Q4_0(t, C, R) tile_q32(t, T_Q4_0, C, R)
-#  define KERNEL_Q4_1(t, C, R) tile_q32(t, T_Q4_1, C, R)
-#  define KERNEL_Q5_0(t, C, R) tile_q32(t, T_Q5_0, C, R)
-#  define KERNEL_Q5_1(t, C, R) tile_q32(t, T_Q5_1, C, R)
-MM_TILE_DISPATCH(tile_q8_0, KERNEL_Q8_0)
-MM_TILE_DISPATCH(tile_q4_0, KERNEL_Q4_0)
-MM_TILE_DISPATCH(tile_q4_1, KERNEL_Q4_1)
-MM_TILE_DISPATCH(tile_q5_0, KERNEL_Q5_0)
-MM_TILE_DISPATCH(tile_q5_1, KERNEL_Q5_1)
+#  define WIDE_DISPATCH(name, TYPE)                                                                \
+    static MM_TARGET void name##_1(const brisk_mm_tile *t, int n_w) {                              \
+      tile_wide(t, TYPE, n_w, 1);                                                                  \
+    }                                                                                              \
+    static MM_TARGET void name##_2(const brisk_mm_tile *t, int n_w) {                              \
+      tile_wide(t, TYPE, n_w, 2);                                                                  \
+    }                                                                                              \
+    static MM_TARGET void name##_3(const brisk_mm_tile *t, int n_w) {                              \
+      tile_wide(t, TYPE, n_w, 3);                                                                  \
+    }                                                                                              \
+    static MM_TARGET void name##_4(const brisk_mm_tile *t, int n_w) {                              \
+      tile_wide(t, TYPE, n_w, 4);                                                                  \
+    }                                                                                              \
+    static void name(const brisk_mm_tile *t, int n_w, int n_x) {                                   \
+      static void (*const fns[4])(const brisk_mm_tile *, int) = {name##_1, name##_2, name##_3,     \
+                                                                 name##_4};                        \
+      fns[n_x - 1](t, n_w);                                                                        \
+    }
 
-brisk_mm_tile_fn brisk_mm_avx2_q32_tile(uint32_t w_type) {
+WIDE_DISPATCH(wide_q8_0, W_Q8_0)
+WIDE_DISPATCH(wide_q4_0, W_Q4_0)
+WIDE_DISPATCH(wide_q4_1, W_Q4_1)
+WIDE_DISPATCH(wide_q5_0, W_Q5_0)
+WIDE_DISPATCH(wide_q5_1, W_Q5_1)
+
+brisk_mm_tile_fn brisk_mm_avx2_q32_wide(uint32_t w_type) {
   switch (w_type) {
-  case BRISK_DTYPE_Q8_0: return tile_q8_0;
-  case BRISK_DTYPE_Q4_0: return tile_q4_0;
-  case BRISK_DTYPE_Q4_1: return tile_q4_1;
-  case BRISK_DTYPE_Q5_0: return tile_q5_0;
-  case BRISK_DTYPE_Q5_1: return tile_q5_1;
+  case BRISK_DTYPE_Q8_0: return wide_q8_0;
+  case BRISK_DTYPE_Q4_0: return wide_q4_0;
+  case BRISK_DTYPE_Q4_1: return wide_q4_1;
+  case BRISK_DTYPE_Q5_0: return wide_q5_0;
+  case BRISK_DTYPE_Q5_1: return wide_q5_1;
   default: return NULL;
   }
 }
 
 #else
 
-brisk_mm_tile_fn brisk_mm_avx2_q32_tile(uint32_t w_type) {
+brisk_mm_tile_fn brisk_mm_avx2_q32_wide(uint32_t w_type) {
   (void)w_type;
   return NULL;
 }

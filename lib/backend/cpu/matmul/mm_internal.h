@@ -1,7 +1,7 @@
 /* Internals of the CPU matmul: activation formats and the tile kernels the
  * driver (matmul.c) calls.
  *
- * A tile kernel computes y[r][c] = dot(W row c, x row r) for n_w <= 4 weight
+ * A tile kernel computes y[r][c] = dot(W row c, x row r) for n_w <= 4 (wide: 8) weight
  * rows and n_x <= 4 activation rows over the whole k. Every output has its own
  * accumulators and the same sequence of operations whatever the tile shape,
  * so a result never depends on how rows were grouped: not on the thread count,
@@ -44,9 +44,10 @@ typedef struct brisk_mm_tile {
   size_t x_stride;  /* bytes */
   float *y;         /* y[r * y_stride + c] */
   size_t y_stride;  /* floats */
+  bool prefetch;    /* GEMV path: prefetch the next tile's weight blocks (GEMM reuses them) */
 } brisk_mm_tile;
 
-/* n_w in 1..4, n_x in 1..4; n_w == 4 only with n_x == 1. */
+/* n_w in 1..4, n_x in 1..4; n_w == 4 only with n_x == 1 (wide kernels: below). */
 typedef void (*brisk_mm_tile_fn)(const brisk_mm_tile *t, int n_w, int n_x);
 /* Float-weight GEMM pieces: the FMA steps of a tile kernel over [k0, k1)
  * (multiples of 8) with the 8-lane accumulators of output (r, c) kept at
@@ -81,7 +82,12 @@ const float *brisk_mm_f16_table(void);
 /* Per-family AVX2 tables behind brisk_mm_avx2_tile (NULL without AVX2). */
 brisk_mm_tile_fn brisk_mm_avx2_float_tile(uint32_t w_type);
 brisk_mm_chunk_fn brisk_mm_avx2_float_chunk(uint32_t w_type);
-brisk_mm_tile_fn brisk_mm_avx2_q32_tile(uint32_t w_type);
+/* Wide AVX2 kernels for the 32-element types (q8_0, q4_0, q4_1, q5_0, q5_1;
+ * NULL otherwise): n_w in 1..BRISK_MM_WIDE_W with any n_x in 1..4, one output
+ * per float lane. The driver uses them for every call of these types, GEMV
+ * and GEMM. */
+#define BRISK_MM_WIDE_W 8
+brisk_mm_tile_fn brisk_mm_avx2_q32_wide(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx2_k_tile(uint32_t w_type);
 
 #endif
