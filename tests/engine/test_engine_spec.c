@@ -66,9 +66,10 @@ typedef struct config {
   int32_t kv_tokens, max_batch, max_running, reserve_blocks;
   int prefix_cache;
   brisk_preempt_mode mode;
+  int64_t step_time_budget_us;
 } config;
 
-static const config roomy = {512, 64, 8, 1, 0, BRISK_PREEMPT_RECOMPUTE};
+static const config roomy = {512, 64, 8, 1, 0, BRISK_PREEMPT_RECOMPUTE, 0};
 
 /* A prompt of a random 5-token phrase repeated with a random token
  * between repeats, so that its text and the greedy loops of a random
@@ -94,6 +95,7 @@ static brisk_engine *make_engine(const config *c) {
   p.prefix_cache = c->prefix_cache;
   p.preempt_mode = c->mode;
   p.swap_bytes = 1u << 24;
+  p.step_time_budget_us = c->step_time_budget_us;
   brisk_engine *e = NULL;
   if (brisk_engine_create(model, &p, &e)) fail_msg("engine: %s", brisk_last_error());
   return e;
@@ -264,12 +266,23 @@ static void test_oversubscribed(void **state) {
   for (int mode = 0; mode < 2; mode++) {
     make_jobs(mode ? "spec_swap" : "spec_recompute", j, 8, mode ? 0.3f : 0.0f, 1);
     /* 8 requests of up to 30 + 40 tokens: about 140 blocks of 4. */
-    config c = {144, 32, 8, 0, 0, mode ? BRISK_PREEMPT_SWAP : BRISK_PREEMPT_RECOMPUTE};
+    config c = {144, 32, 8, 0, 0, mode ? BRISK_PREEMPT_SWAP : BRISK_PREEMPT_RECOMPUTE, 0};
     brisk_engine_counters s = compare_runs(&c, j, 8);
     assert_true(s.n_preemptions > 0);
     assert_true(s.n_spec_accepted > 0);
     if (mode) assert_true(s.n_swapped_out > 0);
   }
+}
+
+/* A step time budget small enough to cut batches (and so drafts). */
+static void test_step_time_budget(void **state) {
+  (void)state;
+  static job j[6];
+  make_jobs("spec_budget", j, 6, 0.0f, 1);
+  config c = roomy;
+  c.step_time_budget_us = 200;
+  brisk_engine_counters s = compare_runs(&c, j, 6);
+  assert_true(s.n_spec_accepted > 0);
 }
 
 /* With the prefix cache, requests repeating an earlier prompt attach its
@@ -416,15 +429,11 @@ static void test_allocation_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_greedy_identical),
-      cmocka_unit_test(test_sampling_identical),
-      cmocka_unit_test(test_two_completions),
-      cmocka_unit_test(test_oversubscribed),
-      cmocka_unit_test(test_prefix_cache),
-      cmocka_unit_test(test_max_tokens_and_stop),
-      cmocka_unit_test(test_cancel),
-      cmocka_unit_test(test_bad_params),
-      cmocka_unit_test(test_allocation_failures),
+      cmocka_unit_test(test_greedy_identical),    cmocka_unit_test(test_sampling_identical),
+      cmocka_unit_test(test_two_completions),     cmocka_unit_test(test_oversubscribed),
+      cmocka_unit_test(test_prefix_cache),        cmocka_unit_test(test_step_time_budget),
+      cmocka_unit_test(test_max_tokens_and_stop), cmocka_unit_test(test_cancel),
+      cmocka_unit_test(test_bad_params),          cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
