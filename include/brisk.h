@@ -1267,6 +1267,11 @@ typedef struct brisk_request_params {
   int32_t spec_n_draft;
   int32_t spec_ngram_min; /* 1 <= min <= max <= 16; defaults 2 and 3 */
   int32_t spec_ngram_max;
+  /* Nonzero: each completion's draft length adapts within [1, spec_n_draft]
+   * (as brisk_spec_params.adaptive): +1 after a step that accepted every
+   * drafted token, down to the accepted count + 1 after a rejection.
+   * Default 0 (always up to spec_n_draft). */
+  int spec_adaptive;
 } brisk_request_params;
 
 /* Most alternatives brisk_request_params.logprobs can ask for. */

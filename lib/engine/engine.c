@@ -294,6 +294,8 @@ static brisk_status make_completion(brisk_engine *e, const brisk_request_params 
   r->spec_k = p->spec_n_draft;
   r->spec_g_min = p->spec_ngram_min;
   r->spec_g_max = p->spec_ngram_max;
+  r->spec_adaptive = p->spec_adaptive;
+  r->spec_cur = p->spec_n_draft;
   if (r->spec_k > 0 && !(r->draft = brisk_malloc((size_t)r->spec_k * sizeof *r->draft)))
     return brisk_error_oom();
   r->seq = -1;

@@ -51,7 +51,9 @@ typedef struct brisk_engine_request {
   /* Prompt lookup speculation: k (0 = off), n-gram sizes, and the drafts
    * of the step in flight. */
   int32_t spec_k, spec_g_min, spec_g_max;
-  int32_t *draft; /* [spec_k] */
+  int spec_adaptive;
+  int32_t spec_cur; /* the draft length now: spec_k, or adapted in [1, spec_k] */
+  int32_t *draft;   /* [spec_k] */
   uint64_t n_spec_drafted, n_spec_accepted;
   brisk_seq_swap swap; /* its KV in host memory while swapped out, else empty */
   uint64_t t_submit, t_admit, t_first, t_finish; /* brisk_now_ns; 0 = not yet */

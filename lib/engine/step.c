@@ -234,7 +234,7 @@ static int32_t next_token_blocks(const brisk_engine *e, const brisk_engine_reque
 static int32_t draft_tokens(const brisk_engine *e, brisk_engine_request *r, int32_t budget,
                             int32_t n_free, int32_t dec_left, int32_t dec_blocks) {
   if (r->spec_k == 0 || r->n_generated == 0) return 0;
-  int64_t cap = r->spec_k;
+  int64_t cap = r->spec_cur;
   int64_t left = (int64_t)r->max_tokens - r->n_generated - 1;
   if (left < cap) cap = left;
   if ((int64_t)budget - 1 - dec_left < cap) cap = (int64_t)budget - 1 - dec_left;
@@ -397,6 +397,7 @@ static void produce(brisk_engine *e, brisk_engine_request *r, int32_t entry) {
 static void accept_drafts(brisk_engine *e, brisk_engine_request *r, int32_t entry, int32_t m) {
   r->n_spec_drafted += (uint64_t)m;
   e->n_spec_drafted += (uint64_t)m;
+  int32_t kept = 0;
   for (int32_t j = 0;; j++) {
     int32_t before = r->n_tokens;
     produce(e, r, entry + j);
@@ -404,9 +405,14 @@ static void accept_drafts(brisk_engine *e, brisk_engine_request *r, int32_t entr
     if (hit) {
       r->n_spec_accepted++;
       e->n_spec_accepted++;
+      kept++;
     }
     if (!hit || r->state != BRISK_REQ_RUNNING) break; /* finished: its KV is gone */
     r->n_computed++; /* draft j is the token just produced: its KV stays */
+  }
+  if (r->spec_adaptive) {
+    int32_t k = kept == m ? r->spec_cur + 1 : kept + 1;
+    r->spec_cur = k < r->spec_k ? k : r->spec_k;
   }
   if (r->state == BRISK_REQ_RUNNING && brisk_seq_truncate(e->ctx, r->seq, r->n_computed))
     finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
