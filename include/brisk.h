@@ -1251,6 +1251,27 @@ typedef struct brisk_request_params {
    * gives). Events carry the completion's index; each completion ends with
    * its own finished event. */
   int32_t n;
+  /* Speculative decoding by prompt lookup (see brisk_spec): each decoding
+   * step, a completion looks up the last n tokens of its own tokens
+   * (prompt and output so far; n from spec_ngram_max down to
+   * spec_ngram_min) and schedules the up to spec_n_draft tokens that
+   * followed their most recent earlier occurrence after its pending token,
+   * as one chunk; it keeps the drafts its sampler agrees with, one by one,
+   * plus one token of its own. Tokens, events, stop strings and logprobs
+   * are exactly those without speculation (the same seed gives the same
+   * output); only the number of steps changes. Drafts are cut to the
+   * step's token budget, the KV room the other running requests do not
+   * need this step, and the tokens max_tokens still allows.
+   * spec_n_draft: 0 (default) = off, else [1, 64]. Callers built before
+   * these fields (a smaller struct_size) get it off. */
+  int32_t spec_n_draft;
+  int32_t spec_ngram_min; /* 1 <= min <= max <= 16; defaults 2 and 3 */
+  int32_t spec_ngram_max;
+  /* Nonzero: each completion's draft length adapts within [1, spec_n_draft]
+   * (as brisk_spec_params.adaptive): +1 after a step that accepted every
+   * drafted token, down to the accepted count + 1 after a rejection.
+   * Default 0 (always up to spec_n_draft). */
+  int spec_adaptive;
 } brisk_request_params;
 
 /* Most alternatives brisk_request_params.logprobs can ask for. */
@@ -1389,6 +1410,11 @@ typedef struct brisk_request_stats {
    * least 2 tokens; 0 otherwise. Callers built before this field (a
    * smaller struct_size) do not get it. */
   uint64_t tpot_ns;
+  /* Speculative decoding, summed over completions: tokens drafted
+   * (scheduled after a pending token) and of those accepted (kept as
+   * output). Callers built before these fields do not get them. */
+  uint64_t n_spec_drafted;
+  uint64_t n_spec_accepted;
 } brisk_request_stats;
 
 /*
@@ -1427,6 +1453,10 @@ typedef struct brisk_engine_counters {
    * those the tokens reused instead of computed. Hit rate = hit / lookup. */
   uint64_t n_prefix_lookup_tokens;
   uint64_t n_prefix_hit_tokens;
+  /* Speculative decoding (brisk_request_params.spec_n_draft): tokens
+   * drafted and of those accepted; acceptance rate = accepted / drafted. */
+  uint64_t n_spec_drafted;
+  uint64_t n_spec_accepted;
 } brisk_engine_counters;
 
 /* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a

@@ -31,6 +31,8 @@ BRISK_API void brisk_request_params_init(brisk_request_params *p) {
   p->max_tokens = 128;
   p->stop_at_eog = 1;
   p->n = 1;
+  p->spec_ngram_min = 2;
+  p->spec_ngram_max = 3;
 }
 
 /* Copies the caller's first struct_size bytes over the defaults. */
@@ -128,6 +130,7 @@ void brisk_engine_request_free(brisk_engine_request *r) {
   brisk_sampler_free(r->sampler);
   brisk_stopper_free(r->stopper);
   brisk_free(r->tokens);
+  brisk_free(r->draft);
   brisk_free(r);
 }
 
@@ -230,6 +233,16 @@ static brisk_status check_request(const brisk_engine *e, const brisk_request_par
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_engine_submit: logprobs %d must be in [0, %d]", p->logprobs,
                        BRISK_MAX_LOGPROBS);
+  if (p->spec_n_draft < 0 || p->spec_n_draft > BRISK_ENGINE_SPEC_MAX_DRAFT)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: spec_n_draft %d must be in [0, %d]", p->spec_n_draft,
+                       BRISK_ENGINE_SPEC_MAX_DRAFT);
+  if (p->spec_n_draft > 0 && (p->spec_ngram_min < 1 || p->spec_ngram_min > p->spec_ngram_max ||
+                              p->spec_ngram_max > BRISK_ENGINE_SPEC_MAX_NGRAM))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: spec_ngram_min %d and spec_ngram_max %d must satisfy "
+                       "1 <= min <= max <= %d",
+                       p->spec_ngram_min, p->spec_ngram_max, BRISK_ENGINE_SPEC_MAX_NGRAM);
   if (p->n_stop && !brisk_model_tokenizer(e->model)[0])
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "brisk_engine_submit: stop strings need a model with a vocabulary");
@@ -278,6 +291,13 @@ static brisk_status make_completion(brisk_engine *e, const brisk_request_params 
   r->stop_at_eog = p->stop_at_eog;
   r->n_logprobs = p->logprobs;
   r->max_tokens = p->max_tokens;
+  r->spec_k = p->spec_n_draft;
+  r->spec_g_min = p->spec_ngram_min;
+  r->spec_g_max = p->spec_ngram_max;
+  r->spec_adaptive = p->spec_adaptive;
+  r->spec_cur = p->spec_n_draft;
+  if (r->spec_k > 0 && !(r->draft = brisk_malloc((size_t)r->spec_k * sizeof *r->draft)))
+    return brisk_error_oom();
   r->seq = -1;
   r->state = index == 0 ? BRISK_REQ_WAITING : BRISK_REQ_FORK_WAIT;
   return BRISK_OK;
@@ -401,15 +421,25 @@ static void fill_request_stats(const brisk_engine_request *leader, brisk_request
   s->n_prompt_tokens = leader->n_prompt;
   s->n_generated_tokens = (int32_t)mr.n_generated;
   s->n_preemptions = 0;
+  uint64_t drafted = 0, accepted = 0;
   const brisk_engine_request *r = leader;
-  for (int32_t i = 0; i < leader->n_completions; i++, r = r->next)
+  for (int32_t i = 0; i < leader->n_completions; i++, r = r->next) {
     s->n_preemptions += r->n_preemptions;
+    drafted += r->n_spec_drafted;
+    accepted += r->n_spec_accepted;
+  }
   s->finished = leader->n_open == 0;
   s->reason = leader->reason;
   s->queue_ns = mr.t_admit ? mr.t_admit - mr.t_submit : 0;
   s->ttft_ns = mr.t_first ? mr.t_first - mr.t_submit : 0;
   s->e2e_ns = mr.t_finish ? mr.t_finish - mr.t_submit : 0;
-  if (s->struct_size >= sizeof *s) s->tpot_ns = brisk_metrics_tpot_ns(&mr);
+  /* Later fields only for callers whose struct has them. */
+  if (s->struct_size >= offsetof(brisk_request_stats, tpot_ns) + sizeof s->tpot_ns)
+    s->tpot_ns = brisk_metrics_tpot_ns(&mr);
+  if (s->struct_size >= offsetof(brisk_request_stats, n_spec_accepted) + sizeof(uint64_t)) {
+    s->n_spec_drafted = drafted;
+    s->n_spec_accepted = accepted;
+  }
 }
 
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
@@ -474,5 +504,9 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
     return BRISK_OK;
   s->n_prefix_lookup_tokens = e->n_prefix_lookup_tokens;
   s->n_prefix_hit_tokens = e->n_prefix_hit_tokens;
+  if (s->struct_size < offsetof(brisk_engine_counters, n_spec_accepted) + sizeof(uint64_t))
+    return BRISK_OK;
+  s->n_spec_drafted = e->n_spec_drafted;
+  s->n_spec_accepted = e->n_spec_accepted;
   return BRISK_OK;
 }

@@ -48,6 +48,13 @@ typedef struct brisk_engine_request {
   brisk_engine_req_state state;
   brisk_finish_reason reason;
   int32_t n_preemptions;
+  /* Prompt lookup speculation: k (0 = off), n-gram sizes, and the drafts
+   * of the step in flight. */
+  int32_t spec_k, spec_g_min, spec_g_max;
+  int spec_adaptive;
+  int32_t spec_cur; /* the draft length now: spec_k, or adapted in [1, spec_k] */
+  int32_t *draft;   /* [spec_k] */
+  uint64_t n_spec_drafted, n_spec_accepted;
   brisk_seq_swap swap; /* its KV in host memory while swapped out, else empty */
   uint64_t t_submit, t_admit, t_first, t_finish; /* brisk_now_ns; 0 = not yet */
 } brisk_engine_request;
@@ -80,6 +87,7 @@ typedef struct brisk_engine_event_extra {
 typedef struct brisk_engine_sched {
   brisk_engine_request *req;
   int32_t first, count; /* batch entries [first, first + count) */
+  int32_t n_draft;      /* of which the last n_draft are drafts (r->draft) */
 } brisk_engine_sched;
 
 struct brisk_engine {
@@ -131,7 +139,11 @@ struct brisk_engine {
   brisk_step_cost cost;
   brisk_step_plan plan; /* the batch being scheduled */
   uint64_t n_prefix_lookup_tokens, n_prefix_hit_tokens;
+  uint64_t n_spec_drafted, n_spec_accepted;
 };
+
+/* Limits of brisk_request_params's speculation fields (those of brisk_spec). */
+enum { BRISK_ENGINE_SPEC_MAX_DRAFT = 64, BRISK_ENGINE_SPEC_MAX_NGRAM = 16 };
 
 /* Rank order: higher priority first, then older (smaller id), then the
  * lower completion index. */

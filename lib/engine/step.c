@@ -14,6 +14,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "spec/spec.h"
 #include "tokenizer/utf8.h"
 
 #include <stddef.h>
@@ -220,16 +221,53 @@ static int64_t room_for(const brisk_engine *e, const brisk_engine_request *r, in
   return slack + (int64_t)n_free * e->block_size;
 }
 
-/* Fills the batch: first every generating request's next token, then prompt
- * chunks, each in rank order, within the token budget and the free blocks.
- * A request that finds no room at all preempts the lowest-ranked running
- * request not yet in the batch (possibly itself). Returns the number of
- * scheduled requests. */
+/* Blocks a generating request's next token takes (a new block, or the copy
+ * of a shared last block). */
+static int32_t next_token_blocks(const brisk_engine *e, const brisk_engine_request *r) {
+  return blocks_for(e, r->n_computed + 1) - blocks_for(e, r->n_computed) + r->cow_pending;
+}
+
+/* Prompt lookup drafts for generating request r into r->draft; returns how
+ * many. Drafts only use what the generating requests after it do not need
+ * for their own next tokens (dec_left tokens of the budget, dec_blocks
+ * blocks), and never more than max_tokens leaves room to keep. */
+static int32_t draft_tokens(const brisk_engine *e, brisk_engine_request *r, int32_t budget,
+                            int32_t n_free, int32_t dec_left, int32_t dec_blocks) {
+  if (r->spec_k == 0 || r->n_generated == 0) return 0;
+  int64_t cap = r->spec_cur;
+  int64_t left = (int64_t)r->max_tokens - r->n_generated - 1;
+  if (left < cap) cap = left;
+  if ((int64_t)budget - 1 - dec_left < cap) cap = (int64_t)budget - 1 - dec_left;
+  /* Room after the pending token: the rest of its block, then spare blocks. */
+  int32_t after = r->n_computed + 1;
+  int64_t spare = (int64_t)n_free - next_token_blocks(e, r) - dec_blocks;
+  int64_t room = (int64_t)blocks_for(e, after) * e->block_size - after;
+  if (spare > 0) room += spare * e->block_size;
+  if (room < cap) cap = room;
+  if (cap <= 0) return 0;
+  return (int32_t)brisk_spec_lookup(r->tokens, (size_t)r->n_tokens, r->spec_g_min, r->spec_g_max,
+                                    (size_t)cap, r->draft);
+}
+
+/* Fills the batch: first every generating request's next token (and its
+ * drafts), then prompt chunks, each in rank order, within the token budget
+ * and the free blocks. A request that finds no room at all preempts the
+ * lowest-ranked running request not yet in the batch (possibly itself).
+ * Returns the number of scheduled requests. */
 static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
   int32_t budget = e->max_batch_tokens, n_free = free_blocks(e), n_sched = 0;
   uint64_t stamp = e->n_steps_total;
   brisk_batch_clear(e->batch);
   brisk_step_plan_begin(&e->plan);
+  /* Generating requests not yet scheduled and the blocks their next tokens
+   * take: drafts leave these alone (an upper bound once some are preempted). */
+  int32_t dec_left = 0, dec_blocks = 0;
+  for (int32_t i = 0; i < e->n_running; i++) {
+    const brisk_engine_request *r = e->running[i];
+    if (r->n_tokens - r->n_computed != 1) continue;
+    dec_left++;
+    dec_blocks += next_token_blocks(e, r);
+  }
   for (int phase = 0; phase < 2 && budget > 0; phase++) {
     for (int32_t i = 0; i < e->n_running && budget > 0;) {
       brisk_engine_request *r = e->running[i];
@@ -250,26 +288,37 @@ static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
         (*n_preempted)++;
         continue; /* retry r, or its successor if r itself went */
       }
-      int32_t c = remaining < budget ? remaining : budget;
+      int32_t c = remaining < budget ? remaining : budget, m = 0;
+      if (phase == 0) {
+        dec_left--;
+        dec_blocks -= next_token_blocks(e, r);
+        m = draft_tokens(e, r, budget, n_free, dec_left, dec_blocks);
+        c += m;
+      }
       if (phase == 1 && e->prefill_chunk > 0 && c > e->prefill_chunk) c = e->prefill_chunk;
       if (c > room) c = (int32_t)room;
       if (e->budget_ns > 0) {
-        c = brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, r->n_computed, c, c == remaining);
+        c = brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, r->n_computed, c,
+                                c == remaining || phase == 0);
         if (c == 0) {
           i++;
           continue;
         }
       }
-      brisk_step_plan_add(&e->plan, r->n_computed, c, c == remaining);
+      if (phase == 0) m = c - 1; /* the budget may have cut drafts */
+      brisk_step_plan_add(&e->plan, r->n_computed, c, c == remaining || phase == 0);
       n_free -= blocks_for(e, r->n_computed + c) - blocks_for(e, r->n_computed) + r->cow_pending;
       budget -= c;
       brisk_engine_sched *s = &e->sched[n_sched++];
       s->req = r;
       s->first = brisk_batch_size(e->batch);
       s->count = c;
+      s->n_draft = m;
+      /* Every draft entry has logits: entry j's score draft j + 1. */
       for (int32_t t = 0; t < c; t++) {
         int32_t pos = r->n_computed + t;
-        brisk_batch_add(e->batch, r->tokens[pos], pos, r->seq, pos == r->n_tokens - 1);
+        int32_t tok = pos < r->n_tokens ? r->tokens[pos] : r->draft[pos - r->n_tokens];
+        brisk_batch_add(e->batch, tok, pos, r->seq, pos >= r->n_tokens - 1);
       }
       r->sched_stamp = stamp;
       i++;
@@ -341,6 +390,34 @@ static void produce(brisk_engine *e, brisk_engine_request *r, int32_t entry) {
     brisk_engine_push_event(e, r, tok, &x, BRISK_FINISH_NONE);
 }
 
+/* Generating request r fed its pending token at `entry` and m drafts after
+ * it: produces from each row in turn while the produced token is the draft
+ * that row's successor holds, so every token comes from the same sampler
+ * path as without drafts; then releases the KV of the drafts not kept. */
+static void accept_drafts(brisk_engine *e, brisk_engine_request *r, int32_t entry, int32_t m) {
+  r->n_spec_drafted += (uint64_t)m;
+  e->n_spec_drafted += (uint64_t)m;
+  int32_t kept = 0;
+  for (int32_t j = 0;; j++) {
+    int32_t before = r->n_tokens;
+    produce(e, r, entry + j);
+    int hit = j < m && r->n_tokens > before && r->tokens[r->n_tokens - 1] == r->draft[j];
+    if (hit) {
+      r->n_spec_accepted++;
+      e->n_spec_accepted++;
+      kept++;
+    }
+    if (!hit || r->state != BRISK_REQ_RUNNING) break; /* finished: its KV is gone */
+    r->n_computed++; /* draft j is the token just produced: its KV stays */
+  }
+  if (r->spec_adaptive) {
+    int32_t k = kept == m ? r->spec_cur + 1 : kept + 1;
+    r->spec_cur = k < r->spec_k ? k : r->spec_k;
+  }
+  if (r->state == BRISK_REQ_RUNNING && brisk_seq_truncate(e->ctx, r->seq, r->n_computed))
+    finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
+}
+
 /* Completion 0 has just prefilled the prompt: the waiting completions fork
  * its sequence, sharing its blocks, and sample from the same logits (the
  * caller produces their first tokens). One that finds no free sequence id,
@@ -392,8 +469,11 @@ BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info
   if (si.n_tokens > 0) {
     /* An event per scheduled completion, and per completion that may fork. */
     size_t n_ev = (size_t)n_sched;
-    for (int32_t k = 0; k < n_sched; k++)
+    for (int32_t k = 0; k < n_sched; k++) {
       if (e->sched[k].req->index == 0) n_ev += (size_t)e->sched[k].req->n_completions - 1;
+      if (e->sched[k].n_draft > 0)
+        n_ev += (size_t)e->sched[k].n_draft + 1; /* + a failed truncate */
+    }
     if (brisk_engine_reserve_events(e, n_ev)) return brisk_error_oom();
     si.predicted_ns = (uint64_t)brisk_step_cost_predict(&e->cost, &e->plan);
     uint64_t t_run = brisk_now_ns();
@@ -411,11 +491,16 @@ BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info
       e->n_computed += (uint64_t)si.n_tokens;
       for (int32_t k = 0; k < n_sched; k++) {
         brisk_engine_request *r = e->sched[k].req;
-        r->n_computed += e->sched[k].count;
+        int32_t m = e->sched[k].n_draft;
+        r->n_computed += e->sched[k].count - m; /* drafts count once kept */
         r->cow_pending = 0;
         if (r->n_computed < r->n_tokens) continue;
-        si.n_decode_tokens++;
-        int32_t entry = e->sched[k].first + e->sched[k].count - 1;
+        si.n_decode_tokens += 1 + m;
+        int32_t entry = e->sched[k].first + e->sched[k].count - 1 - m;
+        if (m > 0) {
+          accept_drafts(e, r, entry, m);
+          continue;
+        }
         if (!prompt_done(r)) {
           produce(e, r, entry);
           continue;
