@@ -140,6 +140,16 @@ for r in j["runs"]:
     if r["drafter"] == "draft":
         assert r["acceptance"] == 1 and r["mean_accepted"] > 1, r
 assert [c["k"] for c in j["chunk_cost"]] == [2, 3] and all(c["ratio"] > 0 for c in j["chunk_cost"])
+# --batch: the engine with and without prompt lookup, B requests at once.
+j = json.loads(run("bench", "--speculative", "-m", stories, "-n", "12", "-r", "1", "--k", "3",
+                   "--batch", "1,3", "-t", "1", "--json").stdout)
+assert [(b["batch"], b["k"]) for b in j["batch"]] == [(1, 3), (3, 3)], j["batch"]
+for b in j["batch"]:
+    assert b["identical"] is True and b["plain_tps"] > 0 and b["spec_tps"] > 0, b
+    assert 0 <= b["acceptance"] <= 1 and b["speedup"] > 0, b
+assert [c["k"] for c in j["chunk_cost"]] == [3], j
+run("bench", "--speculative", "-m", stories, "--batch", "0", ok=False)
+run("bench", "-m", stories, "--batch", "2", ok=False)
 run("bench", "--speculative", "-m", stories, "--k", "0", ok=False)
 run("bench", "--speculative", "--kernels", ok=False)
 run("bench", "-m", stories, "--draft", stories, ok=False)

@@ -279,6 +279,10 @@ int bench_spec_run(const bench_spec_opts *o) {
   if (parse_ks(o->ks ? o->ks : "2,4,8,16", b.ks, &b.n_ks))
     return cli_fail("bench", "--k needs a comma-separated list of up to %d lengths in [1, 64]",
                     MAX_KS);
+  int batches[MAX_KS], n_batches = 0;
+  if (o->batch && parse_ks(o->batch, batches, &n_batches))
+    return cli_fail("bench", "--batch needs a comma-separated list of up to %d sizes in [1, 64]",
+                    MAX_KS);
   char default_path[4096];
   const char *path = o->model;
   if (!path) {
@@ -343,10 +347,14 @@ int bench_spec_run(const bench_spec_opts *o) {
            "accepted", "mean len", "same");
   }
   if (run_workload(&b, &w[0], true) || run_workload(&b, &w[1], false)) goto done;
+  if (o->json) printf("]");
+  if (n_batches > 0 && bench_spec_batch_run(o, b.target, threads, w[0].tokens, w[0].n_prompt,
+                                            b.ks, b.n_ks, batches, n_batches))
+    goto done;
   /* Verification cost: a (k + 1)-token decode against a 1-token one, each
    * the median of 2 * reps + 1 tries. */
   if (prefill(&b, &w[0])) goto fail_msg;
-  if (o->json) printf("], \"chunk_cost\": [");
+  if (o->json) printf(", \"chunk_cost\": [");
   for (int i = -1; i < b.n_ks; i++) {
     int len = i < 0 ? 1 : b.ks[i] + 1, tries = 2 * o->reps + 1;
     double t[2 * MAX_REPS + 1];

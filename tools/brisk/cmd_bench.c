@@ -17,7 +17,8 @@ static const char usage_text[] =
     "       brisk bench --kernels [-t THREADS] [--quick] [--json]\n"
     "       brisk bench --tokenize VOCAB FILE [--paragraphs] [-r 3] [--json]\n"
     "       brisk bench --speculative [-m MODEL] [--draft MODEL] [--k 2,4,8,16] [--adaptive]\n"
-    "                   [--ngram MIN,MAX] [-n 128] [-t THREADS] [-r 3] [--json]\n";
+    "                   [--ngram MIN,MAX] [--batch 1,4,16] [-n 128] [-t THREADS] [-r 3]\n"
+    "                   [--json]\n";
 
 static bool parse_int(const char *s, int *out) {
   char *end;
@@ -32,7 +33,7 @@ int cmd_bench(int argc, char **argv) {
   bench_model_opts o = {.p = 512, .n = 128, .reps = 3};
   bool kernels = false, quick = false, paragraphs = false, speculative = false, adaptive = false;
   int ngram_min = 0, ngram_max = 0;
-  const char *tok_vocab = NULL, *tok_file = NULL, *draft = NULL, *ks = NULL;
+  const char *tok_vocab = NULL, *tok_file = NULL, *draft = NULL, *ks = NULL, *batch = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const bool has_val = i + 1 < argc;
@@ -55,6 +56,8 @@ int cmd_bench(int argc, char **argv) {
       draft = argv[++i];
     else if (!strcmp(a, "--k") && has_val)
       ks = argv[++i];
+    else if (!strcmp(a, "--batch") && has_val)
+      batch = argv[++i];
     else if (!strcmp(a, "--adaptive"))
       adaptive = true;
     else if (!strcmp(a, "--ngram") && has_val) {
@@ -89,6 +92,7 @@ int cmd_bench(int argc, char **argv) {
     bench_spec_opts so = {.model = o.model,
                           .draft = draft,
                           .ks = ks,
+                          .batch = batch,
                           .threads = o.threads,
                           .reps = o.reps,
                           .adaptive = adaptive,
@@ -98,8 +102,8 @@ int cmd_bench(int argc, char **argv) {
                           .n = o.n};
     return bench_spec_run(&so);
   }
-  if (draft || ks || adaptive || ngram_min)
-    return cli_fail("bench", "--draft, --k, --adaptive and --ngram go with --speculative");
+  if (draft || ks || batch || adaptive || ngram_min)
+    return cli_fail("bench", "--draft, --k, --batch, --adaptive and --ngram go with --speculative");
   const int modes = (o.model != NULL) + kernels + (tok_vocab != NULL);
   if (modes != 1)
     return cli_fail("bench", "give exactly one of -m MODEL, --kernels, --tokenize VOCAB FILE "
