@@ -18,7 +18,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { MAXT = 48, MAXN = 2, MAXJ = 8, BS = 4 };
+enum { MAXT = 48, MAXN = 2, MAXJ = 32, BS = 4 };
 
 static char dir[64];
 /* The target (F32), the same weights in Q8_0 (a close draft) and in Q4_0
@@ -329,8 +329,9 @@ static int cell_of(const int32_t *o) {
 
 static void first_tokens(const job *base, const brisk_model *draft, uint64_t seed0, int n_seeds,
                          double *counts, uint64_t *drafted, uint64_t *accepted) {
-  enum { NJ = 8 };
+  enum { NJ = 32 };
   static job j[NJ];
+  static const config wide = {1024, 128, NJ, 1, BRISK_PREEMPT_RECOMPUTE};
   memset(counts, 0, MAXCELLS * sizeof *counts);
   *drafted = *accepted = 0;
   for (int s0 = 0; s0 < n_seeds; s0 += NJ) {
@@ -338,7 +339,7 @@ static void first_tokens(const job *base, const brisk_model *draft, uint64_t see
       j[i] = *base;
       j[i].seed = seed0 + (uint64_t)(s0 + i);
     }
-    brisk_engine_counters c = run_jobs(&roomy, draft, j, NJ, draft ? NT - 1 : 0);
+    brisk_engine_counters c = run_jobs(&wide, draft, j, NJ, draft ? NT - 1 : 0);
     *drafted += c.n_spec_drafted;
     *accepted += c.n_spec_accepted;
     for (int i = 0; i < NJ; i++) {
