@@ -1194,6 +1194,14 @@ typedef struct brisk_engine_params {
    * oversubscribed but run fewer requests at once; a value covering
    * max_tokens never preempts. */
   int32_t reserve_blocks;
+  /* A draft model for speculative decoding (brisk_request_params.
+   * spec_draft_model); NULL (default) = none. It must outlive the engine
+   * and speak the target's vocabulary (checked here: a mismatch is
+   * BRISK_E_INVALID_ARGUMENT naming the first differing token). The engine
+   * gives it its own context with the target context's parameters (the same
+   * KV pool size, max_running sequences and batch size), which doubles the
+   * KV memory, plus a [64][n_vocab] table of doubles. */
+  const brisk_model *draft_model;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1202,7 +1210,8 @@ BRISK_API void brisk_engine_params_init(brisk_engine_params *params);
 /*
  * Creates an engine for `model` (which must outlive it) with its own context.
  * `params` may be NULL for defaults. BRISK_E_INVALID_ARGUMENT for a NULL
- * model or out, a bad struct_size or a field out of range (named),
+ * model or out, a bad struct_size, a field out of range (named) or a
+ * draft_model whose vocabulary differs (the first differing token named),
  * BRISK_E_OUT_OF_MEMORY. On failure *out is untouched.
  */
 BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
@@ -1272,6 +1281,25 @@ typedef struct brisk_request_params {
    * drafted token, down to the accepted count + 1 after a rejection.
    * Default 0 (always up to spec_n_draft). */
   int spec_adaptive;
+  /* Nonzero: draft with the engine's draft_model instead of prompt lookup
+   * (needs spec_n_draft >= 1 and an engine with a draft model, else
+   * BRISK_E_INVALID_ARGUMENT). Each decoding step, the draft model's copy
+   * of the completion (kept in the engine's draft context, re-fed only
+   * where it differs) drafts up to spec_n_draft tokens one decode at a
+   * time, drawn from its distribution q under a sampler shaped like the
+   * request's (temperature, top-k/p, min-p, typical-p, logit bias; no
+   * penalties); the target scores them in one chunk and keeps them by the
+   * rejection rule (accept x with probability min(1, p(x)/q(x)), at the
+   * first rejection draw from normalize(max(0, p - q)), after a full
+   * accept a bonus token from p), as brisk_spec_round does. Greedy output
+   * is exactly the non-speculative output; sampled output has exactly the
+   * target's distribution, but not the same tokens for a seed as without
+   * speculation (and drafts draw from one generator shared by the
+   * engine's requests). Drafting runs request by request inside
+   * brisk_engine_step, k draft decodes each (plus re-feeding a prompt or
+   * preempted sequence on its first draft), before the target's batch. A
+   * completion's memory grows by spec_n_draft * n_vocab doubles. Default 0. */
+  int spec_draft_model;
 } brisk_request_params;
 
 /* Most alternatives brisk_request_params.logprobs can ask for. */

@@ -3,10 +3,13 @@
 #include "engine/engine_internal.h"
 
 #include "core/alloc.h"
+#include "core/checked.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "spec/spec_internal.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 BRISK_API void brisk_engine_params_init(brisk_engine_params *p) {
@@ -66,6 +69,24 @@ static brisk_status read_params(const brisk_engine_params *in, brisk_engine_para
   return BRISK_OK;
 }
 
+/* The draft model's brisk_spec on the engine's context: its draft context
+ * takes the target context's parameters. */
+static brisk_status create_drafter(brisk_engine *e, const brisk_model *draft) {
+  brisk_status st = brisk_spec_check_vocab(e->model, draft);
+  if (st) {
+    char msg[512]; /* the message is rewritten in the same thread-local buffer */
+    snprintf(msg, sizeof msg, "%s", brisk_last_error());
+    const char *what = strstr(msg, ": ");
+    return brisk_error(st, "brisk_engine_create: draft_model:%s", what ? what + 1 : msg);
+  }
+  brisk_spec_params sp;
+  brisk_spec_params_init(&sp);
+  sp.drafter = BRISK_SPEC_DRAFT_MODEL;
+  sp.draft_model = draft;
+  sp.n_draft = BRISK_ENGINE_SPEC_MAX_DRAFT;
+  return brisk_spec_create(e->ctx, &sp, &e->spec);
+}
+
 BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
                                            const brisk_engine_params *params, brisk_engine **out) {
   if (!model || !out)
@@ -114,6 +135,7 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
     st = brisk_error_oom();
     goto fail;
   }
+  if (p.draft_model && (st = create_drafter(e, p.draft_model))) goto fail;
   /* Popped from the end: ids are handed out from 0 up. */
   for (int32_t i = 0; i < p.max_running; i++) e->free_seqs[i] = p.max_running - 1 - i;
   e->n_free_seqs = p.max_running;
@@ -131,6 +153,7 @@ void brisk_engine_request_free(brisk_engine_request *r) {
   brisk_stopper_free(r->stopper);
   brisk_free(r->tokens);
   brisk_free(r->draft);
+  brisk_free(r->q);
   brisk_free(r);
 }
 
@@ -169,6 +192,7 @@ BRISK_API void brisk_engine_free(brisk_engine *e) {
   brisk_free(e->pending_lp);
   brisk_free(e->out_lp);
   brisk_batch_free(e->batch);
+  brisk_spec_free(e->spec);
   brisk_context_free(e->ctx);
   pthread_mutex_destroy(&e->mu);
   brisk_free(e);
@@ -243,6 +267,11 @@ static brisk_status check_request(const brisk_engine *e, const brisk_request_par
                        "brisk_engine_submit: spec_ngram_min %d and spec_ngram_max %d must satisfy "
                        "1 <= min <= max <= %d",
                        p->spec_ngram_min, p->spec_ngram_max, BRISK_ENGINE_SPEC_MAX_NGRAM);
+  if (p->spec_draft_model && (p->spec_n_draft < 1 || !e->spec))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: spec_draft_model needs spec_n_draft >= 1 (it is %d) "
+                       "and an engine with a draft_model (%s)",
+                       p->spec_n_draft, e->spec ? "it has one" : "it has none");
   if (p->n_stop && !brisk_model_tokenizer(e->model)[0])
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "brisk_engine_submit: stop strings need a model with a vocabulary");
@@ -298,6 +327,14 @@ static brisk_status make_completion(brisk_engine *e, const brisk_request_params 
   r->spec_cur = p->spec_n_draft;
   if (r->spec_k > 0 && !(r->draft = brisk_malloc((size_t)r->spec_k * sizeof *r->draft)))
     return brisk_error_oom();
+  r->spec_use_draft = p->spec_draft_model != 0;
+  size_t nq;
+  if (r->spec_use_draft) {
+    if (brisk_mul_overflow_size((size_t)r->spec_k, (size_t)brisk_model_n_vocab(e->model), &nq))
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "brisk_engine_submit: spec_n_draft %d x n_vocab is too large", r->spec_k);
+    if (!(r->q = brisk_calloc(nq, sizeof *r->q))) return brisk_error_oom();
+  }
   r->seq = -1;
   r->state = index == 0 ? BRISK_REQ_WAITING : BRISK_REQ_FORK_WAIT;
   return BRISK_OK;

@@ -48,12 +48,14 @@ typedef struct brisk_engine_request {
   brisk_engine_req_state state;
   brisk_finish_reason reason;
   int32_t n_preemptions;
-  /* Prompt lookup speculation: k (0 = off), n-gram sizes, and the drafts
-   * of the step in flight. */
+  /* Speculation: k (0 = off), n-gram sizes (prompt lookup), and the drafts
+   * of the step in flight (with the draft model's q rows). */
   int32_t spec_k, spec_g_min, spec_g_max;
   int spec_adaptive;
-  int32_t spec_cur; /* the draft length now: spec_k, or adapted in [1, spec_k] */
-  int32_t *draft;   /* [spec_k] */
+  int32_t spec_cur;   /* the draft length now: spec_k, or adapted in [1, spec_k] */
+  int32_t *draft;     /* [spec_k] */
+  int spec_use_draft; /* draft with the engine's draft model, not prompt lookup */
+  double *q;          /* [spec_k][n_vocab] the draft model's distributions; else NULL */
   uint64_t n_spec_drafted, n_spec_accepted;
   brisk_seq_swap swap; /* its KV in host memory while swapped out, else empty */
   uint64_t t_submit, t_admit, t_first, t_finish; /* brisk_now_ns; 0 = not yet */
@@ -140,6 +142,9 @@ struct brisk_engine {
   brisk_step_plan plan; /* the batch being scheduled */
   uint64_t n_prefix_lookup_tokens, n_prefix_hit_tokens;
   uint64_t n_spec_drafted, n_spec_accepted;
+  /* The draft model's context and its per-sequence mirrors (lib/spec);
+   * NULL without a draft model. Its sequence ids are the target's. */
+  brisk_spec *spec;
 };
 
 /* Limits of brisk_request_params's speculation fields (those of brisk_spec). */

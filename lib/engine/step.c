@@ -14,7 +14,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "spec/spec.h"
+#include "spec/spec_internal.h"
 #include "tokenizer/utf8.h"
 
 #include <stddef.h>
@@ -36,6 +36,7 @@ static void remove_running(brisk_engine *e, brisk_engine_request *r) {
   memmove(e->running + i, e->running + i + 1, (size_t)(e->n_running - i - 1) * sizeof *e->running);
   e->n_running--;
   brisk_seq_free(e->ctx, r->seq);
+  if (e->spec) brisk_spec_seq_reset(e->spec, r->seq); /* the draft's copy goes too */
   e->free_seqs[e->n_free_seqs++] = r->seq;
   r->seq = -1;
 }
@@ -227,6 +228,22 @@ static int32_t next_token_blocks(const brisk_engine *e, const brisk_engine_reque
   return blocks_for(e, r->n_computed + 1) - blocks_for(e, r->n_computed) + r->cow_pending;
 }
 
+/* Draft model: up to k drafts for r into r->draft, their distributions
+ * into r->q (the brisk_spec's buffers serve the next request). A failed
+ * draft only costs the speedup: the request goes on without drafts, and its
+ * draft copy is rebuilt next time. */
+static int32_t draft_with_model(const brisk_engine *e, brisk_engine_request *r, size_t k) {
+  brisk_spec *sp = e->spec;
+  size_t m = 0;
+  if (brisk_spec_draft_model(sp, r->seq, r->sampler, r->tokens, (size_t)r->n_tokens, k, &m)) {
+    brisk_spec_seq_reset(sp, r->seq);
+    return 0;
+  }
+  memcpy(r->draft, sp->draft, m * sizeof *r->draft);
+  memcpy(r->q, sp->q, m * (size_t)sp->n_vocab * sizeof *r->q);
+  return (int32_t)m;
+}
+
 /* Prompt lookup drafts for generating request r into r->draft; returns how
  * many. Drafts only use what the generating requests after it do not need
  * for their own next tokens (dec_left tokens of the budget, dec_blocks
@@ -245,6 +262,7 @@ static int32_t draft_tokens(const brisk_engine *e, brisk_engine_request *r, int3
   if (spare > 0) room += spare * e->block_size;
   if (room < cap) cap = room;
   if (cap <= 0) return 0;
+  if (r->spec_use_draft) return draft_with_model(e, r, (size_t)cap);
   return (int32_t)brisk_spec_lookup(r->tokens, (size_t)r->n_tokens, r->spec_g_min, r->spec_g_max,
                                     (size_t)cap, r->draft);
 }
@@ -350,16 +368,10 @@ static int add_text(brisk_engine *e, brisk_engine_request *r, int32_t tok, int e
   return 0;
 }
 
-/* Samples the next token of a completion whose last token was just fed,
- * queues its event, and finishes it on EOG, max_tokens, a stop string or an
- * error. */
-static void produce(brisk_engine *e, brisk_engine_request *r, int32_t entry) {
-  int32_t tok;
-  if (brisk_sampler_sample(r->sampler, e->ctx, entry, &tok) ||
-      brisk_sampler_accept(r->sampler, tok)) {
-    finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
-    return;
-  }
+/* Appends tok (already accepted by the sampler; entry holds the logits it
+ * came from) to completion r, queues its event, and finishes r on EOG,
+ * max_tokens, a stop string or an error. */
+static void emit(brisk_engine *e, brisk_engine_request *r, int32_t entry, int32_t tok) {
   r->tokens[r->n_tokens++] = tok;
   r->n_generated++;
   e->n_generated++;
@@ -390,6 +402,19 @@ static void produce(brisk_engine *e, brisk_engine_request *r, int32_t entry) {
     brisk_engine_push_event(e, r, tok, &x, BRISK_FINISH_NONE);
 }
 
+/* Samples the next token of a completion whose last token was just fed,
+ * queues its event, and finishes it on EOG, max_tokens, a stop string or an
+ * error. */
+static void produce(brisk_engine *e, brisk_engine_request *r, int32_t entry) {
+  int32_t tok;
+  if (brisk_sampler_sample(r->sampler, e->ctx, entry, &tok) ||
+      brisk_sampler_accept(r->sampler, tok)) {
+    finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
+    return;
+  }
+  emit(e, r, entry, tok);
+}
+
 /* Generating request r fed its pending token at `entry` and m drafts after
  * it: produces from each row in turn while the produced token is the draft
  * that row's successor holds, so every token comes from the same sampler
@@ -416,6 +441,41 @@ static void accept_drafts(brisk_engine *e, brisk_engine_request *r, int32_t entr
   }
   if (r->state == BRISK_REQ_RUNNING && brisk_seq_truncate(e->ctx, r->seq, r->n_computed))
     finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
+}
+
+/* Draft model: generating request r fed its pending token at `entry` and
+ * m drafts after it, drawn from r->q. The rejection rule (lib/spec's
+ * verify) picks the tokens to keep, advancing r's sampler as
+ * brisk_spec_round does; then the KV of the drafts not kept is released in
+ * the target and in the draft's copy. */
+static void accept_verified(brisk_engine *e, brisk_engine_request *r, int32_t entry, int32_t m) {
+  brisk_spec *sp = e->spec;
+  int32_t out[BRISK_ENGINE_SPEC_MAX_DRAFT + 1]; /* accepted drafts, then one drawn token */
+  size_t n_out = 0;
+  int32_t n = r->n_tokens; /* the pending token's and those before it */
+  r->n_spec_drafted += (uint64_t)m;
+  e->n_spec_drafted += (uint64_t)m;
+  for (int32_t i = 0; i <= m; i++) sp->rows[i] = brisk_get_logits(e->ctx, entry + i);
+  if (brisk_spec_verify(r->sampler, sp->rows, r->draft, (size_t)m, r->q, sp->scratch, out,
+                        &n_out)) {
+    finish(e, r, -1, NULL, BRISK_FINISH_ERROR); /* frees both sequences */
+    return;
+  }
+  int32_t kept = (int32_t)n_out - 1;
+  for (int32_t j = 0; j <= kept && r->state == BRISK_REQ_RUNNING; j++) {
+    emit(e, r, entry + j, out[j]);
+    if (j == kept) break;
+    r->n_spec_accepted++;
+    e->n_spec_accepted++;
+    if (r->state == BRISK_REQ_RUNNING) r->n_computed++; /* draft j's KV stays */
+  }
+  if (r->spec_adaptive) {
+    int32_t k = kept == m ? r->spec_cur + 1 : kept + 1;
+    r->spec_cur = k < r->spec_k ? k : r->spec_k;
+  }
+  if (r->state != BRISK_REQ_RUNNING) return; /* finished: its KV is gone */
+  brisk_spec_draft_keep(sp, r->seq, (size_t)n, (size_t)kept);
+  if (brisk_seq_truncate(e->ctx, r->seq, r->n_computed)) finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
 }
 
 /* Completion 0 has just prefilled the prompt: the waiting completions fork
@@ -498,7 +558,10 @@ BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info
         si.n_decode_tokens += 1 + m;
         int32_t entry = e->sched[k].first + e->sched[k].count - 1 - m;
         if (m > 0) {
-          accept_drafts(e, r, entry, m);
+          if (r->spec_use_draft)
+            accept_verified(e, r, entry, m);
+          else
+            accept_drafts(e, r, entry, m);
           continue;
         }
         if (!prompt_done(r)) {
