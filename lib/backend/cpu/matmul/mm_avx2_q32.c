@@ -23,6 +23,22 @@
 enum { W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q5_1 };
 
 /* [8] int32 vectors -> one vector of their 8 lane totals (lane j = v[j]). */
+/* _mm_insert_epi16 with a lane known only once the caller's loop is
+ * unrolled: clang wants a literal lane, so each case has one (gcc folds the
+ * switch away). */
+MM_INLINE __m128i insert16(__m128i v, uint16_t x, int j) {
+  switch (j) {
+  case 0: return _mm_insert_epi16(v, x, 0);
+  case 1: return _mm_insert_epi16(v, x, 1);
+  case 2: return _mm_insert_epi16(v, x, 2);
+  case 3: return _mm_insert_epi16(v, x, 3);
+  case 4: return _mm_insert_epi16(v, x, 4);
+  case 5: return _mm_insert_epi16(v, x, 5);
+  case 6: return _mm_insert_epi16(v, x, 6);
+  default: return _mm_insert_epi16(v, x, 7);
+  }
+}
+
 MM_INLINE __m256i reduce8(const __m256i v[8]) {
   const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
   const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
@@ -92,11 +108,11 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
       if (t->prefetch) _mm_prefetch((const char *)(blk + pf), _MM_HINT_T0);
       uint16_t d;
       __builtin_memcpy(&d, blk, 2);
-      dh = _mm_insert_epi16(dh, d, j);
+      dh = insert16(dh, d, j);
       if (has_min) {
         uint16_t mn;
         __builtin_memcpy(&mn, blk + 2, 2);
-        mh = _mm_insert_epi16(mh, mn, j);
+        mh = insert16(mh, mn, j);
       }
       if (type == W_Q8_0) {
         sg[j] = _mm256_loadu_si256((const __m256i *)(blk + 2));
