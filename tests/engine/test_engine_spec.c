@@ -319,8 +319,18 @@ static void test_prefix_cache(void **state) {
  * run of accepted drafts: the cut is where it is without speculation. */
 static void test_max_tokens_and_stop(void **state) {
   (void)state;
-  static job base[1], j[1];
-  make_jobs("spec_cut", base, 1, 0.0f, 1);
+  static job cand[8], base[1], j[1];
+  /* A prompt whose output speculation accepts drafts in (whether lookup
+   * finds matches depends on the random model's output): the first of 8. */
+  make_jobs("spec_cut", cand, 8, 0.0f, 1);
+  int pick = -1;
+  for (int i = 0; i < 8 && pick < 0; i++) {
+    memcpy(j, &cand[i], sizeof j);
+    run_jobs(&roomy, j, 1, 4);
+    if (j[0].accepted > 0) pick = i;
+  }
+  assert_true(pick >= 0);
+  memcpy(base, &cand[pick], sizeof base);
   memcpy(j, base, sizeof j);
   run_jobs(&roomy, j, 1, 0);
   const completion full = j[0].c[0];
