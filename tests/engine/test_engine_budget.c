@@ -3,8 +3,8 @@
  * largest that fits (checked against a linear scan on fresh random plans);
  * an engine with a budget gives exactly the tokens of one without, keeps
  * every step it sizes within the budget by its own prediction, takes fewer
- * tokens a step as the budget shrinks, and mostly stays within the budget
- * in wall time (generous tolerance: the machine is shared and noisy). */
+ * tokens a step as the budget shrinks; how often steps stay within the
+ * budget in wall time is printed, not asserted (a timing, not a result). */
 #include "test_models.h"
 
 #include "engine/budget.h"
@@ -277,8 +277,8 @@ static void test_engine_budget(void **state) {
   assert_true(big.max_tokens_early <= BRISK_COST_PROBE_TOKENS);
   assert_int_equal(big.over_prediction, 0);
   assert_int_equal(small.over_prediction, 0);
-  assert_true(2 * big.within_wall >= big.sized_steps);
-  assert_true(2 * small.within_wall >= small.sized_steps);
+  /* Wall time is printed above, not asserted: speed is a benchmark, and a
+   * loaded machine (CI runs tests in parallel) stretches any step. */
 }
 
 static void test_params(void **state) {
