@@ -206,16 +206,11 @@ static brisk_status chunk_secs(bench *b, const workload *w, int len, double *sec
   return st;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
+/* The median of n samples, leaving v in order (the JSON prints them). */
 static double median(const double *v, int n) {
   double s[2 * MAX_REPS + 1];
   memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_double);
-  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  return bench_summarize(s, n).median;
 }
 
 static int run_workload(bench *b, workload *w, bool first) {
@@ -348,8 +343,8 @@ int bench_spec_run(const bench_spec_opts *o) {
   }
   if (run_workload(&b, &w[0], true) || run_workload(&b, &w[1], false)) goto done;
   if (o->json) printf("]");
-  if (n_batches > 0 && bench_spec_batch_run(o, b.target, threads, w[0].tokens, w[0].n_prompt,
-                                            b.ks, b.n_ks, batches, n_batches))
+  if (n_batches > 0 && bench_spec_batch_run(o, b.target, threads, w[0].tokens, w[0].n_prompt, b.ks,
+                                            b.n_ks, batches, n_batches))
     goto done;
   /* Verification cost: a (k + 1)-token decode against a 1-token one, each
    * the median of 2 * reps + 1 tries. */

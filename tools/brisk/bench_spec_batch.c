@@ -94,11 +94,6 @@ static brisk_status run_engine(const bench_spec_opts *o, const brisk_model *m, i
   return st;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 int bench_spec_batch_run(const bench_spec_opts *o, const brisk_model *m, int threads,
                          const int32_t *prompt, size_t n_prompt, const int *ks, int n_ks,
                          const int *batches, int n_batches) {
@@ -139,10 +134,9 @@ int bench_spec_batch_run(const bench_spec_opts *o, const brisk_model *m, int thr
           fprintf(stderr, "#   batch %d k=%d rep %d: plain %.2f, spec %.2f tok/s\n", B, ks[kk], rep,
                   rp.tps, rs.tps);
       }
-      qsort(tp, (size_t)o->reps, sizeof *tp, cmp_double);
-      qsort(ts, (size_t)o->reps, sizeof *ts, cmp_double);
-      qsort(ratio, (size_t)o->reps, sizeof *ratio, cmp_double);
-      const double mp = tp[o->reps / 2], ms = ts[o->reps / 2], mr = ratio[o->reps / 2];
+      const double mp = bench_summarize(tp, o->reps).median;
+      const double ms = bench_summarize(ts, o->reps).median;
+      const double mr = bench_summarize(ratio, o->reps).median;
       const double acc = drafted ? (double)accepted / (double)drafted : 0;
       if (o->json) {
         printf("%s{\"batch\": %d, \"k\": %d, \"plain_tps\": %.3f, \"spec_tps\": %.3f, "
