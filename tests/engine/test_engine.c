@@ -23,12 +23,9 @@ static int setup(void **state) {
   const char *d = test_tmpdir();
   if (!d) return -1;
   snprintf(dir, sizeof dir, "%s", d);
-  char path[256];
-  snprintf(path, sizeof path, "%s/llama.gguf", dir);
   test_model_spec s = test_model_default("llama");
   test_rng r = test_rng_seeded("engine_model");
-  if (test_model_write(path, &s, &r, NULL)) return -1;
-  return brisk_model_load(path, NULL, &model) ? -1 : 0;
+  return test_model_load(dir, "llama", &s, &r, &model) ? -1 : 0;
 }
 
 static int teardown(void **state) {

@@ -17,12 +17,9 @@ static int setup(void **state) {
   const char *d = test_tmpdir();
   if (!d) return -1;
   snprintf(dir, sizeof dir, "%s", d);
-  char path[256];
-  snprintf(path, sizeof path, "%s/llama.gguf", dir);
   test_model_spec s = test_model_default("llama");
   test_rng r = test_rng_seeded("prefix_context_model");
-  if (test_model_write(path, &s, &r, NULL)) return -1;
-  if (brisk_model_load(path, NULL, &model)) return -1;
+  if (test_model_load(dir, "llama", &s, &r, &model)) return -1;
   n_vocab = brisk_model_n_vocab(model);
   return 0;
 }

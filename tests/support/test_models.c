@@ -185,6 +185,14 @@ brisk_status test_model_write(const char *path, const test_model_spec *s, test_r
   return st;
 }
 
+brisk_status test_model_load(const char *dir, const char *name, const test_model_spec *spec,
+                             test_rng *rng, brisk_model **out) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.gguf", dir, name);
+  brisk_status st = test_model_write(path, spec, rng, NULL);
+  return st ? st : brisk_model_load(path, NULL, out);
+}
+
 const char *test_tmpdir(void) {
   static char buf[64];
   snprintf(buf, sizeof buf, "/tmp/brisk-test-XXXXXX");

@@ -34,6 +34,11 @@ test_model_spec test_model_default(const char *arch);
 brisk_status test_model_write(const char *path, const test_model_spec *spec, test_rng *rng,
                               uint64_t *n_params);
 
+/* Writes the model to dir/NAME.gguf and loads it into *out (default model
+ * params); the writer's or the loader's status. */
+brisk_status test_model_load(const char *dir, const char *name, const test_model_spec *spec,
+                             test_rng *rng, brisk_model **out);
+
 /* A fresh temporary directory (mkdtemp) and its removal with all files. */
 const char *test_tmpdir(void);
 void test_tmpdir_remove(const char *dir);
