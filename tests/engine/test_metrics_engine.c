@@ -257,6 +257,13 @@ static void test_engine_consistent(void **state) {
   enum { N = 12 };
   job jobs[N];
   random_jobs(&r, jobs, N, 40, 20);
+  /* At least 20 + 10 tokens each, so that the 64-token pool always runs out
+   * mid-generation (the test wants preemptions in the metrics). */
+  for (int i = 0; i < N; i++) {
+    for (; jobs[i].n_prompt < 20; jobs[i].n_prompt++)
+      jobs[i].prompt[jobs[i].n_prompt] = (int32_t)(test_rng_u64(&r) % 96);
+    if (jobs[i].max_tokens < 10) jobs[i].max_tokens = 10;
+  }
   brisk_engine *e = make_engine(m, 64, 32, 0, 1e6, 10.0, 20.0);
   uint64_t t0 = brisk_now_ns();
   for (int i = 0; i < N; i++) submit(e, &jobs[i]);
