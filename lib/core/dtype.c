@@ -33,11 +33,14 @@ const brisk_dtype_info *brisk_dtype_get(uint32_t id) {
 }
 
 const char *brisk_dtype_name(uint32_t id) {
+  if (id == (BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8)) return "q4_0_r8";
+  if (id == (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8)) return "q8_0_r8";
   const brisk_dtype_info *t = brisk_dtype_get(id);
   return t ? t->name : "unknown";
 }
 
 bool brisk_dtype_row_bytes(uint32_t id, uint64_t n, uint64_t *bytes) {
+  if ((id & BRISK_DTYPE_PACKED_MASK) == BRISK_DTYPE_PACKED_R8) id = brisk_dtype_base(id);
   const brisk_dtype_info *t = brisk_dtype_get(id);
   if (!t || n % t->block_size) return false;
   return !brisk_mul_overflow_u64(n / t->block_size, t->type_size, bytes);

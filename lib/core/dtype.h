@@ -38,12 +38,27 @@ typedef struct brisk_dtype_info {
   bool quantized;
 } brisk_dtype_info;
 
+/* Packed layouts: a GGUF type's blocks regrouped in memory for a backend's
+ * kernels (lib/backend/cpu/matmul/pack.h). They exist only in memory, never
+ * in files: brisk_dtype_get() does not know them, so a file that names one is
+ * rejected like any unknown type. A packed id is the base type's id with a
+ * layout flag; rows keep the base type's byte size. */
+#define BRISK_DTYPE_PACKED_R8 0x100u /* 8 rows interleaved 4 bytes at a time */
+#define BRISK_DTYPE_PACKED_MASK 0xf00u
+
+static inline uint32_t brisk_dtype_base(uint32_t id) { return id & ~BRISK_DTYPE_PACKED_MASK; }
+static inline bool brisk_dtype_is_packed(uint32_t id) {
+  return (id & BRISK_DTYPE_PACKED_MASK) != 0;
+}
+
 /* NULL for an id that is not a known type. */
 const brisk_dtype_info *brisk_dtype_get(uint32_t id);
-/* The type's name, or "unknown" for an unknown id. */
+/* The type's name, or "unknown" for an unknown id; packed ids get the base
+ * name with a suffix ("q4_0_r8"). */
 const char *brisk_dtype_name(uint32_t id);
 /* Bytes of a row of n elements into *bytes; false if n is not a multiple of
- * the block size, the type is unknown, or the size overflows. */
+ * the block size, the type is unknown, or the size overflows. Packed ids
+ * have their base type's row size. */
 bool brisk_dtype_row_bytes(uint32_t id, uint64_t n, uint64_t *bytes);
 
 #endif

@@ -20,6 +20,7 @@
 #include "cli.h"
 
 #include "backend/cpu/matmul/matmul.h"
+#include "backend/cpu/matmul/pack.h"
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
@@ -32,10 +33,12 @@
 #define MAX_SAMPLES 2048
 #define MAX_POOLS 2
 
-static const uint32_t gemv_types[] = {BRISK_DTYPE_F32,  BRISK_DTYPE_F16,  BRISK_DTYPE_BF16,
-                                      BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1,
-                                      BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, BRISK_DTYPE_Q4_K,
-                                      BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K};
+static const uint32_t gemv_types[] = {
+    BRISK_DTYPE_F32, BRISK_DTYPE_F16, BRISK_DTYPE_BF16, BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0,
+    BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q5_K,
+    BRISK_DTYPE_Q6_K,
+    /* the layouts the model loader packs these into */
+    BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8, BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8};
 #define N_TYPES (sizeof gemv_types / sizeof gemv_types[0])
 
 typedef struct sizes {
@@ -153,8 +156,9 @@ static bool weights_make(uint32_t type, int64_t n, int64_t k, size_t cold_bytes,
       }
       for (int64_t l = 0; l < k; l++)
         row[l] = (float)(bench_rand(&rng) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
-      if (brisk_quantize_row(type, row, dst, k) != BRISK_OK) goto oom;
+      if (brisk_quantize_row(brisk_dtype_base(type), row, dst, k) != BRISK_OK) goto oom;
     }
+    if (brisk_dtype_is_packed(type) && brisk_cpu_pack(type, w->copy[0], n, k) != BRISK_OK) goto oom;
   }
   brisk_free(row);
   return true;
@@ -303,7 +307,7 @@ int bench_kernels_run(int max_threads, bool quick, bool json) {
            "m=%lld %lldx%lld (GFLOP/s; of peak = vs FMA peak)\n",
            (long long)sz->gemv_n, (long long)sz->gemv_k, (long long)sz->gemm_m,
            (long long)sz->gemm_n, (long long)sz->gemv_k);
-    printf("%-5s %3s %8s %8s %8s | %8s %8s\n", "type", "t", "GB/s", "read", "of read", "GFLOP/s",
+    printf("%-7s %3s %8s %8s %8s | %8s %8s\n", "type", "t", "GB/s", "read", "of read", "GFLOP/s",
            "of peak");
     fflush(stdout);
   }
@@ -311,7 +315,7 @@ int bench_kernels_run(int max_threads, bool quick, bool json) {
     rc = bench_type(gemv_types[t], pools, threads, n_pools, rbuf, x, y, sz, gv[t], gemm[t]);
     if (rc) goto done;
     for (int p = 0; p < n_pools && !json; p++)
-      printf("%-5s %3d %8.1f %8.1f %7.0f%% | %8.1f %7.0f%%\n", brisk_dtype_name(gemv_types[t]),
+      printf("%-7s %3d %8.1f %8.1f %7.0f%% | %8.1f %7.0f%%\n", brisk_dtype_name(gemv_types[t]),
              threads[p], gv[t][p].gbs, gv[t][p].paired_read_gbs, 100 * gv[t][p].of_read, gemm[t][p],
              100 * gemm[t][p] / lim[p].fma_gflops);
     fflush(stdout);

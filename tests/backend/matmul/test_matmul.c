@@ -1,4 +1,5 @@
-/* brisk_cpu_matmul against a float64 reference: every weight type, many
+/* brisk_cpu_matmul against a float64 reference: every weight type (and the
+ * packed _R8 layouts of q8_0 and q4_0), many
  * shapes (GEMV and GEMM paths, odd n, odd block counts), scalar and AVX2
  * kernels; bitwise identical results across thread counts, batch sizes and
  * workspace placement; argument errors and allocation failures. */
@@ -6,6 +7,7 @@
 
 #include "backend/cpu/matmul/matmul.h"
 #include "backend/cpu/matmul/mm_internal.h"
+#include "backend/cpu/matmul/pack.h"
 #include "core/alloc.h"
 #include "core/dtype.h"
 #include "core/half.h"
@@ -18,13 +20,36 @@
 #include <string.h>
 
 static const uint32_t weight_types[] = {
-    BRISK_DTYPE_F32,  BRISK_DTYPE_F16,  BRISK_DTYPE_BF16, BRISK_DTYPE_Q8_0,
-    BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1,
-    BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K,
+    BRISK_DTYPE_F32,
+    BRISK_DTYPE_F16,
+    BRISK_DTYPE_BF16,
+    BRISK_DTYPE_Q8_0,
+    BRISK_DTYPE_Q4_0,
+    BRISK_DTYPE_Q4_1,
+    BRISK_DTYPE_Q5_0,
+    BRISK_DTYPE_Q5_1,
+    BRISK_DTYPE_Q4_K,
+    BRISK_DTYPE_Q5_K,
+    BRISK_DTYPE_Q6_K,
+    BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8,
 };
+#define R8_Q8_0 (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8)
+#define R8_Q4_0 (BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8)
+
+/* A weight type's block geometry (a packed id's base type). */
+static const brisk_dtype_info *info_of(uint32_t type) {
+  return brisk_dtype_get(brisk_dtype_base(type));
+}
+
+/* Packs w in place when `type` is a packed id (n < 8: nothing moves). */
+static void pack_if(uint32_t type, uint8_t *q, int64_t n, int64_t k) {
+  if (brisk_dtype_is_packed(type)) assert_int_equal(brisk_cpu_pack(type, q, n, k), BRISK_OK);
+}
 #define N_TYPES (sizeof weight_types / sizeof *weight_types)
 
-/* A weight matrix in its type, and its reference dequantization. */
+/* A weight matrix in its type, and its reference dequantization (rows in
+ * their natural order for packed types). */
 typedef struct weights {
   uint32_t type;
   int64_t n, k;
@@ -42,9 +67,11 @@ static weights make_weights(test_rng *rng, uint32_t type, int64_t n, int64_t k) 
   for (int64_t j = 0; j < n; j++) {
     double scale = test_rng_uniform(rng, 0.01, 1.0); /* rows of different magnitude */
     for (int64_t l = 0; l < k; l++) row[l] = (float)(scale * test_rng_normal(rng));
-    assert_int_equal(brisk_quantize_row(type, row, w.q + j * w.row_bytes, k), BRISK_OK);
-    assert_int_equal(brisk_dequantize_row(type, w.q + j * w.row_bytes, w.deq + j * k, k), BRISK_OK);
+    const uint32_t base = brisk_dtype_base(type);
+    assert_int_equal(brisk_quantize_row(base, row, w.q + j * w.row_bytes, k), BRISK_OK);
+    assert_int_equal(brisk_dequantize_row(base, w.q + j * w.row_bytes, w.deq + j * k, k), BRISK_OK);
   }
+  pack_if(type, w.q, n, k);
   free(row);
   return w;
 }
@@ -144,7 +171,7 @@ static void test_against_reference(void **state) {
   assert_int_equal(brisk_threadpool_create(2, &pool), BRISK_OK);
   for (size_t t = 0; t < N_TYPES; t++) {
     const uint32_t type = weight_types[t];
-    const int64_t bs = brisk_dtype_get(type)->block_size;
+    const int64_t bs = info_of(type)->block_size;
     /* one block, two, three, five (odd counts); float types: odd lengths too */
     const int64_t ks[4] = {bs == 1 ? 7 : bs, bs == 1 ? 64 : 2 * bs, bs == 1 ? 67 : 3 * bs,
                            bs == 1 ? 203 : 5 * bs};
@@ -208,22 +235,24 @@ static void test_random_blocks(void **state) {
   const bool avx2 = have_avx2();
   for (size_t t = 3; t < N_TYPES; t++) { /* the quantized types */
     const uint32_t type = weight_types[t];
-    const brisk_dtype_info *info = brisk_dtype_get(type);
+    const brisk_dtype_info *info = info_of(type);
+    const uint32_t base = brisk_dtype_base(type);
     const int64_t n = 9, k = 3 * (int64_t)info->block_size, m = 5;
     weights w = make_weights(&rng, type, n, k);
     for (uint64_t b = 0; b < w.row_bytes * (uint64_t)n; b++) w.q[b] = (uint8_t)test_rng_u64(&rng);
     int off[2];
-    const int nf = f16_fields(type, off);
+    const int nf = f16_fields(base, off);
     for (int64_t blk = 0; blk < (int64_t)(w.row_bytes * (uint64_t)n / info->type_size); blk++)
       for (int f = 0; f < nf; f++) {
         uint16_t h = brisk_f32_to_f16((float)test_rng_uniform(&rng, -1, 1));
         memcpy(w.q + (size_t)blk * info->type_size + (size_t)off[f], &h, 2);
       }
-    if (type == BRISK_DTYPE_Q8_0) /* the level no quantizer writes */
+    if (base == BRISK_DTYPE_Q8_0) /* the level no quantizer writes */
       for (int64_t blk = 0; blk < n * 3; blk++) memset(w.q + blk * 34 + 2, 0x80, 16);
     for (int64_t j = 0; j < n; j++)
-      assert_int_equal(brisk_dequantize_row(type, w.q + j * w.row_bytes, w.deq + j * k, k),
+      assert_int_equal(brisk_dequantize_row(base, w.q + j * w.row_bytes, w.deq + j * k, k),
                        BRISK_OK);
+    pack_if(type, w.q, n, k);
     float *x = make_x(&rng, m, k);
     float y[9 * 5];
     for (int scalar = 1; scalar >= (avx2 ? 0 : 1); scalar--) {
@@ -244,15 +273,16 @@ static void test_random_blocks(void **state) {
 static void test_extreme_levels(void **state) {
   (void)state;
   static const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1,
-                                   BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1};
+                                   BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, R8_Q8_0,
+                                   R8_Q4_0};
   const bool avx2 = have_avx2();
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-    const uint32_t type = types[t];
+    const uint32_t type = types[t], base = brisk_dtype_base(type);
     const int64_t n = 11, k = 96;
     weights w = {.type = type, .n = n, .k = k};
     assert_true(brisk_dtype_row_bytes(type, (uint64_t)k, &w.row_bytes));
-    const size_t bs = brisk_dtype_get(type)->type_size;
-    const bool has_min = type == BRISK_DTYPE_Q4_1 || type == BRISK_DTYPE_Q5_1;
+    const size_t bs = info_of(type)->type_size;
+    const bool has_min = base == BRISK_DTYPE_Q4_1 || base == BRISK_DTYPE_Q5_1;
     const size_t qo = has_min ? 4 : 2; /* the levels (and q5_x's fifth bits) from here */
     w.q = malloc((size_t)(w.row_bytes * (uint64_t)n));
     w.deq = malloc((size_t)(n * k) * sizeof(float));
@@ -267,13 +297,14 @@ static void test_extreme_levels(void **state) {
         }
         /* q8_0: 127 or -128; q4_x: levels 15 or 0; q5_x: 31 or 0 */
         const bool high = (j + b) % 2 == 0;
-        memset(blk + qo, type == BRISK_DTYPE_Q8_0 ? (high ? 0x7f : 0x80) : (high ? 0xff : 0x00),
+        memset(blk + qo, base == BRISK_DTYPE_Q8_0 ? (high ? 0x7f : 0x80) : (high ? 0xff : 0x00),
                bs - qo);
         if (j == n - 1) blk[qo] ^= 0x0f; /* one mixed element */
       }
     for (int64_t j = 0; j < n; j++)
-      assert_int_equal(brisk_dequantize_row(type, w.q + j * w.row_bytes, w.deq + j * k, k),
+      assert_int_equal(brisk_dequantize_row(base, w.q + j * w.row_bytes, w.deq + j * k, k),
                        BRISK_OK);
+    pack_if(type, w.q, n, k);
     const int64_t m = 6;
     float *x = malloc((size_t)(m * k) * sizeof(float));
     for (int64_t i = 0; i < m; i++)
@@ -330,7 +361,7 @@ static void test_deterministic(void **state) {
     brisk_cpu_matmul_force_scalar(scalar);
     for (size_t t = 0; t < N_TYPES; t++) {
       const uint32_t type = weight_types[t];
-      const int64_t bs = brisk_dtype_get(type)->block_size;
+      const int64_t bs = info_of(type)->block_size;
       const int64_t k = bs == 1 ? 101 : 3 * bs, n = 67, m = 37;
       weights w = make_weights(&rng, type, n, k);
       float *x = make_x(&rng, m, k);
@@ -377,8 +408,9 @@ static void test_tiles_and_placement(void **state) {
   test_rng rng = test_rng_seeded("matmul_tiles");
   brisk_threadpool *pool = NULL;
   assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
-  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K, BRISK_DTYPE_F16};
-  for (size_t t = 0; t < 4; t++) {
+  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K, BRISK_DTYPE_F16,
+                            R8_Q4_0};
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     const uint32_t type = types[t];
     const int64_t k = 2048, n = 150, m = 120; /* several tiles both ways at k = 2048 */
     weights w = make_weights(&rng, type, n, k);
@@ -392,7 +424,7 @@ static void test_tiles_and_placement(void **state) {
     assert_true(need != SIZE_MAX);
     uint8_t *ws = malloc(need + 1);
     uint8_t *wq = w.q;
-    if (brisk_dtype_get(type)->quantized) { /* shift the weights to an odd address */
+    if (info_of(type)->quantized) { /* shift the weights to an odd address */
       wq = malloc((size_t)(w.row_bytes * (uint64_t)n) + 1);
       memcpy(wq + 1, w.q, (size_t)(w.row_bytes * (uint64_t)n));
       wq += 1;
@@ -481,6 +513,86 @@ static void test_errors(void **state) {
   assert_true(y[12] == 42);
 }
 
+/* Packing moves bytes only: each row reads back as it was, and the packed
+ * kernels give the base layout's results bit for bit (scalar and AVX2, GEMV
+ * and GEMM, whole groups and a short tail, 1 and 3 threads). */
+static void test_packed_layout(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded("matmul_packed");
+  brisk_threadpool *pool = NULL;
+  assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
+  const uint32_t packed[] = {R8_Q8_0, R8_Q4_0};
+  const int64_t ns[] = {8, 9, 16, 23, 67}, ks[] = {32, 96, 1024}, ms[] = {1, 2, 4, 5, 9, 40};
+  for (size_t t = 0; t < 2; t++) {
+    const uint32_t type = packed[t], base = brisk_dtype_base(type);
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+      for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        const int64_t n = ns[ni], k = ks[ki];
+        weights w = make_weights(&rng, base, n, k);
+        const size_t bytes = (size_t)(w.row_bytes * (uint64_t)n);
+        uint8_t *p = malloc(bytes), *row = malloc((size_t)w.row_bytes);
+        memcpy(p, w.q, bytes);
+        assert_int_equal(brisk_cpu_pack(type, p, n, k), BRISK_OK);
+        assert_true(memcmp(p, w.q, bytes) != 0); /* the bytes really moved */
+        for (int64_t r = 0; r < n; r++) {
+          brisk_cpu_packed_row(type, p, n, k, r, row);
+          assert_memory_equal(row, w.q + (size_t)r * w.row_bytes, (size_t)w.row_bytes);
+        }
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+          const int64_t m = ms[mi];
+          float *x = make_x(&rng, m, k);
+          float *y0 = malloc((size_t)(m * n) * sizeof(float));
+          float *y1 = malloc((size_t)(m * n) * sizeof(float));
+          for (int scalar = 0; scalar < 2; scalar++) {
+            if (!scalar && !have_avx2()) continue;
+            brisk_cpu_matmul_force_scalar(scalar);
+            assert_int_equal(brisk_cpu_matmul(pool, base, w.q, n, k, x, m, y0, NULL, 0), BRISK_OK);
+            assert_int_equal(
+                brisk_cpu_matmul(scalar ? NULL : pool, type, p, n, k, x, m, y1, NULL, 0), BRISK_OK);
+            assert_memory_equal(y0, y1, (size_t)(m * n) * sizeof(float));
+          }
+          brisk_cpu_matmul_force_scalar(false);
+          free(x);
+          free(y0);
+          free(y1);
+        }
+        free(p);
+        free(row);
+        free_weights(&w);
+      }
+  }
+  brisk_threadpool_free(pool);
+
+  /* Fewer than 8 rows: nothing to regroup. */
+  uint8_t small[3 * 34], copy[3 * 34];
+  for (size_t i = 0; i < sizeof small; i++) small[i] = copy[i] = (uint8_t)(i * 7);
+  assert_int_equal(brisk_cpu_pack(R8_Q8_0, small, 3, 32), BRISK_OK);
+  assert_memory_equal(small, copy, sizeof small);
+  /* Only packed ids with a layout; sizes checked. */
+  assert_int_equal(brisk_cpu_pack(BRISK_DTYPE_Q8_0, small, 3, 32), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_pack(BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8, small, 8, 256),
+                   BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_pack(R8_Q4_0, small, 8, 48), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_pack(R8_Q4_0, small, -1, 32), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_pack(R8_Q4_0, NULL, 8, 32), BRISK_E_INVALID_ARGUMENT);
+  /* The matmul refuses packed ids it has no kernel for. */
+  float x[256] = {0}, y[8];
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8, small, 8, 256,
+                                    x, 1, y, NULL, 0),
+                   BRISK_E_UNSUPPORTED);
+
+  /* Which weights the model loader packs: q8_0 / q4_0 with 8 rows or more,
+   * where the AVX2 kernels run. */
+  const bool avx2 = have_avx2();
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q8_0, 8), avx2 ? R8_Q8_0 : BRISK_DTYPE_Q8_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 4096), avx2 ? R8_Q4_0 : BRISK_DTYPE_Q4_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 7), BRISK_DTYPE_Q4_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_F16, 4096), BRISK_DTYPE_F16);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q6_K, 4096), BRISK_DTYPE_Q6_K);
+  assert_string_equal(brisk_dtype_name(R8_Q4_0), "q4_0_r8");
+  assert_null(brisk_dtype_get(R8_Q4_0)); /* never a file type */
+}
+
 typedef struct oom_ctx {
   weights w;
   float *x, *y;
@@ -508,10 +620,15 @@ static void test_allocation_failure(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_against_reference),           cmocka_unit_test(test_random_blocks),
-      cmocka_unit_test(test_activation_quantizers_agree), cmocka_unit_test(test_deterministic),
-      cmocka_unit_test(test_tiles_and_placement),         cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_allocation_failure),          cmocka_unit_test(test_extreme_levels),
+      cmocka_unit_test(test_against_reference),
+      cmocka_unit_test(test_random_blocks),
+      cmocka_unit_test(test_activation_quantizers_agree),
+      cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_tiles_and_placement),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_allocation_failure),
+      cmocka_unit_test(test_extreme_levels),
+      cmocka_unit_test(test_packed_layout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

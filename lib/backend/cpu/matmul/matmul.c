@@ -4,6 +4,7 @@
 #include "backend/cpu/matmul/matmul.h"
 
 #include "backend/cpu/matmul/mm_internal.h"
+#include "backend/cpu/matmul/pack.h"
 #include "core/alloc.h"
 #include "core/checked.h"
 #include "core/cpu.h"
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #define WS_ALIGN 64
+_Static_assert(BRISK_MM_WIDE_W == BRISK_PACK_ROWS, "GEMV/GEMM row groups are packed groups");
 /* GEMM tiles: activation rows of a tile fit in about half of a 512 KiB L2,
  * weight rows in about 64 KiB, so a tile's weights stay in L1/L2 while all
  * of its activation rows pass by. */
@@ -44,6 +46,8 @@ typedef struct mm_job {
   brisk_mm_tile_fn tile;
   brisk_mm_chunk_fn chunk; /* float-weight GEMM, when the kernels have it */
   bool wide;               /* tile takes up to BRISK_MM_WIDE_W weight rows */
+  brisk_mm_tile_fn packed; /* packed weights: the kernel for whole groups of 8 rows */
+  int64_t n_packed;        /* rows in whole packed groups; `tile` takes the rest (base layout) */
   brisk_mm_act_fn act;     /* NULL: x is used as given */
   const uint8_t *w;        /* [n][w_stride] */
   size_t w_stride;         /* bytes per weight row */
@@ -59,6 +63,9 @@ typedef struct mm_job {
   int64_t n_wtiles; /* ceil(n / w_rows) */
 } mm_job;
 
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
 /* Outputs [r0, r1) x [c0, c1) in tile-kernel calls. Column groups run outer
  * so a group's weight rows stay in L1 while the activation rows pass. */
 static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64_t r1,
@@ -70,18 +77,27 @@ static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64
                      .prefetch = prefetch};
   for (int64_t c = c0; c < c1;) {
     const int64_t left = c1 - c;
-    /* Four weight rows give a single activation row enough independent
+    /* Packed groups start at multiples of 8 (task and tile bounds are). Four
+     * weight rows give a single activation row enough independent
      * accumulator chains; with more activation rows two suffice. */
-    const int nw = j->wide ? (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W)
+    const bool packed = c < j->n_packed;
+    const int64_t packed_left = (c1 < j->n_packed ? c1 : j->n_packed) - c;
+    const int nw = packed
+                       ? (r1 - r0 == 1 ? (int)clamp64(packed_left, BRISK_PACK_ROWS,
+                                                      BRISK_PACK_ROWS * BRISK_MM_R8_GEMV_GROUPS) /
+                                             BRISK_PACK_ROWS * BRISK_PACK_ROWS
+                                       : BRISK_PACK_ROWS)
+                   : j->wide ? (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W)
                    : (r1 - r0 == 1 && left >= 4) ? 4
                    : left >= 2                   ? 2
                                                  : 1;
+    const brisk_mm_tile_fn fn = packed ? j->packed : j->tile;
     t.w = j->w + (size_t)c * j->w_stride;
     for (int64_t r = r0; r < r1; r += BRISK_MM_MAX_X) {
       const int nx = (int)(r1 - r < BRISK_MM_MAX_X ? r1 - r : BRISK_MM_MAX_X);
       t.x = j->xa + (size_t)r * j->xa_stride;
       t.y = j->y + (size_t)r * (size_t)j->n + (size_t)c;
-      j->tile(&t, nw, nx);
+      fn(&t, nw, nx);
     }
     c += nw;
   }
@@ -142,9 +158,6 @@ static void gemm_float_task(void *ctx, size_t i) {
   }
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 /* Checks type and k; fills the activation row size. */
 static brisk_status check_shape(const char *fn, uint32_t w_type, int64_t k, int64_t m,
                                 size_t *xa_stride, uint64_t *w_row_bytes) {
@@ -163,7 +176,8 @@ static brisk_status check_shape(const char *fn, uint32_t w_type, int64_t k, int6
   if (!brisk_dtype_row_bytes(w_type, (uint64_t)k, w_row_bytes) || *w_row_bytes > SIZE_MAX)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "%s: k = %lld is not a multiple of %s's block size %u (or overflows)", fn,
-                       (long long)k, brisk_dtype_name(w_type), brisk_dtype_get(w_type)->block_size);
+                       (long long)k, brisk_dtype_name(w_type),
+                       brisk_dtype_get(brisk_dtype_base(w_type))->block_size);
   size_t xk;
   if (brisk_mul_overflow_size((size_t)k, sizeof(float), &xk))
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: k = %lld overflows", fn, (long long)k);
@@ -221,7 +235,8 @@ brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32
                        (long long)n, (long long)k, (long long)m, brisk_dtype_name(w_type));
   if (!y || (k > 0 && (!w || !x)))
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: NULL %s", fn, !y ? "y" : !w ? "w" : "x");
-  const brisk_dtype_info *info = brisk_dtype_get(w_type);
+  const uint32_t base = brisk_dtype_base(w_type); /* packed ids: the type they regroup */
+  const brisk_dtype_info *info = brisk_dtype_get(base);
   if (misaligned(y, 4) || (k > 0 && misaligned(x, 4)) ||
       (k > 0 && !info->quantized && misaligned(w, info->type_size)))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
@@ -248,16 +263,22 @@ brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32
     return brisk_error(
         BRISK_E_BUFFER_TOO_SMALL,
         "%s: workspace of %zu bytes is below the %zu needed (%s, k = %lld, m = %lld)", fn,
-        workspace_size, need, info->name, (long long)k, (long long)m);
+        workspace_size, need, brisk_dtype_name(w_type), (long long)k, (long long)m);
 
-  const bool avx2 = allow_avx2 && avx2_usable() && brisk_mm_avx2_tile(w_type) != NULL;
+  const bool avx2 = allow_avx2 && avx2_usable() && brisk_mm_avx2_tile(w_type) != NULL &&
+                    brisk_mm_avx2_tile(base) != NULL;
   const brisk_mm_act act = brisk_mm_act_format(w_type);
-  const brisk_mm_tile_fn wide = avx2 ? brisk_mm_avx2_q32_wide(w_type) : NULL;
+  const brisk_mm_tile_fn wide = avx2 ? brisk_mm_avx2_q32_wide(base) : NULL;
+  const bool is_packed = base != w_type;
   mm_job j = {
       .tile = wide   ? wide
-              : avx2 ? brisk_mm_avx2_tile(w_type)
-                     : brisk_mm_scalar_tile(w_type),
+              : avx2 ? brisk_mm_avx2_tile(base)
+                     : brisk_mm_scalar_tile(base),
       .wide = wide != NULL,
+      .packed = !is_packed ? NULL
+                : avx2     ? brisk_mm_avx2_tile(w_type)
+                           : brisk_mm_scalar_tile(w_type),
+      .n_packed = is_packed ? n / BRISK_PACK_ROWS * BRISK_PACK_ROWS : 0,
       .act = act == BRISK_MM_ACT_F32 ? NULL
              : avx2                  ? brisk_mm_avx2_act(act)
                                      : brisk_mm_scalar_act(act),
@@ -283,7 +304,7 @@ brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32
 
   if (m <= GEMV_MAX_M) {
     /* About 4 tasks per thread for balance; whole groups of 4 rows. */
-    const int64_t g = j.wide ? BRISK_MM_WIDE_W : 4;
+    const int64_t g = j.wide || j.packed ? BRISK_MM_WIDE_W : 4;
     j.w_rows = clamp64(ceil_div(ceil_div(n, 4 * conc), g) * g, g, n);
     brisk_parallel_for(pool, (size_t)ceil_div(n, j.w_rows), gemv_task, &j);
   } else if ((j.chunk = avx2 ? brisk_mm_avx2_float_chunk(w_type) : NULL) != NULL) {
@@ -294,7 +315,7 @@ brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32
     brisk_parallel_for(pool, (size_t)(j.n_wtiles * ceil_div(m, j.x_rows)), gemm_float_task, &j);
   } else {
     j.x_rows = clamp64((int64_t)(TILE_X_BYTES / j.xa_stride) / 4 * 4, 4, 128);
-    const int64_t g = j.wide ? BRISK_MM_WIDE_W : 2;
+    const int64_t g = j.wide || j.packed ? BRISK_MM_WIDE_W : 2;
     j.w_rows = clamp64((int64_t)(TILE_W_BYTES / j.w_stride) / g * g, g, 64);
     /* Enough tiles to keep every thread busy. */
     while (j.w_rows > g && ceil_div(n, j.w_rows) * ceil_div(m, j.x_rows) < 4 * conc)

@@ -89,5 +89,11 @@ brisk_mm_chunk_fn brisk_mm_avx2_float_chunk(uint32_t w_type);
 #define BRISK_MM_WIDE_W 8
 brisk_mm_tile_fn brisk_mm_avx2_q32_wide(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx2_k_tile(uint32_t w_type);
+/* Kernels for packed (_R8, pack.h) weights: a tile is whole groups starting
+ * at a group, n_w = 8 with n_x in 1..4, or with n_x == 1 (GEMV) n_w = 8 x
+ * (1..BRISK_MM_R8_GEMV_GROUPS), read as that many streams at once. The
+ * scalar table (brisk_mm_scalar_tile) has them too. */
+#define BRISK_MM_R8_GEMV_GROUPS 4
+brisk_mm_tile_fn brisk_mm_avx2_r8_tile(uint32_t w_type);
 
 #endif

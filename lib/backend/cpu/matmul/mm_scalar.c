@@ -3,6 +3,7 @@
  * reference for what the AVX2 kernels compute. */
 #include "backend/cpu/matmul/mm_internal.h"
 
+#include "backend/cpu/matmul/pack.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "quant/blocks.h"
@@ -32,7 +33,7 @@ const float *brisk_mm_f16_table(void) {
 #define F16(h) (f16_table[(uint16_t)(h)])
 
 brisk_mm_act brisk_mm_act_format(uint32_t w_type) {
-  switch (w_type) {
+  switch (brisk_dtype_base(w_type)) {
   case BRISK_DTYPE_Q4_0:
   case BRISK_DTYPE_Q4_1:
   case BRISK_DTYPE_Q5_0:
@@ -174,25 +175,33 @@ static inline void unpack_q5(const uint8_t qs[16], const uint8_t qh[4], uint8_t 
   memcpy(q, v, 32);
 }
 
+/* One block's term of a q8_0 / q4_0 dot product; the packed kernels below
+ * add the same terms in the same order. */
+static inline float term_q8_0(const brisk_block_q8_0 *a, const brisk_mm_q8 *x) {
+  return (float)dot32(a->qs, x->qs) * (F16(a->d) * x->d);
+}
+
+/* The level offsets (-8, -16) come off as offset * sum(x) in integers. */
+static inline float term_q4_0(const brisk_block_q4_0 *a, const brisk_mm_q8 *x) {
+  uint8_t q[32];
+  unpack_q4(a->qs, q);
+  const int sum = dot32u(q, x->qs) - 8 * sum32(x);
+  return (float)sum * (F16(a->d) * x->d);
+}
+
 static float dot_q8_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q8_0 *a = (const brisk_block_q8_0 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0;
-  for (int64_t i = 0; i < k / 32; i++) s += (float)dot32(a[i].qs, x[i].qs) * (F16(a[i].d) * x[i].d);
+  for (int64_t i = 0; i < k / 32; i++) s += term_q8_0(&a[i], &x[i]);
   return s;
 }
 
-/* The level offsets (-8, -16) come off as offset * sum(x) in integers. */
 static float dot_q4_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q4_0 *a = (const brisk_block_q4_0 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0;
-  uint8_t q[32];
-  for (int64_t i = 0; i < k / 32; i++) {
-    unpack_q4(a[i].qs, q);
-    const int sum = dot32u(q, x[i].qs) - 8 * sum32(&x[i]);
-    s += (float)sum * (F16(a[i].d) * x[i].d);
-  }
+  for (int64_t i = 0; i < k / 32; i++) s += term_q4_0(&a[i], &x[i]);
   return s;
 }
 
@@ -352,8 +361,36 @@ SCALAR_TILE(q4_k)
 SCALAR_TILE(q5_k)
 SCALAR_TILE(q6_k)
 
+/* Packed (_R8) weights: a tile is whole groups of 8 rows (n_w = 8, 16, ..);
+ * each block is put back in its base layout and added as above, so the
+ * results equal the base type's bit for bit. */
+static void tile_r8(const brisk_mm_tile *t, int n_w, int n_x, bool q8) {
+  const uint32_t type = (q8 ? BRISK_DTYPE_Q8_0 : BRISK_DTYPE_Q4_0) | BRISK_DTYPE_PACKED_R8;
+  (void)brisk_mm_f16_table();
+  for (int r = 0; r < n_x; r++) {
+    const brisk_mm_q8 *x = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride);
+    for (int c = 0; c < n_w; c++) {
+      float s = 0;
+      for (int64_t i = 0; i < t->k / 32; i++) {
+        union {
+          brisk_block_q8_0 q8;
+          brisk_block_q4_0 q4;
+        } b;
+        brisk_cpu_packed_block(type, t->w + (size_t)(c / 8) * 8 * t->w_stride, t->k, i, c % 8,
+                               (uint8_t *)&b);
+        s += q8 ? term_q8_0(&b.q8, &x[i]) : term_q4_0(&b.q4, &x[i]);
+      }
+      t->y[(size_t)r * t->y_stride + (size_t)c] = s;
+    }
+  }
+}
+static void tile_q8_0_r8(const brisk_mm_tile *t, int n_w, int n_x) { tile_r8(t, n_w, n_x, true); }
+static void tile_q4_0_r8(const brisk_mm_tile *t, int n_w, int n_x) { tile_r8(t, n_w, n_x, false); }
+
 brisk_mm_tile_fn brisk_mm_scalar_tile(uint32_t w_type) {
   switch (w_type) {
+  case BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8: return tile_q8_0_r8;
+  case BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8: return tile_q4_0_r8;
   case BRISK_DTYPE_F32: return tile_f32;
   case BRISK_DTYPE_F16: return tile_f16;
   case BRISK_DTYPE_BF16: return tile_bf16;

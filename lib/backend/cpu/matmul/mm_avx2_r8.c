@@ -1,0 +1,212 @@
+/* AVX2 kernels for the packed _R8 layouts (pack.h) of q4_0 and q8_0: one
+ * tile is one group of 8 weight rows against up to 4 activation rows.
+ *
+ * In the base layout each row's products sit across the lanes of its own
+ * register, and folding 8 such registers into 8 row totals costs a hadd tree
+ * per block (mm_avx2_q32.c), more work than the dot products themselves:
+ * GEMV of q4_0 ran at half the memory bandwidth, bound by that work. Here a
+ * 32-byte chunk holds 4 bytes of each of the 8 rows, so one broadcast of 4
+ * activation bytes and one maddubs give every row's partial sum in its own
+ * int16 pair, and the chunks of a block add up vertically. The per-block
+ * integer P_i of each row is exact and the float steps are those of the base
+ * kernels, acc = fma((float)P_i, fl(d_w,i * d_x,i), acc), so the results are
+ * bit for bit those of the base layout. */
+#include "backend/cpu/matmul/mm_internal.h"
+
+#include "backend/cpu/matmul/mm_avx2.h"
+#include "backend/cpu/matmul/pack.h"
+#include "core/dtype.h"
+#include "quant/blocks.h"
+
+#ifdef BRISK_MM_HAVE_AVX2
+/* GEMV prefetch distance in each stream: 512 to 4096 bytes measured alike
+ * (cold 8192 x 4096 q4_0 / q8_0, one thread); none was 10% slower. */
+#  define PF_DIST 1024
+#  define PF_HINT _MM_HINT_T0
+
+/* The total of the 8 lanes in every lane. */
+MM_INLINE __m256i r8_lane_total(__m256i v) {
+  v = _mm256_add_epi32(v, _mm256_permute2x128_si256(v, v, 0x01));
+  v = _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0x4e));
+  return _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0xb1));
+}
+
+/* 4 activation bytes at p in every int32 lane. */
+MM_INLINE __m256i bcast4(const int8_t *p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+/* Both kernels run G groups (GEMV: up to 4, so that a thread reads several
+ * streams at once; one stream per core stays near 13 GB/s here, short of what
+ * the memory gives) against R activation rows (GEMM: up to 4, G = 1). Each
+ * group's data is contiguous, so prefetching a fixed distance ahead in each
+ * stream covers it. */
+
+/* The broadcast activation bytes y[4c..4c+3] of row r: made once per block
+ * and shared when several groups use them (GEMV); with one group (GEMM, up
+ * to 4 rows x 8 vectors, more than the registers) made where used, which
+ * the compiler turns into broadcast loads. */
+#  define Y(r, c) (G > 1 ? yb[r][c] : bcast4(xb[r]->qs + 4 * (c)))
+
+/* q4_0_r8: group-block = d[8] (16 bytes), then 4 chunks of 32 bytes whose
+ * low nibbles are elements 4c..4c+3 and high nibbles 16+4c..16+4c+3 of each
+ * row. Per row, the unsigned levels times y sum in int16 (8 maddubs lanes of
+ * at most 2 * 15 * 127 each stay below 32768), then one madd to int32; the
+ * +8 offset comes off as 8 * sum(y) from the activation's lane sums. */
+MM_INLINE void tile_q4_0_r8(const brisk_mm_tile *t, const int G, const int R) {
+  const int64_t nb = t->k / 32;
+  const size_t gbs = BRISK_PACK_ROWS * sizeof(brisk_block_q4_0);
+  const size_t gstride = BRISK_PACK_ROWS * t->w_stride;
+  const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  __m256 acc[BRISK_MM_MAX_X]; /* [G][R] x 8 outputs */
+#  pragma GCC unroll 4
+  for (int a = 0; a < G * R; a++) acc[a] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; i++) {
+    const brisk_mm_q8 *xb[BRISK_MM_MAX_X];
+    __m256i off[BRISK_MM_MAX_X];   /* [R] 8 * sum(y) in every lane */
+    __m256i yb[BRISK_MM_MAX_X][8]; /* [R][8]: y[4c..4c+3] in every lane, shared by the groups */
+#  pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
+      off[r] = r8_lane_total(_mm256_loadu_si256((const __m256i *)xb[r]->ls));
+#  pragma GCC unroll 8
+      for (int c = 0; c < 8; c++)
+        yb[r][c] = G > 1 ? bcast4(xb[r]->qs + 4 * c) : _mm256_setzero_si256();
+    }
+#  pragma GCC unroll 4
+    for (int gi = 0; gi < G; gi++) {
+      const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
+      if (t->prefetch) {
+        _mm_prefetch((const char *)(g + PF_DIST), PF_HINT);
+        _mm_prefetch((const char *)(g + PF_DIST + 64), PF_HINT);
+        _mm_prefetch((const char *)(g + PF_DIST + 128), PF_HINT);
+      }
+      const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+      __m256i s[BRISK_MM_MAX_X]; /* [R] x 16 int16: row j's pair sums in lanes 2j, 2j+1 */
+#  pragma GCC unroll 4
+      for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
+#  pragma GCC unroll 4
+      for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * c));
+        const __m256i lo = _mm256_and_si256(q, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+#  pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+          s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(lo, Y(r, c)));
+          s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(hi, Y(r, 4 + c)));
+        }
+      }
+#  pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const __m256i tot = _mm256_sub_epi32(_mm256_madd_epi16(s[r], ones), off[r]);
+        const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb[r]->d));
+        acc[gi * R + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), dd, acc[gi * R + r]);
+      }
+    }
+  }
+  for (int gi = 0; gi < G; gi++)
+    for (int r = 0; r < R; r++)
+      _mm256_storeu_ps(t->y + (size_t)r * t->y_stride + (size_t)gi * BRISK_PACK_ROWS,
+                       acc[gi * R + r]);
+}
+
+/* q8_0_r8: group-block = d[8], then 8 chunks of 32 bytes, elements 4c..4c+3
+ * of each row. Signed levels: maddubs takes |q| and y with q's sign; pair
+ * sums up to 2 * 127 * 127 leave no room for int16 adds, so each chunk goes
+ * to int32 with a madd. */
+MM_INLINE void tile_q8_0_r8(const brisk_mm_tile *t, const int G, const int R) {
+  const int64_t nb = t->k / 32;
+  const size_t gbs = BRISK_PACK_ROWS * sizeof(brisk_block_q8_0);
+  const size_t gstride = BRISK_PACK_ROWS * t->w_stride;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[BRISK_MM_MAX_X]; /* [G][R] x 8 outputs */
+#  pragma GCC unroll 4
+  for (int a = 0; a < G * R; a++) acc[a] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; i++) {
+    const brisk_mm_q8 *xb[BRISK_MM_MAX_X];
+    __m256i yb[BRISK_MM_MAX_X][8]; /* [R][8]: y[4c..4c+3] in every lane, shared by the groups */
+#  pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
+#  pragma GCC unroll 8
+      for (int c = 0; c < 8; c++)
+        yb[r][c] = G > 1 ? bcast4(xb[r]->qs + 4 * c) : _mm256_setzero_si256();
+    }
+#  pragma GCC unroll 4
+    for (int gi = 0; gi < G; gi++) {
+      const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
+      if (t->prefetch) {
+        _mm_prefetch((const char *)(g + PF_DIST), PF_HINT);
+        _mm_prefetch((const char *)(g + PF_DIST + 64), PF_HINT);
+        _mm_prefetch((const char *)(g + PF_DIST + 128), PF_HINT);
+        _mm_prefetch((const char *)(g + PF_DIST + 192), PF_HINT);
+        _mm_prefetch((const char *)(g + PF_DIST + 256), PF_HINT);
+      }
+      const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+      __m256i s[BRISK_MM_MAX_X]; /* [R] x 8 int32: row j's sum in lane j */
+#  pragma GCC unroll 4
+      for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
+#  pragma GCC unroll 8
+      for (int c = 0; c < 8; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * c));
+        const __m256i u = _mm256_sign_epi8(q, q);
+#  pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+          const __m256i y = _mm256_sign_epi8(Y(r, c), q);
+          s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), ones));
+        }
+      }
+#  pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb[r]->d));
+        acc[gi * R + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), dd, acc[gi * R + r]);
+      }
+    }
+  }
+  for (int gi = 0; gi < G; gi++)
+    for (int r = 0; r < R; r++)
+      _mm256_storeu_ps(t->y + (size_t)r * t->y_stride + (size_t)gi * BRISK_PACK_ROWS,
+                       acc[gi * R + r]);
+}
+
+/* n_w: a multiple of 8 up to 32 with n_x == 1 (GEMV), else 8. */
+#  define R8_DISPATCH(name)                                                                        \
+    static MM_TARGET void name##_g1r1(const brisk_mm_tile *t) { tile_##name(t, 1, 1); }            \
+    static MM_TARGET void name##_g2r1(const brisk_mm_tile *t) { tile_##name(t, 2, 1); }            \
+    static MM_TARGET void name##_g3r1(const brisk_mm_tile *t) { tile_##name(t, 3, 1); }            \
+    static MM_TARGET void name##_g4r1(const brisk_mm_tile *t) { tile_##name(t, 4, 1); }            \
+    static MM_TARGET void name##_g1r2(const brisk_mm_tile *t) { tile_##name(t, 1, 2); }            \
+    static MM_TARGET void name##_g1r3(const brisk_mm_tile *t) { tile_##name(t, 1, 3); }            \
+    static MM_TARGET void name##_g1r4(const brisk_mm_tile *t) { tile_##name(t, 1, 4); }            \
+    static void name(const brisk_mm_tile *t, int n_w, int n_x) {                                   \
+      static void (*const gemv[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g2r1,             \
+                                                             name##_g3r1, name##_g4r1};            \
+      static void (*const gemm[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g1r2,             \
+                                                             name##_g1r3, name##_g1r4};            \
+      if (n_x == 1)                                                                                \
+        gemv[n_w / BRISK_PACK_ROWS - 1](t);                                                        \
+      else                                                                                         \
+        gemm[n_x - 1](t);                                                                          \
+    }
+
+R8_DISPATCH(q4_0_r8)
+R8_DISPATCH(q8_0_r8)
+
+brisk_mm_tile_fn brisk_mm_avx2_r8_tile(uint32_t w_type) {
+  switch (w_type) {
+  case BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8: return q4_0_r8;
+  case BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8: return q8_0_r8;
+  default: return NULL;
+  }
+}
+
+#else
+
+brisk_mm_tile_fn brisk_mm_avx2_r8_tile(uint32_t w_type) {
+  (void)w_type;
+  return NULL;
+}
+
+#endif
