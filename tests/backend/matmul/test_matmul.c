@@ -1,5 +1,5 @@
 /* brisk_cpu_matmul against a float64 reference: every weight type (and the
- * packed _R8 layouts of q8_0 and q4_0), many
+ * packed _R8 layouts of q8_0, q4_0, q4_k and q6_k), many
  * shapes (GEMV and GEMM paths, odd n, odd block counts), scalar and AVX2
  * kernels; bitwise identical results across thread counts, batch sizes and
  * workspace placement; argument errors and allocation failures. */
@@ -33,9 +33,13 @@ static const uint32_t weight_types[] = {
     BRISK_DTYPE_Q6_K,
     BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8,
     BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8,
 };
 #define R8_Q8_0 (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8)
 #define R8_Q4_0 (BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8)
+#define R8_Q4_K (BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8)
+#define R8_Q6_K (BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8)
 
 /* A weight type's block geometry (a packed id's base type). */
 static const brisk_dtype_info *info_of(uint32_t type) {
@@ -521,10 +525,12 @@ static void test_packed_layout(void **state) {
   test_rng rng = test_rng_seeded("matmul_packed");
   brisk_threadpool *pool = NULL;
   assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
-  const uint32_t packed[] = {R8_Q8_0, R8_Q4_0};
-  const int64_t ns[] = {8, 9, 16, 23, 67}, ks[] = {32, 96, 1024}, ms[] = {1, 2, 4, 5, 9, 40};
-  for (size_t t = 0; t < 2; t++) {
+  const uint32_t packed[] = {R8_Q8_0, R8_Q4_0, R8_Q4_K, R8_Q6_K};
+  const int64_t ns[] = {8, 9, 16, 23, 67}, ms[] = {1, 2, 4, 5, 9, 40};
+  for (size_t t = 0; t < sizeof packed / sizeof *packed; t++) {
     const uint32_t type = packed[t], base = brisk_dtype_base(type);
+    const int64_t bs = info_of(type)->block_size;
+    const int64_t ks[] = {bs, 3 * bs, bs == 32 ? 1024 : 2048}; /* 1, 3 and many blocks */
     for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
       for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
         const int64_t n = ns[ni], k = ks[ki];
@@ -570,25 +576,30 @@ static void test_packed_layout(void **state) {
   assert_memory_equal(small, copy, sizeof small);
   /* Only packed ids with a layout; sizes checked. */
   assert_int_equal(brisk_cpu_pack(BRISK_DTYPE_Q8_0, small, 3, 32), BRISK_E_INVALID_ARGUMENT);
-  assert_int_equal(brisk_cpu_pack(BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8, small, 8, 256),
+  assert_int_equal(brisk_cpu_pack(BRISK_DTYPE_Q2_K | BRISK_DTYPE_PACKED_R8, small, 8, 256),
                    BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_cpu_pack(R8_Q4_K, small, 8, 32), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(brisk_cpu_pack(R8_Q4_0, small, 8, 48), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(brisk_cpu_pack(R8_Q4_0, small, -1, 32), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(brisk_cpu_pack(R8_Q4_0, NULL, 8, 32), BRISK_E_INVALID_ARGUMENT);
   /* The matmul refuses packed ids it has no kernel for. */
   float x[256] = {0}, y[8];
-  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8, small, 8, 256,
+  assert_int_equal(brisk_cpu_matmul(NULL, BRISK_DTYPE_Q2_K | BRISK_DTYPE_PACKED_R8, small, 8, 256,
                                     x, 1, y, NULL, 0),
                    BRISK_E_UNSUPPORTED);
 
-  /* Which weights the model loader packs: q8_0 / q4_0 with 8 rows or more,
+  /* Which weights the model loader packs: q8_0 / q4_0 / q4_k / q6_k with 8 rows or more,
    * where the AVX2 kernels run. */
   const bool avx2 = have_avx2();
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q8_0, 8), avx2 ? R8_Q8_0 : BRISK_DTYPE_Q8_0);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 4096), avx2 ? R8_Q4_0 : BRISK_DTYPE_Q4_0);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 7), BRISK_DTYPE_Q4_0);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_F16, 4096), BRISK_DTYPE_F16);
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q6_K, 4096), BRISK_DTYPE_Q6_K);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q6_K, 4096), avx2 ? R8_Q6_K : BRISK_DTYPE_Q6_K);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_K, 8), avx2 ? R8_Q4_K : BRISK_DTYPE_Q4_K);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_K, 4096), BRISK_DTYPE_Q5_K);
+  assert_string_equal(brisk_dtype_name(R8_Q4_K), "q4_k_r8");
+  assert_string_equal(brisk_dtype_name(R8_Q6_K), "q6_k_r8");
   assert_string_equal(brisk_dtype_name(R8_Q4_0), "q4_0_r8");
   assert_null(brisk_dtype_get(R8_Q4_0)); /* never a file type */
 }

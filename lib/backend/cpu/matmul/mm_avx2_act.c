@@ -89,6 +89,7 @@ brisk_mm_tile_fn brisk_mm_avx2_tile(uint32_t w_type) {
   if (!f) f = brisk_mm_avx2_q32_wide(w_type);
   if (!f) f = brisk_mm_avx2_k_tile(w_type);
   if (!f) f = brisk_mm_avx2_r8_tile(w_type);
+  if (!f) f = brisk_mm_avx2_r8_k_tile(w_type);
   return f;
 }
 

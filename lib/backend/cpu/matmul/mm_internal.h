@@ -95,5 +95,7 @@ brisk_mm_tile_fn brisk_mm_avx2_k_tile(uint32_t w_type);
  * scalar table (brisk_mm_scalar_tile) has them too. */
 #define BRISK_MM_R8_GEMV_GROUPS 4
 brisk_mm_tile_fn brisk_mm_avx2_r8_tile(uint32_t w_type);
+/* The same for the packed K-types (mm_avx2_r8_k.c). */
+brisk_mm_tile_fn brisk_mm_avx2_r8_k_tile(uint32_t w_type);
 
 #endif

@@ -260,34 +260,38 @@ static inline void unpack_k45(const uint8_t *qs, const uint8_t *qh, int8_t q[256
       for (int l = 0; l < 32; l++) q[32 * j + l] |= (int8_t)(((qh[l] >> j) & 1) << 4);
 }
 
+/* One super-block's terms of a q4_k / q5_k dot product into *s and *sm; the
+ * packed kernels add the same terms in the same order. */
+static inline void term_k45(const uint8_t *blk, const brisk_block_q8_k *x, int five, float *s,
+                            float *sm) {
+  int8_t q[256];
+  uint16_t d, dmin;
+  const uint8_t *scales;
+  if (five) {
+    const brisk_block_q5_k *b = (const brisk_block_q5_k *)blk;
+    unpack_k45(b->qs, b->qh, q);
+    d = b->d, dmin = b->dmin, scales = b->scales;
+  } else {
+    const brisk_block_q4_k *b = (const brisk_block_q4_k *)blk;
+    unpack_k45(b->qs, NULL, q);
+    d = b->d, dmin = b->dmin, scales = b->scales;
+  }
+  int sumi = 0, summ = 0;
+  for (int j = 0; j < 8; j++) {
+    uint8_t sc, mn;
+    brisk_k4_scale_min(scales, j, &sc, &mn);
+    sumi += sc * dot32(q + 32 * j, x->qs + 32 * j);
+    summ += mn * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
+  }
+  *s += (float)sumi * (F16(d) * x->d);
+  *sm -= (float)summ * (F16(dmin) * x->d);
+}
+
 static float dot_k45(const uint8_t *w, const uint8_t *xb, int64_t k, int five) {
   const size_t bs = five ? sizeof(brisk_block_q5_k) : sizeof(brisk_block_q4_k);
   const brisk_block_q8_k *x = (const brisk_block_q8_k *)xb;
   float s = 0, sm = 0;
-  int8_t q[256];
-  for (int64_t i = 0; i < k / BRISK_QK_K; i++) {
-    const uint8_t *blk = w + (size_t)i * bs;
-    uint16_t d, dmin;
-    const uint8_t *scales;
-    if (five) {
-      const brisk_block_q5_k *b = (const brisk_block_q5_k *)blk;
-      unpack_k45(b->qs, b->qh, q);
-      d = b->d, dmin = b->dmin, scales = b->scales;
-    } else {
-      const brisk_block_q4_k *b = (const brisk_block_q4_k *)blk;
-      unpack_k45(b->qs, NULL, q);
-      d = b->d, dmin = b->dmin, scales = b->scales;
-    }
-    int sumi = 0, summ = 0;
-    for (int j = 0; j < 8; j++) {
-      uint8_t sc, mn;
-      brisk_k4_scale_min(scales, j, &sc, &mn);
-      sumi += sc * dot32(q + 32 * j, x[i].qs + 32 * j);
-      summ += mn * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
-    }
-    s += (float)sumi * (F16(d) * x[i].d);
-    sm -= (float)summ * (F16(dmin) * x[i].d);
-  }
+  for (int64_t i = 0; i < k / BRISK_QK_K; i++) term_k45(w + (size_t)i * bs, &x[i], five, &s, &sm);
   return s + sm;
 }
 
@@ -314,24 +318,28 @@ static inline void unpack_q6(const brisk_block_q6_k *b, int8_t q[256]) {
   }
 }
 
+/* One super-block's terms of a q6_k dot product, as term_k45. */
+static inline void term_q6_k(const brisk_block_q6_k *a, const brisk_block_q8_k *x, float *s,
+                             float *sm) {
+  int8_t q[256];
+  unpack_q6(a, q);
+  int sumi = 0, offs = 0;
+  for (int g = 0; g < 16; g++) { /* sub-blocks of 16 */
+    int sub = 0;
+    for (int l = 0; l < 16; l++) sub += q[16 * g + l] * x->qs[16 * g + l];
+    sumi += a->scales[g] * sub;
+    offs += a->scales[g] * x->bsums[g];
+  }
+  const float dd = F16(a->d) * x->d;
+  *s += (float)sumi * dd;
+  *sm -= (float)(32 * offs) * dd; /* the -32 offset of every level */
+}
+
 static float dot_q6_k(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q6_k *a = (const brisk_block_q6_k *)w;
   const brisk_block_q8_k *x = (const brisk_block_q8_k *)xb;
   float s = 0, sm = 0;
-  int8_t q[256];
-  for (int64_t i = 0; i < k / BRISK_QK_K; i++) {
-    unpack_q6(&a[i], q);
-    int sumi = 0, offs = 0;
-    for (int g = 0; g < 16; g++) { /* sub-blocks of 16 */
-      int sub = 0;
-      for (int l = 0; l < 16; l++) sub += q[16 * g + l] * x[i].qs[16 * g + l];
-      sumi += a[i].scales[g] * sub;
-      offs += a[i].scales[g] * x[i].bsums[g];
-    }
-    const float dd = F16(a[i].d) * x[i].d;
-    s += (float)sumi * dd;
-    sm -= (float)(32 * offs) * dd; /* the -32 offset of every level */
-  }
+  for (int64_t i = 0; i < k / BRISK_QK_K; i++) term_q6_k(&a[i], &x[i], &s, &sm);
   return s + sm;
 }
 
@@ -387,10 +395,43 @@ static void tile_r8(const brisk_mm_tile *t, int n_w, int n_x, bool q8) {
 static void tile_q8_0_r8(const brisk_mm_tile *t, int n_w, int n_x) { tile_r8(t, n_w, n_x, true); }
 static void tile_q4_0_r8(const brisk_mm_tile *t, int n_w, int n_x) { tile_r8(t, n_w, n_x, false); }
 
+/* The same for the K-types: each super-block back in its base layout. */
+static void tile_r8_k(const brisk_mm_tile *t, int n_w, int n_x, uint32_t base) {
+  const uint32_t type = base | BRISK_DTYPE_PACKED_R8;
+  (void)brisk_mm_f16_table();
+  for (int r = 0; r < n_x; r++) {
+    const brisk_block_q8_k *x = (const brisk_block_q8_k *)(t->x + (size_t)r * t->x_stride);
+    for (int c = 0; c < n_w; c++) {
+      float s = 0, sm = 0;
+      for (int64_t i = 0; i < t->k / BRISK_QK_K; i++) {
+        union {
+          brisk_block_q4_k q4;
+          brisk_block_q6_k q6;
+        } b;
+        brisk_cpu_packed_block(type, t->w + (size_t)(c / 8) * 8 * t->w_stride, t->k, i, c % 8,
+                               (uint8_t *)&b);
+        if (base == BRISK_DTYPE_Q4_K)
+          term_k45((const uint8_t *)&b.q4, &x[i], 0, &s, &sm);
+        else
+          term_q6_k(&b.q6, &x[i], &s, &sm);
+      }
+      t->y[(size_t)r * t->y_stride + (size_t)c] = s + sm;
+    }
+  }
+}
+static void tile_q4_k_r8(const brisk_mm_tile *t, int n_w, int n_x) {
+  tile_r8_k(t, n_w, n_x, BRISK_DTYPE_Q4_K);
+}
+static void tile_q6_k_r8(const brisk_mm_tile *t, int n_w, int n_x) {
+  tile_r8_k(t, n_w, n_x, BRISK_DTYPE_Q6_K);
+}
+
 brisk_mm_tile_fn brisk_mm_scalar_tile(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8: return tile_q8_0_r8;
   case BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8: return tile_q4_0_r8;
+  case BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8: return tile_q4_k_r8;
+  case BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8: return tile_q6_k_r8;
   case BRISK_DTYPE_F32: return tile_f32;
   case BRISK_DTYPE_F16: return tile_f16;
   case BRISK_DTYPE_BF16: return tile_bf16;

@@ -12,7 +12,7 @@
 
 bool brisk_cpu_pack_known(uint32_t type) {
   return type == (BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8) ||
-         type == (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8);
+         type == (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8) || brisk_cpu_pack_k_known(type);
 }
 
 uint32_t brisk_cpu_pack_type(uint32_t w_type, int64_t n) {
@@ -23,9 +23,12 @@ uint32_t brisk_cpu_pack_type(uint32_t w_type, int64_t n) {
   return w_type | BRISK_DTYPE_PACKED_R8;
 }
 
-/* Block bytes and qs bytes of a packed type's base. */
+/* Block bytes and elements of a packed type's base. */
 static size_t block_bytes(uint32_t packed_type) {
   return brisk_dtype_get(brisk_dtype_base(packed_type))->type_size;
+}
+static int64_t block_elems(uint32_t packed_type) {
+  return brisk_dtype_get(brisk_dtype_base(packed_type))->block_size;
 }
 
 void brisk_cpu_packed_block(uint32_t packed_type, const uint8_t *group, int64_t k, int64_t i, int j,
@@ -33,6 +36,10 @@ void brisk_cpu_packed_block(uint32_t packed_type, const uint8_t *group, int64_t 
   (void)k;
   const size_t bs = block_bytes(packed_type), qs = bs - 2;
   const uint8_t *gb = group + (size_t)i * BRISK_PACK_ROWS * bs;
+  if (brisk_cpu_pack_k_known(packed_type)) {
+    brisk_cpu_unpack_k_block(packed_type, gb, j, dst);
+    return;
+  }
   memcpy(dst, gb + 2 * j, 2);
   for (size_t c = 0; c < qs / 4; c++)
     memcpy(dst + 2 + 4 * c, gb + 2 * BRISK_PACK_ROWS + 32 * c + 4 * (size_t)j, 4);
@@ -40,7 +47,8 @@ void brisk_cpu_packed_block(uint32_t packed_type, const uint8_t *group, int64_t 
 
 void brisk_cpu_packed_row(uint32_t packed_type, const void *w, int64_t n, int64_t k, int64_t r,
                           void *dst) {
-  const size_t bs = block_bytes(packed_type), row_bytes = (size_t)(k / 32) * bs;
+  const int64_t nb = k / block_elems(packed_type);
+  const size_t bs = block_bytes(packed_type), row_bytes = (size_t)nb * bs;
   const int64_t n_packed = n / BRISK_PACK_ROWS * BRISK_PACK_ROWS;
   const uint8_t *base = w;
   if (r >= n_packed) {
@@ -48,7 +56,7 @@ void brisk_cpu_packed_row(uint32_t packed_type, const void *w, int64_t n, int64_
     return;
   }
   const uint8_t *group = base + (size_t)(r / BRISK_PACK_ROWS) * BRISK_PACK_ROWS * row_bytes;
-  for (int64_t i = 0; i < k / 32; i++)
+  for (int64_t i = 0; i < nb; i++)
     brisk_cpu_packed_block(packed_type, group, k, i, (int)(r % BRISK_PACK_ROWS),
                            (uint8_t *)dst + (size_t)i * bs);
 }
@@ -67,10 +75,14 @@ brisk_status brisk_cpu_pack(uint32_t packed_type, void *w, int64_t n, int64_t k)
   for (int64_t g = 0; g < n / BRISK_PACK_ROWS; g++) {
     uint8_t *group = (uint8_t *)w + (size_t)g * (size_t)group_bytes;
     memcpy(scratch, group, (size_t)group_bytes);
-    for (int64_t i = 0; i < k / 32; i++) {
+    for (int64_t i = 0; i < k / block_elems(packed_type); i++) {
       uint8_t *gb = group + (size_t)i * BRISK_PACK_ROWS * bs;
       for (int j = 0; j < BRISK_PACK_ROWS; j++) {
         const uint8_t *src = scratch + (size_t)j * (size_t)row_bytes + (size_t)i * bs;
+        if (brisk_cpu_pack_k_known(packed_type)) {
+          brisk_cpu_pack_k_block(packed_type, gb, j, src);
+          continue;
+        }
         memcpy(gb + 2 * j, src, 2);
         for (size_t c = 0; c < qs / 4; c++)
           memcpy(gb + 2 * BRISK_PACK_ROWS + 32 * c + 4 * (size_t)j, src + 2 + 4 * c, 4);

@@ -14,7 +14,38 @@
  * so a 32-byte chunk holds 4 consecutive qs bytes of each of the 8 rows: one
  * int32 lane per row. The last n % 8 rows stay in the base layout after the
  * groups. Packing moves bytes only: every value, and so every result of the
- * kernels, is what the base layout gives. */
+ * kernels, is what the base layout gives.
+ *
+ * The K-types (q4_k, q6_k) keep the scheme per super-block of 256: group g
+ * holds [k / 256] group-blocks of 8 x the base block bytes, and every 32-byte
+ * vector in one has row j's 4 bytes at 4j. In a lane, byte b belongs to
+ * sub-block (or scale) PERM[b] = {0, 2, 1, 3}[b] of a run of 4, so that the
+ * even bytes of a lane read as int16 give items 0, 1 and the odd bytes 2, 3,
+ * in the order of the activation's sums.
+ *
+ *   q4_k_r8 group-block (1152 bytes = 8 x 144):
+ *     d[8], dmin[8]     fp16, row by row
+ *     sclo[8][4]        low 4 bits of scale PERM[b] | of scale 4 + PERM[b] << 4
+ *     mnlo[8][4]        the same for the mins
+ *     hi[8][4]          the top 2 bits of those four values, at bits 0, 2, 4, 6
+ *     qs[8][4][8][4]    [c][p][row]: qs bytes 32p + 4c .. 32p + 4c + 3, whose
+ *                       low nibbles are elements 4c.. of sub-block 2p and
+ *                       high nibbles of sub-block 2p + 1
+ *   The 6-bit scales and mins are re-split, not widened: 96 bytes as in the
+ *   base (bytes of all 16 per row would be 128).
+ *
+ *   q6_k_r8 group-block (1680 bytes = 8 x 210):
+ *     d[8]              fp16
+ *     sc[4][8][4]       [v][row]: int8 scale 4v + PERM[b]
+ *     q[8][2][3][8][4]  [c][half h][part][row]: part 0 = ql[64h + 4c ..],
+ *                       1 = ql[64h + 32 + 4c ..], 2 = qh[32h + 4c ..]: the
+ *                       nibbles and 2-bit pieces of elements 4c.. of the 4
+ *                       groups of 32 of half h, as in the base block
+ *
+ * A 32-byte chunk of levels thus holds elements 4c .. 4c + 3 of a sub-block
+ * of each row, the products the base AVX2 kernels sum in int32 lane c; the
+ * packed kernels keep the 8 lanes apart and end with the same float steps,
+ * so their results are the base layout's bit for bit. */
 #ifndef BRISK_BACKEND_CPU_MATMUL_PACK_H
 #define BRISK_BACKEND_CPU_MATMUL_PACK_H
 
@@ -46,6 +77,23 @@ brisk_status brisk_cpu_pack(uint32_t packed_type, void *w, int64_t n, int64_t k)
  * dst (row_bytes of the base type). */
 void brisk_cpu_packed_row(uint32_t packed_type, const void *w, int64_t n, int64_t k, int64_t r,
                           void *dst);
+
+/* Byte offsets in the K group-blocks (layouts above). */
+#define BRISK_R8_Q4_K_D 0
+#define BRISK_R8_Q4_K_DMIN 16
+#define BRISK_R8_Q4_K_SCLO 32
+#define BRISK_R8_Q4_K_MNLO 64
+#define BRISK_R8_Q4_K_HI 96
+#define BRISK_R8_Q4_K_QS 128
+#define BRISK_R8_Q6_K_D 0
+#define BRISK_R8_Q6_K_SC 16
+#define BRISK_R8_Q6_K_Q 144
+
+/* pack_k.c: whether `type` is a packed K id; row j's (0..7) base block src
+ * into / out of the group-block gb of a packed K id. */
+bool brisk_cpu_pack_k_known(uint32_t type);
+void brisk_cpu_pack_k_block(uint32_t packed_type, uint8_t *gb, int j, const uint8_t *src);
+void brisk_cpu_unpack_k_block(uint32_t packed_type, const uint8_t *gb, int j, uint8_t *dst);
 
 /* Block i of row j (0..7) of the group starting at `group`, in the base
  * layout, into dst (one block). For the kernels and the row extraction. */

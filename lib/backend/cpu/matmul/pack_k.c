@@ -1,0 +1,124 @@
+/* The _R8 layouts of the K-types (pack.h): one super-block of one row
+ * written into, or read back from, its group-block. Every field of a row
+ * lands in the 4-byte lane of that row in each 32-byte vector, so rows pack
+ * independently, and each mapping is a bijection on the block's bytes (the
+ * 6-bit scales of q4_k are re-split, never rounded). */
+#include "backend/cpu/matmul/pack.h"
+
+#include "core/dtype.h"
+#include "quant/blocks.h"
+
+#include <string.h>
+
+/* Byte b of a row's lane holds sub-block (or scale) PERM[b] of a 4: the
+ * kernels' madd pairs then meet the activation sums in their natural order
+ * (even bytes 0, 1; odd bytes 2, 3). PERM is its own inverse. */
+static const int PERM[4] = {0, 2, 1, 3};
+
+/* ---- q4_k: see BRISK_R8_Q4_K_* in pack.h. */
+
+static void pack_q4_k(uint8_t *gb, int j, const brisk_block_q4_k *b) {
+  uint8_t sc[8], mn[8];
+  for (int s = 0; s < 8; s++) brisk_k4_scale_min(b->scales, s, &sc[s], &mn[s]);
+  memcpy(gb + BRISK_R8_Q4_K_D + 2 * j, &b->d, 2);
+  memcpy(gb + BRISK_R8_Q4_K_DMIN + 2 * j, &b->dmin, 2);
+  for (int by = 0; by < 4; by++) {
+    const int a = PERM[by], z = PERM[by] + 4; /* sub-blocks in the low / high half */
+    gb[BRISK_R8_Q4_K_SCLO + 4 * j + by] = (uint8_t)((sc[a] & 0xf) | (sc[z] & 0xf) << 4);
+    gb[BRISK_R8_Q4_K_MNLO + 4 * j + by] = (uint8_t)((mn[a] & 0xf) | (mn[z] & 0xf) << 4);
+    gb[BRISK_R8_Q4_K_HI + 4 * j + by] =
+        (uint8_t)(sc[a] >> 4 | (sc[z] >> 4) << 2 | (mn[a] >> 4) << 4 | (mn[z] >> 4) << 6);
+  }
+  for (int c = 0; c < 8; c++)
+    for (int p = 0; p < 4; p++)
+      memcpy(gb + BRISK_R8_Q4_K_QS + 32 * (4 * c + p) + 4 * j, b->qs + 32 * p + 4 * c, 4);
+}
+
+static void unpack_q4_k(const uint8_t *gb, int j, brisk_block_q4_k *b) {
+  uint8_t sc[8], mn[8];
+  memcpy(&b->d, gb + BRISK_R8_Q4_K_D + 2 * j, 2);
+  memcpy(&b->dmin, gb + BRISK_R8_Q4_K_DMIN + 2 * j, 2);
+  for (int by = 0; by < 4; by++) {
+    const int a = PERM[by], z = PERM[by] + 4;
+    const uint8_t slo = gb[BRISK_R8_Q4_K_SCLO + 4 * j + by];
+    const uint8_t mlo = gb[BRISK_R8_Q4_K_MNLO + 4 * j + by];
+    const uint8_t hi = gb[BRISK_R8_Q4_K_HI + 4 * j + by];
+    sc[a] = (uint8_t)((slo & 0xf) | (hi & 3) << 4);
+    sc[z] = (uint8_t)((slo >> 4) | ((hi >> 2) & 3) << 4);
+    mn[a] = (uint8_t)((mlo & 0xf) | ((hi >> 4) & 3) << 4);
+    mn[z] = (uint8_t)((mlo >> 4) | ((hi >> 6) & 3) << 4);
+  }
+  /* The base packing (brisk_k4_scale_min's inverse): every one of the 96
+   * bits is some scale's or min's bit, so the bytes come back exactly. */
+  for (int s = 0; s < 4; s++) {
+    b->scales[s] = (uint8_t)((sc[s] & 63) | (sc[s + 4] >> 4) << 6);
+    b->scales[s + 4] = (uint8_t)((mn[s] & 63) | (mn[s + 4] >> 4) << 6);
+    b->scales[s + 8] = (uint8_t)((sc[s + 4] & 0xf) | (mn[s + 4] & 0xf) << 4);
+  }
+  for (int c = 0; c < 8; c++)
+    for (int p = 0; p < 4; p++)
+      memcpy(b->qs + 32 * p + 4 * c, gb + BRISK_R8_Q4_K_QS + 32 * (4 * c + p) + 4 * j, 4);
+}
+
+/* ---- q6_k: see BRISK_R8_Q6_K_* in pack.h. */
+
+/* Offset of the 4 bytes of row j at ql / qh offset o of half h, chunk c:
+ * part 0 = ql[64h + 4c..], 1 = ql[64h + 32 + 4c..], 2 = qh[32h + 4c..]. */
+static size_t q6_at(int c, int h, int part, int j) {
+  return BRISK_R8_Q6_K_Q + 96 * (size_t)(2 * c + h) + 32 * (size_t)part + 4 * (size_t)j;
+}
+
+static void pack_q6_k(uint8_t *gb, int j, const brisk_block_q6_k *b) {
+  memcpy(gb + BRISK_R8_Q6_K_D + 2 * j, &b->d, 2);
+  for (int v = 0; v < 4; v++)
+    for (int by = 0; by < 4; by++)
+      gb[BRISK_R8_Q6_K_SC + 32 * v + 4 * j + by] = (uint8_t)b->scales[4 * v + PERM[by]];
+  for (int c = 0; c < 8; c++)
+    for (int h = 0; h < 2; h++) {
+      memcpy(gb + q6_at(c, h, 0, j), b->ql + 64 * h + 4 * c, 4);
+      memcpy(gb + q6_at(c, h, 1, j), b->ql + 64 * h + 32 + 4 * c, 4);
+      memcpy(gb + q6_at(c, h, 2, j), b->qh + 32 * h + 4 * c, 4);
+    }
+}
+
+static void unpack_q6_k(const uint8_t *gb, int j, brisk_block_q6_k *b) {
+  memcpy(&b->d, gb + BRISK_R8_Q6_K_D + 2 * j, 2);
+  for (int v = 0; v < 4; v++)
+    for (int by = 0; by < 4; by++)
+      b->scales[4 * v + PERM[by]] = (int8_t)gb[BRISK_R8_Q6_K_SC + 32 * v + 4 * j + by];
+  for (int c = 0; c < 8; c++)
+    for (int h = 0; h < 2; h++) {
+      memcpy(b->ql + 64 * h + 4 * c, gb + q6_at(c, h, 0, j), 4);
+      memcpy(b->ql + 64 * h + 32 + 4 * c, gb + q6_at(c, h, 1, j), 4);
+      memcpy(b->qh + 32 * h + 4 * c, gb + q6_at(c, h, 2, j), 4);
+    }
+}
+
+bool brisk_cpu_pack_k_known(uint32_t type) {
+  return type == (BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8) ||
+         type == (BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8);
+}
+
+void brisk_cpu_pack_k_block(uint32_t packed_type, uint8_t *gb, int j, const uint8_t *src) {
+  if (brisk_dtype_base(packed_type) == BRISK_DTYPE_Q4_K) {
+    brisk_block_q4_k b;
+    memcpy(&b, src, sizeof b);
+    pack_q4_k(gb, j, &b);
+  } else {
+    brisk_block_q6_k b;
+    memcpy(&b, src, sizeof b);
+    pack_q6_k(gb, j, &b);
+  }
+}
+
+void brisk_cpu_unpack_k_block(uint32_t packed_type, const uint8_t *gb, int j, uint8_t *dst) {
+  if (brisk_dtype_base(packed_type) == BRISK_DTYPE_Q4_K) {
+    brisk_block_q4_k b;
+    unpack_q4_k(gb, j, &b);
+    memcpy(dst, &b, sizeof b);
+  } else {
+    brisk_block_q6_k b;
+    unpack_q6_k(gb, j, &b);
+    memcpy(dst, &b, sizeof b);
+  }
+}
