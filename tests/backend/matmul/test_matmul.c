@@ -328,6 +328,72 @@ static void test_extreme_levels(void **state) {
   }
 }
 
+/* The K-types at their extremes, activations at +-127: q4_k levels 15 with
+ * scales and mins 63, q6_k levels 63 and 0 (-32 after the offset) with
+ * scales 127 and -128: the largest maddubs pairs (2 x 63 x 127) and madd sums
+ * the K kernels form. Base and packed layouts, GEMV and GEMM, a short last
+ * group; packed equals base bit for bit. */
+static void test_extreme_k_levels(void **state) {
+  (void)state;
+  static const uint32_t types[] = {BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q6_K};
+  const bool avx2 = have_avx2();
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+    const uint32_t base = types[t], packed = base | BRISK_DTYPE_PACKED_R8;
+    const int64_t n = 11, k = 512, m = 6;
+    weights w = {.type = base, .n = n, .k = k};
+    assert_true(brisk_dtype_row_bytes(base, (uint64_t)k, &w.row_bytes));
+    const size_t bs = info_of(base)->type_size, bytes = (size_t)(w.row_bytes * (uint64_t)n);
+    w.q = malloc(bytes);
+    w.deq = malloc((size_t)(n * k) * sizeof(float));
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t b = 0; b < k / 256; b++) {
+        uint8_t *blk = w.q + (size_t)j * w.row_bytes + (size_t)b * bs;
+        const bool high = (j + b) % 2 == 0;
+        const uint16_t d = brisk_f32_to_f16(j % 3 == 0 ? 1.0f : 0.5f);
+        if (base == BRISK_DTYPE_Q4_K) {
+          const uint16_t dmin = brisk_f32_to_f16(j % 2 ? -0.25f : 3.0f);
+          memcpy(blk, &d, 2);
+          memcpy(blk + 2, &dmin, 2);
+          memset(blk + 4, 0xff, 12);                 /* every scale and min 63 */
+          memset(blk + 16, high ? 0xff : 0x00, 128); /* levels 15 or 0 */
+        } else {
+          memset(blk, high ? 0xff : 0x00, 192);       /* levels 63 or 0 */
+          memset(blk + 192, j % 2 ? 0x80 : 0x7f, 16); /* scales -128 or 127 */
+          memcpy(blk + 208, &d, 2);
+        }
+        if (j == n - 1) blk[20] ^= 0x0f; /* one mixed element */
+      }
+    for (int64_t j = 0; j < n; j++)
+      assert_int_equal(brisk_dequantize_row(base, w.q + j * w.row_bytes, w.deq + j * k, k),
+                       BRISK_OK);
+    uint8_t *p = malloc(bytes);
+    memcpy(p, w.q, bytes);
+    assert_int_equal(brisk_cpu_pack(packed, p, n, k), BRISK_OK);
+    weights wp = w;
+    wp.type = packed;
+    wp.q = p;
+    float *x = malloc((size_t)(m * k) * sizeof(float));
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t l = 0; l < k; l++) /* every element quantizes to +-127 */
+        x[i * k + l] = (i % 2 ? -1.0f : 1.0f) * (i >= 3 && (l / 32) % 2 ? -2.0f : 2.0f);
+    float y[6 * 11], yp[6 * 11];
+    for (int scalar = 1; scalar >= (avx2 ? 0 : 1); scalar--) {
+      brisk_cpu_matmul_force_scalar(scalar);
+      for (int64_t mm = 1; mm <= m; mm += m - 1) { /* GEMV (1 row) and GEMM (6 rows) */
+        matmul_ok(NULL, &w, x, mm, y);
+        check_against_reference(&w, x, mm, y, scalar ? "scalar" : "avx2");
+        matmul_ok(NULL, &wp, x, mm, yp);
+        check_against_reference(&wp, x, mm, yp, scalar ? "scalar" : "avx2");
+        assert_memory_equal(y, yp, (size_t)(mm * n) * sizeof(float));
+      }
+    }
+    brisk_cpu_matmul_force_scalar(false);
+    free(x);
+    free(p);
+    free_weights(&w);
+  }
+}
+
 /* The AVX2 activation quantizers write exactly the scalar ones' bytes. */
 static void test_activation_quantizers_agree(void **state) {
   (void)state;
@@ -412,8 +478,8 @@ static void test_tiles_and_placement(void **state) {
   test_rng rng = test_rng_seeded("matmul_tiles");
   brisk_threadpool *pool = NULL;
   assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
-  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K, BRISK_DTYPE_F16,
-                            R8_Q4_0};
+  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K,
+                            BRISK_DTYPE_F16,  R8_Q4_0,          R8_Q4_K};
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     const uint32_t type = types[t];
     const int64_t k = 2048, n = 150, m = 120; /* several tiles both ways at k = 2048 */
@@ -639,6 +705,7 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_allocation_failure),
       cmocka_unit_test(test_extreme_levels),
+      cmocka_unit_test(test_extreme_k_levels),
       cmocka_unit_test(test_packed_layout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
