@@ -82,15 +82,19 @@ static void test_repack_gives_same_logits(void **state) {
   const bool avx2 = brisk_cpu_matmul_uses_avx2();
   if (!avx2)
     fprintf(stderr, "note: no AVX2 here; nothing is regrouped, both runs read as stored\n");
-  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_F16};
+  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q6_K,
+                            BRISK_DTYPE_F16};
   const char *archs[] = {"llama", "mixtral"};
-  for (size_t t = 0; t < 3; t++)
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++)
     for (size_t a = 0; a < 2; a++)
       for (int tied = 0; tied < 2; tied++) {
         test_model_spec s = test_model_default(archs[a]);
         s.weight_type = types[t];
         s.tied = tied;
         s.n_vocab = 101; /* 12 groups of 8 rows and a tail of 5 */
+        /* K-types: 256-element rows */
+        if (brisk_dtype_get(types[t])->block_size == 256)
+          s.n_embd = 256, s.n_ff = 512, s.head_dim = 64;
         char name[64], path[256];
         snprintf(name, sizeof name, "%s_%s_%d", archs[a], brisk_dtype_name(types[t]), tied);
         snprintf(path, sizeof path, "%s/%s.gguf", dir, name);
