@@ -37,10 +37,12 @@
  *   q6_k_r8 group-block (1680 bytes = 8 x 210):
  *     d[8]              fp16
  *     sc[4][8][4]       [v][row]: int8 scale 4v + PERM[b]
- *     q[8][2][3][8][4]  [c][half h][part][row]: part 0 = ql[64h + 4c ..],
- *                       1 = ql[64h + 32 + 4c ..], 2 = qh[32h + 4c ..]: the
- *                       nibbles and 2-bit pieces of elements 4c.. of the 4
- *                       groups of 32 of half h, as in the base block
+ *     q[8][2][3][8][4]  [c][half h][part][row]: elements 4c .. 4c + 3 of the
+ *                       4 groups of 32 of half h as 6-bit levels L0..L3:
+ *                       part p (0..2) = Lp | bits 2p, 2p + 1 of L3 << 6, so
+ *                       one and gives L0..L2 and three pieces give L3
+ *                       (the base block splits each level into a nibble and
+ *                       2 bits, which takes more operations to join)
  *
  * A 32-byte chunk of levels thus holds elements 4c .. 4c + 3 of a sub-block
  * of each row, the products the base AVX2 kernels sum in int32 lane c; the

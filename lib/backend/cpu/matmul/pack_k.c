@@ -62,10 +62,15 @@ static void unpack_q4_k(const uint8_t *gb, int j, brisk_block_q4_k *b) {
 
 /* ---- q6_k: see BRISK_R8_Q6_K_* in pack.h. */
 
-/* Offset of the 4 bytes of row j at ql / qh offset o of half h, chunk c:
- * part 0 = ql[64h + 4c..], 1 = ql[64h + 32 + 4c..], 2 = qh[32h + 4c..]. */
+/* Offset of row j's 4 bytes of part (0..2) of half h, chunk c. */
 static size_t q6_at(int c, int h, int part, int j) {
   return BRISK_R8_Q6_K_Q + 96 * (size_t)(2 * c + h) + 32 * (size_t)part + 4 * (size_t)j;
+}
+
+/* Level (0..63) of element l (0..31) of group s (0..3) of half h. */
+static uint8_t q6_level(const brisk_block_q6_k *b, int h, int s, int l) {
+  const uint8_t lo = (uint8_t)((b->ql[64 * h + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0xf);
+  return (uint8_t)(lo | ((b->qh[32 * h + l] >> (2 * s)) & 3) << 4);
 }
 
 static void pack_q6_k(uint8_t *gb, int j, const brisk_block_q6_k *b) {
@@ -74,11 +79,14 @@ static void pack_q6_k(uint8_t *gb, int j, const brisk_block_q6_k *b) {
     for (int by = 0; by < 4; by++)
       gb[BRISK_R8_Q6_K_SC + 32 * v + 4 * j + by] = (uint8_t)b->scales[4 * v + PERM[by]];
   for (int c = 0; c < 8; c++)
-    for (int h = 0; h < 2; h++) {
-      memcpy(gb + q6_at(c, h, 0, j), b->ql + 64 * h + 4 * c, 4);
-      memcpy(gb + q6_at(c, h, 1, j), b->ql + 64 * h + 32 + 4 * c, 4);
-      memcpy(gb + q6_at(c, h, 2, j), b->qh + 32 * h + 4 * c, 4);
-    }
+    for (int h = 0; h < 2; h++)
+      for (int e = 0; e < 4; e++) {
+        const int l = 4 * c + e;
+        const uint8_t l3 = q6_level(b, h, 3, l);
+        for (int part = 0; part < 3; part++)
+          gb[q6_at(c, h, part, j) + (size_t)e] =
+              (uint8_t)(q6_level(b, h, part, l) | ((l3 >> (2 * part)) & 3) << 6);
+      }
 }
 
 static void unpack_q6_k(const uint8_t *gb, int j, brisk_block_q6_k *b) {
@@ -87,11 +95,21 @@ static void unpack_q6_k(const uint8_t *gb, int j, brisk_block_q6_k *b) {
     for (int by = 0; by < 4; by++)
       b->scales[4 * v + PERM[by]] = (int8_t)gb[BRISK_R8_Q6_K_SC + 32 * v + 4 * j + by];
   for (int c = 0; c < 8; c++)
-    for (int h = 0; h < 2; h++) {
-      memcpy(b->ql + 64 * h + 4 * c, gb + q6_at(c, h, 0, j), 4);
-      memcpy(b->ql + 64 * h + 32 + 4 * c, gb + q6_at(c, h, 1, j), 4);
-      memcpy(b->qh + 32 * h + 4 * c, gb + q6_at(c, h, 2, j), 4);
-    }
+    for (int h = 0; h < 2; h++)
+      for (int e = 0; e < 4; e++) {
+        const int l = 4 * c + e;
+        uint8_t lv[4]; /* [group s] */
+        lv[3] = 0;
+        for (int part = 0; part < 3; part++) {
+          const uint8_t x = gb[q6_at(c, h, part, j) + (size_t)e];
+          lv[part] = x & 0x3f;
+          lv[3] |= (uint8_t)((x >> 6) << (2 * part));
+        }
+        b->ql[64 * h + l] = (uint8_t)((lv[0] & 0xf) | (lv[2] & 0xf) << 4);
+        b->ql[64 * h + 32 + l] = (uint8_t)((lv[1] & 0xf) | (lv[3] & 0xf) << 4);
+        b->qh[32 * h + l] =
+            (uint8_t)(lv[0] >> 4 | (lv[1] >> 4) << 2 | (lv[2] >> 4) << 4 | (lv[3] >> 4) << 6);
+      }
 }
 
 bool brisk_cpu_pack_k_known(uint32_t type) {
