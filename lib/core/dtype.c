@@ -36,6 +36,7 @@ const char *brisk_dtype_name(uint32_t id) {
   if (id == (BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8)) return "q4_0_r8";
   if (id == (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8)) return "q8_0_r8";
   if (id == (BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8)) return "q4_k_r8";
+  if (id == (BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8)) return "q5_k_r8";
   if (id == (BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8)) return "q6_k_r8";
   const brisk_dtype_info *t = brisk_dtype_get(id);
   return t ? t->name : "unknown";

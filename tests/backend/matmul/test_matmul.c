@@ -1,5 +1,5 @@
 /* brisk_cpu_matmul against a float64 reference: every weight type (and the
- * packed _R8 layouts of q8_0, q4_0, q4_k and q6_k), many
+ * packed _R8 layouts of q8_0, q4_0, q4_k, q5_k and q6_k), many
  * shapes (GEMV and GEMM paths, odd n, odd block counts), scalar and AVX2
  * kernels; bitwise identical results across thread counts, batch sizes and
  * workspace placement; argument errors and allocation failures. */
@@ -34,11 +34,13 @@ static const uint32_t weight_types[] = {
     BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8,
     BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8,
     BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8,
     BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8,
 };
 #define R8_Q8_0 (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8)
 #define R8_Q4_0 (BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8)
 #define R8_Q4_K (BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8)
+#define R8_Q5_K (BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8)
 #define R8_Q6_K (BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8)
 
 /* A weight type's block geometry (a packed id's base type). */
@@ -328,14 +330,14 @@ static void test_extreme_levels(void **state) {
   }
 }
 
-/* The K-types at their extremes, activations at +-127: q4_k levels 15 with
- * scales and mins 63, q6_k levels 63 and 0 (-32 after the offset) with
+/* The K-types at their extremes, activations at +-127: q4_k / q5_k levels
+ * 15 / 31 with scales and mins 63, q6_k levels 63 and 0 (-32 after the offset) with
  * scales 127 and -128: the largest maddubs pairs (2 x 63 x 127) and madd sums
  * the K kernels form. Base and packed layouts, GEMV and GEMM, a short last
  * group; packed equals base bit for bit. */
 static void test_extreme_k_levels(void **state) {
   (void)state;
-  static const uint32_t types[] = {BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q6_K};
+  static const uint32_t types[] = {BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K};
   const bool avx2 = have_avx2();
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     const uint32_t base = types[t], packed = base | BRISK_DTYPE_PACKED_R8;
@@ -350,12 +352,13 @@ static void test_extreme_k_levels(void **state) {
         uint8_t *blk = w.q + (size_t)j * w.row_bytes + (size_t)b * bs;
         const bool high = (j + b) % 2 == 0;
         const uint16_t d = brisk_f32_to_f16(j % 3 == 0 ? 1.0f : 0.5f);
-        if (base == BRISK_DTYPE_Q4_K) {
+        if (base != BRISK_DTYPE_Q6_K) {
           const uint16_t dmin = brisk_f32_to_f16(j % 2 ? -0.25f : 3.0f);
           memcpy(blk, &d, 2);
           memcpy(blk + 2, &dmin, 2);
-          memset(blk + 4, 0xff, 12);                 /* every scale and min 63 */
-          memset(blk + 16, high ? 0xff : 0x00, 128); /* levels 15 or 0 */
+          memset(blk + 4, 0xff, 12); /* every scale and min 63 */
+          /* levels 15 / 31 or 0 (q5_k: the fifth bits too) */
+          memset(blk + 16, high ? 0xff : 0x00, bs - 16);
         } else {
           memset(blk, high ? 0xff : 0x00, 192);       /* levels 63 or 0 */
           memset(blk + 192, j % 2 ? 0x80 : 0x7f, 16); /* scales -128 or 127 */
@@ -591,7 +594,7 @@ static void test_packed_layout(void **state) {
   test_rng rng = test_rng_seeded("matmul_packed");
   brisk_threadpool *pool = NULL;
   assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
-  const uint32_t packed[] = {R8_Q8_0, R8_Q4_0, R8_Q4_K, R8_Q6_K};
+  const uint32_t packed[] = {R8_Q8_0, R8_Q4_0, R8_Q4_K, R8_Q5_K, R8_Q6_K};
   const int64_t ns[] = {8, 9, 16, 23, 67}, ms[] = {1, 2, 4, 5, 9, 40};
   for (size_t t = 0; t < sizeof packed / sizeof *packed; t++) {
     const uint32_t type = packed[t], base = brisk_dtype_base(type);
@@ -654,7 +657,7 @@ static void test_packed_layout(void **state) {
                                     x, 1, y, NULL, 0),
                    BRISK_E_UNSUPPORTED);
 
-  /* Which weights the model loader packs: q8_0 / q4_0 / q4_k / q6_k with 8 rows or more,
+  /* Which weights the model loader packs: q8_0 / q4_0 / K-types with 8 rows or more,
    * where the AVX2 kernels run. */
   const bool avx2 = have_avx2();
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q8_0, 8), avx2 ? R8_Q8_0 : BRISK_DTYPE_Q8_0);
@@ -663,8 +666,10 @@ static void test_packed_layout(void **state) {
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_F16, 4096), BRISK_DTYPE_F16);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q6_K, 4096), avx2 ? R8_Q6_K : BRISK_DTYPE_Q6_K);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_K, 8), avx2 ? R8_Q4_K : BRISK_DTYPE_Q4_K);
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_K, 4096), BRISK_DTYPE_Q5_K);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_K, 4096), avx2 ? R8_Q5_K : BRISK_DTYPE_Q5_K);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_K, 7), BRISK_DTYPE_Q5_K);
   assert_string_equal(brisk_dtype_name(R8_Q4_K), "q4_k_r8");
+  assert_string_equal(brisk_dtype_name(R8_Q5_K), "q5_k_r8");
   assert_string_equal(brisk_dtype_name(R8_Q6_K), "q6_k_r8");
   assert_string_equal(brisk_dtype_name(R8_Q4_0), "q4_0_r8");
   assert_null(brisk_dtype_get(R8_Q4_0)); /* never a file type */

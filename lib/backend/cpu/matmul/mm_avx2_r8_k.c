@@ -1,4 +1,4 @@
-/* AVX2 kernels for the packed _R8 layouts (pack.h) of q4_k and q6_k against
+/* AVX2 kernels for the packed _R8 layouts (pack.h) of q4_k, q5_k and q6_k against
  * Q8_K activations: one tile is G groups of 8 weight rows (GEMV: up to 4,
  * read as parallel streams) against R activation rows (GEMM: up to 4).
  *
@@ -74,15 +74,22 @@ MM_INLINE void r8k_prefetch(const uint8_t *g, size_t gbs, int c) {
     _mm_prefetch((const char *)(g + PF_DIST + o), PF_HINT);
 }
 
-/* q4_k_r8. Per group-block: the scales and mins of the 8 rows decoded at
- * once into bytes (lane r, byte b: item PERM[b] of sub-blocks 0..3 in sa /
- * ma, 4..7 in sb / mb); the min term of each row from two madds per half
- * against the activation's 32-sums. Unsigned levels times int8 activations
- * in maddubs pairs stay below 2 * 15 * 127; madd with the int16 scale sums
- * them to int32. */
-MM_INLINE void tile_q4_k_r8(const brisk_mm_tile *t, const int G, const int R) {
+/* The fifth bits of sub-block j (0..7) from a qh chunk, as 0x10. */
+MM_INLINE __m256i fifth_bit(const __m256i h, const int j) {
+  const __m256i b = j < 4 ? _mm256_slli_epi16(h, 4 - j) : _mm256_srli_epi16(h, j - 4);
+  return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+}
+
+/* q4_k_r8 and q5_k_r8 (five). Per group-block: the scales and mins of the 8
+ * rows decoded at once into bytes (lane r, byte b: item PERM[b] of
+ * sub-blocks 0..3 in sa / ma, 4..7 in sb / mb); the min term of each row
+ * from two madds per half against the activation's 32-sums. Unsigned levels
+ * times int8 activations in maddubs pairs stay below 2 * 31 * 127; madd
+ * with the int16 scale sums them to int32. */
+MM_INLINE void tile_q45_k_r8(const brisk_mm_tile *t, const int five, const int G, const int R) {
   const int64_t nb = t->k / BRISK_QK_K;
-  const size_t gbs = BRISK_PACK_ROWS * sizeof(brisk_block_q4_k);
+  const size_t gbs = BRISK_PACK_ROWS * (five ? sizeof(brisk_block_q5_k) : sizeof(brisk_block_q4_k));
+  const size_t qs_at = five ? BRISK_R8_Q5_K_QS : BRISK_R8_Q4_K_QS;
   const size_t gstride = BRISK_PACK_ROWS * t->w_stride;
   const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   const __m256i lo16 = _mm256_set1_epi16(0x00ff);
@@ -141,12 +148,18 @@ MM_INLINE void tile_q4_k_r8(const brisk_mm_tile *t, const int G, const int R) {
         __m256i sumi[BRISK_MM_MAX_X]; /* [R] x 8 rows: lane c of the base kernel */
 #  pragma GCC unroll 4
         for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
+        const __m256i qh =
+            five ? _mm256_loadu_si256((const __m256i *)(g + BRISK_R8_Q5_K_QH + 32 * c))
+                 : _mm256_setzero_si256();
 #  pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
-          const __m256i q =
-              _mm256_loadu_si256((const __m256i *)(g + BRISK_R8_Q4_K_QS + 32 * (4 * c + p)));
-          const __m256i lo = _mm256_and_si256(q, m4);
-          const __m256i hq = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+          const __m256i q = _mm256_loadu_si256((const __m256i *)(g + qs_at + 32 * (4 * c + p)));
+          __m256i lo = _mm256_and_si256(q, m4);
+          __m256i hq = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+          if (five) {
+            lo = _mm256_or_si256(lo, fifth_bit(qh, 2 * p));
+            hq = _mm256_or_si256(hq, fifth_bit(qh, 2 * p + 1));
+          }
 #  pragma GCC unroll 4
           for (int r = 0; r < R; r++) {
             const __m256i y0 = bcast4(xb[r]->qs + 32 * (2 * p) + 4 * c);
@@ -285,12 +298,16 @@ MM_INLINE void tile_q6_k_r8(const brisk_mm_tile *t, const int G, const int R) {
         gemm[n_x - 1](t);                                                                          \
     }
 
+#  define tile_q4_k_r8(t, G, R) tile_q45_k_r8(t, 0, G, R)
+#  define tile_q5_k_r8(t, G, R) tile_q45_k_r8(t, 1, G, R)
 R8K_DISPATCH(q4_k_r8)
+R8K_DISPATCH(q5_k_r8)
 R8K_DISPATCH(q6_k_r8)
 
 brisk_mm_tile_fn brisk_mm_avx2_r8_k_tile(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8: return q4_k_r8;
+  case BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8: return q5_k_r8;
   case BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8: return q6_k_r8;
   default: return NULL;
   }

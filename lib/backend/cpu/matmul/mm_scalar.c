@@ -406,12 +406,15 @@ static void tile_r8_k(const brisk_mm_tile *t, int n_w, int n_x, uint32_t base) {
       for (int64_t i = 0; i < t->k / BRISK_QK_K; i++) {
         union {
           brisk_block_q4_k q4;
+          brisk_block_q5_k q5;
           brisk_block_q6_k q6;
         } b;
         brisk_cpu_packed_block(type, t->w + (size_t)(c / 8) * 8 * t->w_stride, t->k, i, c % 8,
                                (uint8_t *)&b);
         if (base == BRISK_DTYPE_Q4_K)
           term_k45((const uint8_t *)&b.q4, &x[i], 0, &s, &sm);
+        else if (base == BRISK_DTYPE_Q5_K)
+          term_k45((const uint8_t *)&b.q5, &x[i], 1, &s, &sm);
         else
           term_q6_k(&b.q6, &x[i], &s, &sm);
       }
@@ -422,6 +425,9 @@ static void tile_r8_k(const brisk_mm_tile *t, int n_w, int n_x, uint32_t base) {
 static void tile_q4_k_r8(const brisk_mm_tile *t, int n_w, int n_x) {
   tile_r8_k(t, n_w, n_x, BRISK_DTYPE_Q4_K);
 }
+static void tile_q5_k_r8(const brisk_mm_tile *t, int n_w, int n_x) {
+  tile_r8_k(t, n_w, n_x, BRISK_DTYPE_Q5_K);
+}
 static void tile_q6_k_r8(const brisk_mm_tile *t, int n_w, int n_x) {
   tile_r8_k(t, n_w, n_x, BRISK_DTYPE_Q6_K);
 }
@@ -431,6 +437,7 @@ brisk_mm_tile_fn brisk_mm_scalar_tile(uint32_t w_type) {
   case BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8: return tile_q8_0_r8;
   case BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8: return tile_q4_0_r8;
   case BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8: return tile_q4_k_r8;
+  case BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8: return tile_q5_k_r8;
   case BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8: return tile_q6_k_r8;
   case BRISK_DTYPE_F32: return tile_f32;
   case BRISK_DTYPE_F16: return tile_f16;

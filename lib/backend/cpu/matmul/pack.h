@@ -16,7 +16,7 @@
  * groups. Packing moves bytes only: every value, and so every result of the
  * kernels, is what the base layout gives.
  *
- * The K-types (q4_k, q6_k) keep the scheme per super-block of 256: group g
+ * The K-types (q4_k, q5_k, q6_k) keep the scheme per super-block of 256: group g
  * holds [k / 256] group-blocks of 8 x the base block bytes, and every 32-byte
  * vector in one has row j's 4 bytes at 4j. In a lane, byte b belongs to
  * sub-block (or scale) PERM[b] = {0, 2, 1, 3}[b] of a run of 4, so that the
@@ -33,6 +33,11 @@
  *                       high nibbles of sub-block 2p + 1
  *   The 6-bit scales and mins are re-split, not widened: 96 bytes as in the
  *   base (bytes of all 16 per row would be 128).
+ *
+ *   q5_k_r8 group-block (1408 bytes = 8 x 176): the q4_k_r8 fields, with
+ *     qh[8][8][4]       [c][row]: qh bytes 4c .. 4c + 3, bit j the fifth bit
+ *                       of element 4c.. of sub-block j
+ *   after hi and before qs.
  *
  *   q6_k_r8 group-block (1680 bytes = 8 x 210):
  *     d[8]              fp16
@@ -87,6 +92,8 @@ void brisk_cpu_packed_row(uint32_t packed_type, const void *w, int64_t n, int64_
 #define BRISK_R8_Q4_K_MNLO 64
 #define BRISK_R8_Q4_K_HI 96
 #define BRISK_R8_Q4_K_QS 128
+#define BRISK_R8_Q5_K_QH 128
+#define BRISK_R8_Q5_K_QS 384
 #define BRISK_R8_Q6_K_D 0
 #define BRISK_R8_Q6_K_SC 16
 #define BRISK_R8_Q6_K_Q 144

@@ -15,9 +15,17 @@
  * (even bytes 0, 1; odd bytes 2, 3). PERM is its own inverse. */
 static const int PERM[4] = {0, 2, 1, 3};
 
-/* ---- q4_k: see BRISK_R8_Q4_K_* in pack.h. */
+/* ---- q4_k / q5_k: see BRISK_R8_Q4_K_* and BRISK_R8_Q5_K_* in pack.h. The
+ * fields of one row's super-block, in the base block or on the stack. */
+typedef struct k45_fields {
+  uint16_t d, dmin;
+  uint8_t scales[BRISK_K_SCALE_SIZE];
+  uint8_t *qs; /* [128] */
+  uint8_t *qh; /* [32], NULL for q4_k */
+} k45_fields;
 
-static void pack_q4_k(uint8_t *gb, int j, const brisk_block_q4_k *b) {
+static void pack_k45(uint8_t *gb, int j, const k45_fields *b) {
+  const size_t qs_at = b->qh ? BRISK_R8_Q5_K_QS : BRISK_R8_Q4_K_QS;
   uint8_t sc[8], mn[8];
   for (int s = 0; s < 8; s++) brisk_k4_scale_min(b->scales, s, &sc[s], &mn[s]);
   memcpy(gb + BRISK_R8_Q4_K_D + 2 * j, &b->d, 2);
@@ -29,12 +37,15 @@ static void pack_q4_k(uint8_t *gb, int j, const brisk_block_q4_k *b) {
     gb[BRISK_R8_Q4_K_HI + 4 * j + by] =
         (uint8_t)(sc[a] >> 4 | (sc[z] >> 4) << 2 | (mn[a] >> 4) << 4 | (mn[z] >> 4) << 6);
   }
-  for (int c = 0; c < 8; c++)
+  for (int c = 0; c < 8; c++) {
+    if (b->qh) memcpy(gb + BRISK_R8_Q5_K_QH + 32 * c + 4 * j, b->qh + 4 * c, 4);
     for (int p = 0; p < 4; p++)
-      memcpy(gb + BRISK_R8_Q4_K_QS + 32 * (4 * c + p) + 4 * j, b->qs + 32 * p + 4 * c, 4);
+      memcpy(gb + qs_at + 32 * (4 * c + p) + 4 * j, b->qs + 32 * p + 4 * c, 4);
+  }
 }
 
-static void unpack_q4_k(const uint8_t *gb, int j, brisk_block_q4_k *b) {
+static void unpack_k45(const uint8_t *gb, int j, k45_fields *b) {
+  const size_t qs_at = b->qh ? BRISK_R8_Q5_K_QS : BRISK_R8_Q4_K_QS;
   uint8_t sc[8], mn[8];
   memcpy(&b->d, gb + BRISK_R8_Q4_K_D + 2 * j, 2);
   memcpy(&b->dmin, gb + BRISK_R8_Q4_K_DMIN + 2 * j, 2);
@@ -55,9 +66,11 @@ static void unpack_q4_k(const uint8_t *gb, int j, brisk_block_q4_k *b) {
     b->scales[s + 4] = (uint8_t)((mn[s] & 63) | (mn[s + 4] >> 4) << 6);
     b->scales[s + 8] = (uint8_t)((sc[s + 4] & 0xf) | (mn[s + 4] & 0xf) << 4);
   }
-  for (int c = 0; c < 8; c++)
+  for (int c = 0; c < 8; c++) {
+    if (b->qh) memcpy(b->qh + 4 * c, gb + BRISK_R8_Q5_K_QH + 32 * c + 4 * j, 4);
     for (int p = 0; p < 4; p++)
-      memcpy(b->qs + 32 * p + 4 * c, gb + BRISK_R8_Q4_K_QS + 32 * (4 * c + p) + 4 * j, 4);
+      memcpy(b->qs + 32 * p + 4 * c, gb + qs_at + 32 * (4 * c + p) + 4 * j, 4);
+  }
 }
 
 /* ---- q6_k: see BRISK_R8_Q6_K_* in pack.h. */
@@ -114,29 +127,52 @@ static void unpack_q6_k(const uint8_t *gb, int j, brisk_block_q6_k *b) {
 
 bool brisk_cpu_pack_k_known(uint32_t type) {
   return type == (BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8) ||
+         type == (BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8) ||
          type == (BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8);
 }
 
 void brisk_cpu_pack_k_block(uint32_t packed_type, uint8_t *gb, int j, const uint8_t *src) {
-  if (brisk_dtype_base(packed_type) == BRISK_DTYPE_Q4_K) {
-    brisk_block_q4_k b;
-    memcpy(&b, src, sizeof b);
-    pack_q4_k(gb, j, &b);
-  } else {
+  const uint32_t base = brisk_dtype_base(packed_type);
+  if (base == BRISK_DTYPE_Q6_K) {
     brisk_block_q6_k b;
     memcpy(&b, src, sizeof b);
     pack_q6_k(gb, j, &b);
+    return;
   }
+  brisk_block_q5_k b5;
+  brisk_block_q4_k b4;
+  k45_fields f;
+  if (base == BRISK_DTYPE_Q5_K) {
+    memcpy(&b5, src, sizeof b5);
+    f = (k45_fields){.d = b5.d, .dmin = b5.dmin, .qs = b5.qs, .qh = b5.qh};
+    memcpy(f.scales, b5.scales, sizeof f.scales);
+  } else {
+    memcpy(&b4, src, sizeof b4);
+    f = (k45_fields){.d = b4.d, .dmin = b4.dmin, .qs = b4.qs, .qh = NULL};
+    memcpy(f.scales, b4.scales, sizeof f.scales);
+  }
+  pack_k45(gb, j, &f);
 }
 
 void brisk_cpu_unpack_k_block(uint32_t packed_type, const uint8_t *gb, int j, uint8_t *dst) {
-  if (brisk_dtype_base(packed_type) == BRISK_DTYPE_Q4_K) {
-    brisk_block_q4_k b;
-    unpack_q4_k(gb, j, &b);
-    memcpy(dst, &b, sizeof b);
-  } else {
+  const uint32_t base = brisk_dtype_base(packed_type);
+  if (base == BRISK_DTYPE_Q6_K) {
     brisk_block_q6_k b;
     unpack_q6_k(gb, j, &b);
+    memcpy(dst, &b, sizeof b);
+  } else if (base == BRISK_DTYPE_Q5_K) {
+    brisk_block_q5_k b;
+    k45_fields f = {.qs = b.qs, .qh = b.qh};
+    unpack_k45(gb, j, &f);
+    b.d = f.d, b.dmin = f.dmin;
+    memcpy(b.scales, f.scales, sizeof b.scales);
+    memcpy(dst, &b, sizeof b);
+  } else {
+    brisk_block_q4_k b;
+    k45_fields f = {.qs = b.qs, .qh = NULL};
+    unpack_k45(gb, j, &f);
+    b.d = f.d, b.dmin = f.dmin;
+    memcpy(b.scales, f.scales, sizeof b.scales);
     memcpy(dst, &b, sizeof b);
   }
 }
