@@ -270,11 +270,11 @@ typedef struct brisk_model_params {
    * tokenizing with vocabulary-only files. Default 0. */
   int vocab_only;
   /* Nonzero (default): weight matrices of a type that the CPU kernels read
-   * faster in another layout (Q4_0 and Q8_0 on x86-64 with AVX2) are
-   * regrouped at load, in place: one pass over those weights, and their
-   * pages of a mapped file become the process's own memory (the file is never
-   * written) instead of shared page cache. Results are bit for bit the same
-   * either way. Zero: every weight is used exactly as stored. */
+   * faster in another layout (Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on x86-64 with
+   * AVX2) are regrouped at load, in place: one pass over those weights, and
+   * their pages of a mapped file become the process's own memory (the file
+   * is never written) instead of shared page cache. Results are bit for bit
+   * the same either way. Zero: every weight is used exactly as stored. */
   int repack;
 } brisk_model_params;
 

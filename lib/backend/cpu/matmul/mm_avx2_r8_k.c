@@ -13,7 +13,15 @@
  * int32 accumulator here, converted with the same fma per super-block into
  * float accumulator c, and the final lane sum of the base becomes vertical
  * adds in its order. The integer sums are exact and the float steps the
- * base kernels', so the results are the base layout's bit for bit. */
+ * base kernels', so the results are the base layout's bit for bit.
+ *
+ * Keeping the 8 lanes apart costs one maddubs and one madd per 4 levels of
+ * a row, as in the base kernels: on a CPU with one vector integer
+ * multiplier (Zen 2 here) both are bound by those multiplies when the data
+ * is in cache, and the gain is in what surrounds them. Summing the maddubs
+ * results of one sub-block in int16 first would halve the madds (GEMM about
+ * 1.6x faster measured for q4_k) but gives other float sums than the base
+ * AVX2 kernels. */
 #include "backend/cpu/matmul/mm_internal.h"
 
 #include "backend/cpu/matmul/mm_avx2.h"
@@ -66,8 +74,8 @@ MM_INLINE __m256 r8k_finish(const __m256 a[8], __m256 accm) {
 }
 
 /* Prefetches the c-th eighth (c = 0..7) of the group-block PF_DIST ahead of
- * g (gbs bytes): spread over the block rather than all at its start, which
- * left too many misses in flight at once (cold GEMV 15-20% slower). */
+ * g (gbs bytes): a line per 64 bytes read, spread over the block as the
+ * chunks are. */
 MM_INLINE void r8k_prefetch(const uint8_t *g, size_t gbs, int c) {
   const size_t o1 = (size_t)(c + 1) * gbs / 8;
   for (size_t o = ((size_t)c * gbs / 8 + 63) / 64 * 64; o < o1; o += 64)
