@@ -38,7 +38,9 @@ static const uint32_t gemv_types[] = {
     BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q5_K,
     BRISK_DTYPE_Q6_K,
     /* the layouts the model loader packs these into */
-    BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8, BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8};
+    BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8, BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q4_1 | BRISK_DTYPE_PACKED_R8, BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8};
 #define N_TYPES (sizeof gemv_types / sizeof gemv_types[0])
 
 typedef struct sizes {

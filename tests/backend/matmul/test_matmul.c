@@ -1,5 +1,5 @@
 /* brisk_cpu_matmul against a float64 reference: every weight type (and the
- * packed _R8 layouts of q8_0 and q4_0), many
+ * packed _R8 layouts of the 32-element types), many
  * shapes (GEMV and GEMM paths, odd n, odd block counts), scalar and AVX2
  * kernels; bitwise identical results across thread counts, batch sizes and
  * workspace placement; argument errors and allocation failures. */
@@ -33,9 +33,15 @@ static const uint32_t weight_types[] = {
     BRISK_DTYPE_Q6_K,
     BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8,
     BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q4_1 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8,
 };
 #define R8_Q8_0 (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8)
 #define R8_Q4_0 (BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8)
+#define R8_Q4_1 (BRISK_DTYPE_Q4_1 | BRISK_DTYPE_PACKED_R8)
+#define R8_Q5_0 (BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8)
+#define R8_Q5_1 (BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8)
 
 /* A weight type's block geometry (a packed id's base type). */
 static const brisk_dtype_info *info_of(uint32_t type) {
@@ -268,13 +274,15 @@ static void test_random_blocks(void **state) {
 
 /* Extreme levels with activations at +-127: the largest int16 partial sums
  * the 32-element kernels form (q4_x sum 16 products of 15 x 127 in int16, q5_x 8 of 31 x 127,
- * q8_0 pairs of 128 x 127), with the sign of x matching or opposing the
- * weights, on the GEMV and GEMM paths and a short last group of rows. */
+ * q8_0 pairs of 128 x 127; the packed kernels the same: a row's int16 lane
+ * sums 8 maddubs pairs of q4_x, 4 of q5_x), with the sign of x matching or
+ * opposing the weights, on the GEMV and GEMM paths, in packed groups and a
+ * short last group of rows. */
 static void test_extreme_levels(void **state) {
   (void)state;
-  static const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1,
-                                   BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, R8_Q8_0,
-                                   R8_Q4_0};
+  static const uint32_t types[] = {
+      BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1,
+      R8_Q8_0,          R8_Q4_0,          R8_Q4_1,          R8_Q5_0,          R8_Q5_1};
   const bool avx2 = have_avx2();
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     const uint32_t type = types[t], base = brisk_dtype_base(type);
@@ -299,7 +307,7 @@ static void test_extreme_levels(void **state) {
         const bool high = (j + b) % 2 == 0;
         memset(blk + qo, base == BRISK_DTYPE_Q8_0 ? (high ? 0x7f : 0x80) : (high ? 0xff : 0x00),
                bs - qo);
-        if (j == n - 1) blk[qo] ^= 0x0f; /* one mixed element */
+        if (j == n - 1 || j == 5) blk[qo] ^= 0x0f; /* one mixed element (packed row 5 too) */
       }
     for (int64_t j = 0; j < n; j++)
       assert_int_equal(brisk_dequantize_row(base, w.q + j * w.row_bytes, w.deq + j * k, k),
@@ -521,9 +529,9 @@ static void test_packed_layout(void **state) {
   test_rng rng = test_rng_seeded("matmul_packed");
   brisk_threadpool *pool = NULL;
   assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
-  const uint32_t packed[] = {R8_Q8_0, R8_Q4_0};
+  const uint32_t packed[] = {R8_Q8_0, R8_Q4_0, R8_Q4_1, R8_Q5_0, R8_Q5_1};
   const int64_t ns[] = {8, 9, 16, 23, 67}, ks[] = {32, 96, 1024}, ms[] = {1, 2, 4, 5, 9, 40};
-  for (size_t t = 0; t < 2; t++) {
+  for (size_t t = 0; t < sizeof packed / sizeof *packed; t++) {
     const uint32_t type = packed[t], base = brisk_dtype_base(type);
     for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
       for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
@@ -581,16 +589,28 @@ static void test_packed_layout(void **state) {
                                     x, 1, y, NULL, 0),
                    BRISK_E_UNSUPPORTED);
 
-  /* Which weights the model loader packs: q8_0 / q4_0 with 8 rows or more,
-   * where the AVX2 kernels run. */
+  /* Which weights the model loader packs: the 32-element types with 8 rows
+   * or more, where the AVX2 kernels run. */
   const bool avx2 = have_avx2();
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q8_0, 8), avx2 ? R8_Q8_0 : BRISK_DTYPE_Q8_0);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 4096), avx2 ? R8_Q4_0 : BRISK_DTYPE_Q4_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_1, 4096), avx2 ? R8_Q4_1 : BRISK_DTYPE_Q4_1);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_0, 16), avx2 ? R8_Q5_0 : BRISK_DTYPE_Q5_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_1, 4096), avx2 ? R8_Q5_1 : BRISK_DTYPE_Q5_1);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_1, 7), BRISK_DTYPE_Q5_1);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 7), BRISK_DTYPE_Q4_0);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_F16, 4096), BRISK_DTYPE_F16);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q6_K, 4096), BRISK_DTYPE_Q6_K);
   assert_string_equal(brisk_dtype_name(R8_Q4_0), "q4_0_r8");
-  assert_null(brisk_dtype_get(R8_Q4_0)); /* never a file type */
+  assert_string_equal(brisk_dtype_name(R8_Q8_0), "q8_0_r8");
+  assert_string_equal(brisk_dtype_name(R8_Q4_1), "q4_1_r8");
+  assert_string_equal(brisk_dtype_name(R8_Q5_0), "q5_0_r8");
+  assert_string_equal(brisk_dtype_name(R8_Q5_1), "q5_1_r8");
+  for (size_t t = 0; t < sizeof packed / sizeof *packed; t++) {
+    assert_true(brisk_cpu_pack_known(packed[t]));
+    assert_null(brisk_dtype_get(packed[t])); /* never a file type */
+  }
+  assert_false(brisk_cpu_pack_known(BRISK_DTYPE_Q4_1));
 }
 
 typedef struct oom_ctx {

@@ -2,19 +2,30 @@
  * regrouped so that the AVX2 kernels read 8 rows as one stream and sum
  * each row's products with vertical adds only.
  *
- * The _R8 layout of a 32-element type (q4_0, q8_0) with n rows of k
- * elements: rows 8g .. 8g+7 (a group) take the same bytes as before, 8 rows
- * x row_bytes, and hold the group's blocks column by column:
+ * The _R8 layout of a 32-element type (q4_0, q4_1, q5_0, q5_1, q8_0) with n
+ * rows of k elements: rows 8g .. 8g+7 (a group) take the same bytes as
+ * before, 8 rows x row_bytes, and hold the group's blocks column by column:
  *
  *   group g: [k / 32] group-blocks, each
  *     d[8]              fp16 scales of block i of rows 8g .. 8g+7
+ *     m[8]              q4_1 / q5_1: their fp16 mins
+ *     qh[8]             q5_0 / q5_1: each row's 32 fifth bits, regrouped
+ *                       (below), as one little-endian 32-bit word per row
  *     chunk[c][8][4]    c = 0 .. (16 or 32) / 4 - 1: bytes 4c .. 4c+3 of
  *                       block i's qs, row by row
  *
  * so a 32-byte chunk holds 4 consecutive qs bytes of each of the 8 rows: one
- * int32 lane per row. The last n % 8 rows stay in the base layout after the
- * groups. Packing moves bytes only: every value, and so every result of the
- * kernels, is what the base layout gives. */
+ * int32 lane per row. For the nibble types chunk c gives two vectors of
+ * levels, v = c (low nibbles: elements 4c .. 4c+3 of each row) and v = 4 + c
+ * (high nibbles: elements 16+4c .. 16+4c+3); element e is in vector e / 4 at
+ * byte e % 4 of its row's lane. A row's qh word keeps the fifth bit of
+ * element e at bit e / 4 + 8 * (e % 4): vector v's bits sit at v, v+8, v+16,
+ * v+24, so shifting the 8 words (one 256-bit load) by v - 4 puts them all at
+ * bit 4 of their bytes, where one AND makes them the 0x10 of the levels.
+ *
+ * The last n % 8 rows stay in the base layout after the groups. Packing
+ * moves bits only: every value, and so every result of the kernels, is what
+ * the base layout gives. */
 #ifndef BRISK_BACKEND_CPU_MATMUL_PACK_H
 #define BRISK_BACKEND_CPU_MATMUL_PACK_H
 
