@@ -613,6 +613,57 @@ static void test_packed_layout(void **state) {
   assert_false(brisk_cpu_pack_known(BRISK_DTYPE_Q4_1));
 }
 
+/* The group-block bytes of q4_1_r8 and q5_1_r8 are where pack.h says: the
+ * kernels rely on them, the tests above only on the round trip. */
+static void test_packed_bytes(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded("matmul_packed_bytes");
+  uint8_t w[8 * 2 * 24], lv[8][64]; /* 8 rows x 2 blocks of q5_1 / q4_1; [row][element] levels */
+  for (int five = 0; five < 2; five++) {
+    const size_t bs = five ? 24 : 20, qo = five ? 8 : 4;
+    for (int j = 0; j < 8; j++)
+      for (int i = 0; i < 2; i++) {
+        uint8_t *blk = w + (size_t)j * 2 * bs + (size_t)i * bs;
+        for (size_t b = 0; b < qo; b++) blk[b] = (uint8_t)test_rng_u64(&rng); /* d, m, qh */
+        for (int e = 0; e < 32; e++) lv[j][32 * i + e] = (uint8_t)(test_rng_u64(&rng) % 32);
+        if (five) memset(blk + 4, 0, 4);
+        for (int e = 0; e < 16; e++) {
+          const uint8_t lo = lv[j][32 * i + e], hi = lv[j][32 * i + 16 + e];
+          if (!five) lv[j][32 * i + e] = lo & 15, lv[j][32 * i + 16 + e] = hi & 15;
+          blk[qo + (size_t)e] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+          if (five) {
+            blk[4 + e / 8] |= (uint8_t)((lo >> 4) << (e % 8));
+            blk[6 + e / 8] |= (uint8_t)((hi >> 4) << (e % 8));
+          }
+        }
+      }
+    uint8_t p[sizeof w];
+    memcpy(p, w, sizeof p);
+    const uint32_t type = five ? R8_Q5_1 : R8_Q4_1;
+    assert_int_equal(brisk_cpu_pack(type, p, 8, 64), BRISK_OK);
+    for (int i = 0; i < 2; i++) {
+      const uint8_t *gb = p + (size_t)i * 8 * bs;
+      const size_t co = five ? 64 : 32; /* the chunks */
+      for (int j = 0; j < 8; j++) {
+        const uint8_t *blk = w + (size_t)j * 2 * bs + (size_t)i * bs;
+        assert_memory_equal(gb + 2 * j, blk, 2);          /* d[8] */
+        assert_memory_equal(gb + 16 + 2 * j, blk + 2, 2); /* m[8] */
+        for (int c = 0; c < 4; c++)
+          for (int b = 0; b < 4; b++) {
+            const uint8_t lo = lv[j][32 * i + 4 * c + b], hi = lv[j][32 * i + 16 + 4 * c + b];
+            const uint8_t got = gb[co + 32 * (size_t)c + 4 * (size_t)j + (size_t)b];
+            if (five) {
+              assert_int_equal(got, lo | (hi & 7) << 5);
+              assert_int_equal((gb[32 + 4 * j + b] >> (2 * c)) & 3, hi >> 3);
+            } else {
+              assert_int_equal(got, lo | hi << 4);
+            }
+          }
+      }
+    }
+  }
+}
+
 typedef struct oom_ctx {
   weights w;
   float *x, *y;
@@ -649,6 +700,7 @@ int main(void) {
       cmocka_unit_test(test_allocation_failure),
       cmocka_unit_test(test_extreme_levels),
       cmocka_unit_test(test_packed_layout),
+      cmocka_unit_test(test_packed_bytes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,12 @@ MM_INLINE __m256i bcast4(const int8_t *p) {
   return _mm256_set1_epi32(v);
 }
 
+/* v shifted left by s bits (right by -s) in 16-bit lanes; s is a constant
+ * once the callers' loops are unrolled. */
+MM_INLINE __m256i shift16(__m256i v, int s) {
+  return s >= 0 ? _mm256_slli_epi16(v, s) : _mm256_srli_epi16(v, -s);
+}
+
 /* Both kernels run G groups (GEMV: up to 4, so that a thread reads several
  * streams at once; one stream per core stays near 13 GB/s here, short of what
  * the memory gives) against R activation rows (GEMM: up to 4, G = 1). Each
@@ -56,15 +62,15 @@ MM_INLINE __m256i bcast4(const int8_t *p) {
 enum { NIB_Q4_0, NIB_Q4_1, NIB_Q5_0, NIB_Q5_1 };
 
 /* q4_x / q5_x _r8: group-block = d[8] (16 bytes), q4_1 / q5_1 m[8] (16),
- * q5_x qh[8] (32: the fifth bits as pack.h regroups them), then 4 chunks of
- * 32 bytes whose low nibbles are elements 4c..4c+3 and high nibbles
- * 16+4c..16+4c+3 of each row. Per row, the unsigned levels times y sum in
- * int16, then one madd to int32. A maddubs lane is at most 2 * 15 * 127
- * (q4_x), so all 8 of a block stay below 32768; q5_x lanes reach 2 * 31 *
- * 127 = 7874, so 4 at most (31496): the low and high halves sum apart. The
- * +8 / +16 offsets of q4_0 / q5_0 come off as 8 or 16 x sum(y) from the
- * activation's lane sums; the mins of q4_1 / q5_1 take their own chain,
- * added at the end, as in the base kernels. */
+ * q5_x hb (32), then 4 chunks of 32 bytes that hold elements 4c..4c+3 (lo)
+ * and 16+4c..16+4c+3 (hi) of each row: nibbles for q4_x, lo and 3 bits of
+ * hi for q5_x, whose other 2 bits hb holds (pack.h). Per row, the unsigned
+ * levels times y sum in int16, then one madd to int32. A maddubs lane is at
+ * most 2 * 15 * 127 (q4_x), so all 8 of a block stay below 32768; q5_x
+ * lanes reach 2 * 31 * 127 = 7874, so 4 at most (31496): the lo and hi
+ * halves sum apart. The +8 / +16 offsets of q4_0 / q5_0 come off as 8 or
+ * 16 x sum(y) from the activation's lane sums; the mins of q4_1 / q5_1 take
+ * their own chain, added at the end, as in the base kernels. */
 MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, const int R) {
   static const size_t block_size[] = {sizeof(brisk_block_q4_0), sizeof(brisk_block_q4_1),
                                       sizeof(brisk_block_q5_0), sizeof(brisk_block_q5_1)};
@@ -72,12 +78,13 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
   const bool five = type == NIB_Q5_0 || type == NIB_Q5_1;
   const bool offset = type == NIB_Q4_0 || type == NIB_Q5_0;
   const size_t mo = 2 * BRISK_PACK_ROWS;                  /* mins */
-  const size_t ho = has_min ? 4 * BRISK_PACK_ROWS : mo;   /* fifth bits */
+  const size_t ho = has_min ? 4 * BRISK_PACK_ROWS : mo;   /* q5_x hb */
   const size_t qo = five ? ho + 4 * BRISK_PACK_ROWS : ho; /* chunks */
   const int64_t nb = t->k / 32;
   const size_t gbs = BRISK_PACK_ROWS * block_size[type];
   const size_t gstride = BRISK_PACK_ROWS * t->w_stride;
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10);
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m31 = _mm256_set1_epi8(0x1f);
+  const __m256i m7 = _mm256_set1_epi8(0x07), m24 = _mm256_set1_epi8(0x18);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[BRISK_MM_MAX_X];  /* [G][R] x 8 outputs */
   __m256 accm[BRISK_MM_MAX_X]; /* [G][R] x 8: min terms (q4_1, q5_1) */
@@ -110,8 +117,8 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
       const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
       const __m256 mwv = has_min ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + mo)))
                                  : _mm256_setzero_ps();
-      /* [8] rows' fifth-bit words: vector v's bits at v, v+8, v+16, v+24 */
-      const __m256i h =
+      /* q5_x: [8][4] bytes, bits 3-4 of the high levels of chunk c at 2c, 2c+1 */
+      const __m256i hb =
           five ? _mm256_loadu_si256((const __m256i *)(g + ho)) : _mm256_setzero_si256();
       __m256i s[BRISK_MM_MAX_X];  /* [R] x 16 int16: row j's pair sums in lanes 2j, 2j+1 */
       __m256i sh[BRISK_MM_MAX_X]; /* [R] q5_x: the same for the high nibbles */
@@ -120,11 +127,14 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
 #  pragma GCC unroll 4
       for (int c = 0; c < 4; c++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(g + qo + 32 * c));
-        __m256i lo = _mm256_and_si256(q, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (five) { /* vectors c and 4 + c: shift their bits to bit 4 of each byte */
-          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi32(h, 4 - c), m16));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi32(h, c), m16));
+        __m256i lo, hi;
+        if (five) { /* q = low level | high level bits 0-2 << 5 */
+          lo = _mm256_and_si256(q, m31);
+          hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 5), m7),
+                               _mm256_and_si256(shift16(hb, 3 - 2 * c), m24));
+        } else {
+          lo = _mm256_and_si256(q, m4);
+          hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         }
 #  pragma GCC unroll 4
         for (int r = 0; r < R; r++) {

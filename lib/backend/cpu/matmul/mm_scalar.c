@@ -404,7 +404,7 @@ static void tile_r8(const brisk_mm_tile *t, int n_w, int n_x, uint32_t type) {
         case BRISK_DTYPE_Q4_0: s += term_q4_0(&b.q4_0, &x[i]); break;
         case BRISK_DTYPE_Q4_1: s += term_q4_1(&b.q4_1, &x[i], &mt); break;
         case BRISK_DTYPE_Q5_0: s += term_q5_0(&b.q5_0, &x[i]); break;
-        default: s += term_q5_1(&b.q5_1, &x[i], &mt); break;
+        default: s += term_q5_1(&b.q5_1, &x[i], &mt); break; /* q5_1 */
         }
         sm += mt;
       }

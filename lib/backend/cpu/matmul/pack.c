@@ -31,38 +31,55 @@ uint32_t brisk_cpu_pack_type(uint32_t w_type, int64_t n) {
 
 /* Where a block's fields sit, in the base block and in a group-block
  * (pack.h): n_f16 fp16 fields (d, and m for q4_1 / q5_1) first, then q5_x's
- * 4 bytes of fifth bits, then the qs bytes. */
+ * qh (hb in the group-block), then the qs bytes (the chunks). */
 typedef struct r8_layout {
   size_t bs;    /* block bytes */
   size_t n_f16; /* 1 or 2 */
-  bool qh;      /* q5_x */
+  bool five;    /* q5_x */
 } r8_layout;
 
 static r8_layout layout_of(uint32_t packed_type) {
   const uint32_t base = brisk_dtype_base(packed_type);
   return (r8_layout){.bs = brisk_dtype_get(base)->type_size,
                      .n_f16 = base == BRISK_DTYPE_Q4_1 || base == BRISK_DTYPE_Q5_1 ? 2 : 1,
-                     .qh = base == BRISK_DTYPE_Q5_0 || base == BRISK_DTYPE_Q5_1};
+                     .five = base == BRISK_DTYPE_Q5_0 || base == BRISK_DTYPE_Q5_1};
 }
 
-/* q5_x fifth bits: bit e (element e) of a row's qh word goes to bit
- * e / 4 + 8 * (e % 4) of its packed word, so that the bits of chunk vector v
- * (pack.h) sit at v, v + 8, v + 16, v + 24. */
-static uint32_t qh_pack(uint32_t h) {
-  uint32_t o = 0;
-  for (unsigned e = 0; e < 32; e++) o |= ((h >> e) & 1u) << (e / 4 + 8 * (e % 4));
-  return o;
+/* Row j's q5_x levels between the base block (qh: 4 bytes, then qs: 16) and
+ * a group-block's chunks (4 x [8][4] bytes) and hb ([8][4] bytes), as pack.h
+ * lays them out. */
+static void q5_to_packed(const uint8_t *qh, uint8_t *chunks, uint8_t *hb, int j) {
+  const uint8_t *qs = qh + 4;
+  uint8_t lv[32]; /* [32] levels 0..31 */
+  for (int e = 0; e < 16; e++) {
+    lv[e] = (uint8_t)((qs[e] & 0xf) | ((qh[e / 8] >> (e % 8)) & 1) << 4);
+    lv[e + 16] = (uint8_t)((qs[e] >> 4) | ((qh[2 + e / 8] >> (e % 8)) & 1) << 4);
+  }
+  for (int b = 0; b < 4; b++) {
+    uint8_t h = 0;
+    for (int c = 0; c < 4; c++) {
+      const uint8_t lo = lv[4 * c + b], hi = lv[16 + 4 * c + b];
+      chunks[32 * c + 4 * j + b] = (uint8_t)(lo | (hi & 7) << 5);
+      h |= (uint8_t)((hi >> 3) << (2 * c));
+    }
+    hb[4 * j + b] = h;
+  }
 }
-static uint32_t qh_unpack(uint32_t p) {
-  uint32_t o = 0;
-  for (unsigned e = 0; e < 32; e++) o |= ((p >> (e / 4 + 8 * (e % 4))) & 1u) << e;
-  return o;
-}
-static uint32_t load_le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static void store_le32(uint8_t *p, uint32_t v) {
-  for (int b = 0; b < 4; b++) p[b] = (uint8_t)(v >> (8 * b));
+static void q5_from_packed(const uint8_t *chunks, const uint8_t *hb, uint8_t *qh, int j) {
+  uint8_t *qs = qh + 4;
+  uint8_t lv[32]; /* [32] levels 0..31 */
+  for (int b = 0; b < 4; b++)
+    for (int c = 0; c < 4; c++) {
+      const uint8_t a = chunks[32 * c + 4 * j + b];
+      lv[4 * c + b] = a & 0x1f;
+      lv[16 + 4 * c + b] = (uint8_t)(a >> 5 | ((hb[4 * j + b] >> (2 * c)) & 3) << 3);
+    }
+  memset(qh, 0, 4);
+  for (int e = 0; e < 16; e++) {
+    qs[e] = (uint8_t)((lv[e] & 0xf) | (lv[e + 16] & 0xf) << 4);
+    qh[e / 8] |= (uint8_t)((lv[e] >> 4) << (e % 8));
+    qh[2 + e / 8] |= (uint8_t)((lv[e + 16] >> 4) << (e % 8));
+  }
 }
 
 /* Copies row j's block between its base layout (one block) and a
@@ -70,21 +87,17 @@ static void store_le32(uint8_t *p, uint32_t v) {
  * other way round otherwise. Both ways make the same moves. */
 static void move_block(const r8_layout *l, int j, const uint8_t *from, uint8_t *to,
                        bool to_packed) {
-  const size_t rows = BRISK_PACK_ROWS, ho = 2 * l->n_f16, qo = ho + (l->qh ? 4 : 0);
-  const size_t gho = 2 * rows * l->n_f16, gqo = gho + (l->qh ? 4 * rows : 0);
+  const size_t rows = BRISK_PACK_ROWS, ho = 2 * l->n_f16, qo = ho + (l->five ? 4 : 0);
+  const size_t gho = 2 * rows * l->n_f16, gqo = gho + (l->five ? 4 * rows : 0);
 #define MOVE(bo, go, len)                                                                          \
   memcpy(to + (to_packed ? (go) : (bo)), from + (to_packed ? (bo) : (go)), len)
   for (size_t f = 0; f < l->n_f16; f++) MOVE(2 * f, 2 * rows * f + 2 * (size_t)j, 2);
-  for (size_t c = 0; c < (l->bs - qo) / 4; c++)
-    MOVE(qo + 4 * c, gqo + 4 * rows * c + 4 * (size_t)j, 4);
+  if (!l->five)
+    for (size_t c = 0; c < (l->bs - qo) / 4; c++)
+      MOVE(qo + 4 * c, gqo + 4 * rows * c + 4 * (size_t)j, 4);
 #undef MOVE
-  if (l->qh) {
-    const size_t go = gho + 4 * (size_t)j;
-    if (to_packed)
-      store_le32(to + go, qh_pack(load_le32(from + ho)));
-    else
-      store_le32(to + ho, qh_unpack(load_le32(from + go)));
-  }
+  if (l->five && to_packed) q5_to_packed(from + ho, to + gqo, to + gho, j);
+  if (l->five && !to_packed) q5_from_packed(from + gqo, from + gho, to + ho, j);
 }
 
 void brisk_cpu_packed_block(uint32_t packed_type, const uint8_t *group, int64_t k, int64_t i, int j,

@@ -9,23 +9,25 @@
  *   group g: [k / 32] group-blocks, each
  *     d[8]              fp16 scales of block i of rows 8g .. 8g+7
  *     m[8]              q4_1 / q5_1: their fp16 mins
- *     qh[8]             q5_0 / q5_1: each row's 32 fifth bits, regrouped
- *                       (below), as one little-endian 32-bit word per row
+ *     hb[8][4]          q5_0 / q5_1: the bits the chunks leave out (below)
  *     chunk[c][8][4]    c = 0 .. (16 or 32) / 4 - 1: bytes 4c .. 4c+3 of
  *                       block i's qs, row by row
  *
  * so a 32-byte chunk holds 4 consecutive qs bytes of each of the 8 rows: one
- * int32 lane per row. For the nibble types chunk c gives two vectors of
- * levels, v = c (low nibbles: elements 4c .. 4c+3 of each row) and v = 4 + c
- * (high nibbles: elements 16+4c .. 16+4c+3); element e is in vector e / 4 at
- * byte e % 4 of its row's lane. A row's qh word keeps the fifth bit of
- * element e at bit e / 4 + 8 * (e % 4): vector v's bits sit at v, v+8, v+16,
- * v+24, so shifting the 8 words (one 256-bit load) by v - 4 puts them all at
- * bit 4 of their bytes, where one AND makes them the 0x10 of the levels.
+ * int32 lane per row. In the nibble types byte b of row j's lane in chunk c
+ * holds two elements of row j: lo = element 4c+b (low nibble) and hi =
+ * element 16+4c+b (high nibble), as in the base block.
+ *
+ * q5_x levels (0..31) are regrouped at pack time so that the AVX2 kernel
+ * gets them with few instructions: that byte of the chunk holds lo | (hi &
+ * 7) << 5, all 5 bits of lo and the low 3 of hi, and byte b of hb[j] holds
+ * bits 3-4 of the hi of chunk c at bits 2c, 2c+1. So lo is chunk & 0x1f and
+ * hi is (chunk >> 5) & 7 | (hb shifted by 3 - 2c) & 0x18: the 32 bytes of
+ * hb serve all 4 chunks.
  *
  * The last n % 8 rows stay in the base layout after the groups. Packing
- * moves bits only: every value, and so every result of the kernels, is what
- * the base layout gives. */
+ * moves bits only (bytes only, but for q5_x): every value, and so every
+ * result of the kernels, is what the base layout gives. */
 #ifndef BRISK_BACKEND_CPU_MATMUL_PACK_H
 #define BRISK_BACKEND_CPU_MATMUL_PACK_H
 
