@@ -416,8 +416,8 @@ static void test_tiles_and_placement(void **state) {
   test_rng rng = test_rng_seeded("matmul_tiles");
   brisk_threadpool *pool = NULL;
   assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
-  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K, BRISK_DTYPE_F16,
-                            R8_Q4_0};
+  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K,
+                            BRISK_DTYPE_F16,  R8_Q4_0,          R8_Q5_1};
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     const uint32_t type = types[t];
     const int64_t k = 2048, n = 150, m = 120; /* several tiles both ways at k = 2048 */
