@@ -121,7 +121,7 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
       const __m256i hb =
           five ? _mm256_loadu_si256((const __m256i *)(g + ho)) : _mm256_setzero_si256();
       __m256i s[BRISK_MM_MAX_X];  /* [R] x 16 int16: row j's pair sums in lanes 2j, 2j+1 */
-      __m256i sh[BRISK_MM_MAX_X]; /* [R] q5_x: the same for the high nibbles */
+      __m256i sh[BRISK_MM_MAX_X]; /* [R] q5_x: the same for the hi levels */
 #  pragma GCC unroll 4
       for (int r = 0; r < R; r++) s[r] = sh[r] = _mm256_setzero_si256();
 #  pragma GCC unroll 4
