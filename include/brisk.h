@@ -273,8 +273,10 @@ typedef struct brisk_model_params {
    * faster in another layout (Q4_0 and Q8_0 on x86-64 with AVX2) are
    * regrouped at load, in place: one pass over those weights, and their
    * pages of a mapped file become the process's own memory (the file is never
-   * written) instead of shared page cache. Results are bit for bit the same
-   * either way. Zero: every weight is used exactly as stored. */
+   * written) instead of shared page cache. When those weights would take
+   * more than 3/4 of the memory available at load, they are used as stored
+   * (an INFO log line says so). Results are bit for bit the same either way.
+   * Zero: every weight is used exactly as stored. */
   int repack;
 } brisk_model_params;
 
