@@ -75,7 +75,7 @@ extern "C" {
 #define BRISK_VERSION_MINOR 1
 #define BRISK_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
-#define BRISK_VERSION_NUMBER \
+#define BRISK_VERSION_NUMBER                                                                       \
   (BRISK_VERSION_MAJOR * 10000 + BRISK_VERSION_MINOR * 100 + BRISK_VERSION_PATCH)
 /* The ABI major version; also the shared library's SONAME suffix. */
 #define BRISK_ABI_VERSION 0
@@ -260,8 +260,8 @@ typedef struct brisk_model brisk_model;
 typedef int (*brisk_progress_fn)(float fraction, void *user_data);
 
 typedef struct brisk_model_params {
-  uint32_t struct_size;          /* sizeof(brisk_model_params) */
-  brisk_progress_fn progress;    /* NULL: no progress reports */
+  uint32_t struct_size;       /* sizeof(brisk_model_params) */
+  brisk_progress_fn progress; /* NULL: no progress reports */
   void *progress_user_data;
   /* Nonzero (default): map the file and use weights in place. Zero: read the
    * file into memory (for file systems where mapping fails or is slow). */
@@ -269,6 +269,15 @@ typedef struct brisk_model_params {
   /* Nonzero: load only the vocabulary (and metadata), no weights: for
    * tokenizing with vocabulary-only files. Default 0. */
   int vocab_only;
+  /* Nonzero (default): weight matrices of a type that the CPU kernels read
+   * faster in another layout (Q4_0 and Q8_0 on x86-64 with AVX2) are
+   * regrouped at load, in place: one pass over those weights, and their
+   * pages of a mapped file become the process's own memory (the file is never
+   * written) instead of shared page cache. When those weights would take
+   * more than 3/4 of the memory available at load, they are used as stored
+   * (an INFO log line says so). Results are bit for bit the same either way.
+   * Zero: every weight is used exactly as stored. */
+  int repack;
 } brisk_model_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -393,9 +402,8 @@ BRISK_API brisk_status brisk_tokenize(const brisk_model *model, const char *text
  * *n_bytes = n; BRISK_E_BUFFER_TOO_SMALL when short;
  * BRISK_E_INVALID_ARGUMENT for a token outside [0, n_vocab).
  */
-BRISK_API brisk_status brisk_token_to_piece(const brisk_model *model, int32_t token,
-                                            uint32_t flags, char *buf, size_t capacity,
-                                            size_t *n_bytes);
+BRISK_API brisk_status brisk_token_to_piece(const brisk_model *model, int32_t token, uint32_t flags,
+                                            char *buf, size_t capacity, size_t *n_bytes);
 
 /*
  * Text of a token sequence (no NUL added), such that
@@ -403,8 +411,8 @@ BRISK_API brisk_status brisk_token_to_piece(const brisk_model *model, int32_t to
  * min(n, capacity) bytes, *n_bytes = n; BRISK_E_BUFFER_TOO_SMALL when short.
  */
 BRISK_API brisk_status brisk_detokenize(const brisk_model *model, const int32_t *tokens,
-                                        size_t n_tokens, uint32_t flags, char *buf,
-                                        size_t capacity, size_t *n_bytes);
+                                        size_t n_tokens, uint32_t flags, char *buf, size_t capacity,
+                                        size_t *n_bytes);
 
 /*
  * Streaming detokenizer for token-by-token output: each push releases only
@@ -568,10 +576,10 @@ typedef struct brisk_context_params {
   int32_t kv_tokens;
   /* KV pool size as a memory budget in bytes (used when kv_tokens is 0). */
   uint64_t kv_bytes;
-  int32_t block_size;       /* tokens per KV block; default 16 */
-  brisk_kv_type kv_type;    /* default BRISK_KV_F16 */
-  int32_t max_batch_tokens; /* largest batch brisk_decode takes; default 512 */
-  int32_t n_seq_max;        /* sequence ids are 0 .. n_seq_max-1; default 64 */
+  int32_t block_size;            /* tokens per KV block; default 16 */
+  brisk_kv_type kv_type;         /* default BRISK_KV_F16 */
+  int32_t max_batch_tokens;      /* largest batch brisk_decode takes; default 512 */
+  int32_t n_seq_max;             /* sequence ids are 0 .. n_seq_max-1; default 64 */
   brisk_abort_fn abort_callback; /* NULL: never abort */
   void *abort_user_data;
   /* Nonzero (default): keep full KV blocks after their sequence lets go of
@@ -602,15 +610,15 @@ BRISK_API const brisk_model *brisk_context_model(const brisk_context *ctx);
 
 /* KV cache occupancy, for monitoring and admission decisions. */
 typedef struct brisk_kv_stats {
-  uint32_t struct_size;    /* set by the caller: sizeof(brisk_kv_stats) */
-  int32_t block_size;      /* tokens per block */
-  int32_t n_blocks;        /* blocks in the pool */
+  uint32_t struct_size; /* set by the caller: sizeof(brisk_kv_stats) */
+  int32_t block_size;   /* tokens per block */
+  int32_t n_blocks;     /* blocks in the pool */
   /* Blocks available to new tokens: those no sequence holds, including the
    * prefix cache's (n_cached_blocks), which are evicted on demand. */
   int32_t n_free_blocks;
   uint64_t bytes_per_block; /* all layers, K and V */
-  uint64_t kv_bytes;       /* the whole pool */
-  uint64_t other_bytes;    /* activation buffers and workspace */
+  uint64_t kv_bytes;        /* the whole pool */
+  uint64_t other_bytes;     /* activation buffers and workspace */
   /* Of n_free_blocks, those the prefix cache keeps for reuse (full blocks
    * no sequence holds). Filled only when struct_size covers it. */
   int32_t n_cached_blocks;
@@ -845,9 +853,8 @@ BRISK_API void brisk_sampler_reset(brisk_sampler *sampler);
  * sampled since create or reset; BRISK_E_INVALID_ARGUMENT for a NULL sampler
  * or n, or NULL arrays with capacity > 0.
  */
-BRISK_API brisk_status brisk_sampler_last_logprobs(const brisk_sampler *sampler,
-                                                   int32_t *tokens, float *logprobs,
-                                                   size_t capacity, size_t *n);
+BRISK_API brisk_status brisk_sampler_last_logprobs(const brisk_sampler *sampler, int32_t *tokens,
+                                                   float *logprobs, size_t capacity, size_t *n);
 
 /*
  * Stop conditions for one generation, and its text: feed every generated
@@ -860,22 +867,22 @@ BRISK_API brisk_status brisk_sampler_last_logprobs(const brisk_sampler *sampler,
 typedef struct brisk_stopper brisk_stopper;
 
 typedef enum brisk_stop_reason {
-  BRISK_STOP_NONE = 0,       /* keep going */
-  BRISK_STOP_EOG = 1,        /* an end-of-generation token (EOS, EOT, ...) */
-  BRISK_STOP_TOKEN = 2,      /* one of the extra stop tokens */
-  BRISK_STOP_STRING = 3,     /* the text reached a stop string */
-  BRISK_STOP_MAX_TOKENS = 4  /* max_tokens tokens were pushed */
+  BRISK_STOP_NONE = 0,      /* keep going */
+  BRISK_STOP_EOG = 1,       /* an end-of-generation token (EOS, EOT, ...) */
+  BRISK_STOP_TOKEN = 2,     /* one of the extra stop tokens */
+  BRISK_STOP_STRING = 3,    /* the text reached a stop string */
+  BRISK_STOP_MAX_TOKENS = 4 /* max_tokens tokens were pushed */
 } brisk_stop_reason;
 
 typedef struct brisk_stopper_params {
-  uint32_t struct_size;             /* sizeof(brisk_stopper_params) */
-  int32_t max_tokens;               /* > 0; 0 = no limit (default) */
-  int stop_at_eog;                  /* nonzero (default): stop at EOG tokens */
-  const int32_t *stop_tokens;       /* n_stop_tokens ids in [0, n_vocab), copied */
+  uint32_t struct_size;       /* sizeof(brisk_stopper_params) */
+  int32_t max_tokens;         /* > 0; 0 = no limit (default) */
+  int stop_at_eog;            /* nonzero (default): stop at EOG tokens */
+  const int32_t *stop_tokens; /* n_stop_tokens ids in [0, n_vocab), copied */
   size_t n_stop_tokens;
-  const char *const *stop_strings;  /* n_stop_strings non-empty strings, copied */
+  const char *const *stop_strings; /* n_stop_strings non-empty strings, copied */
   size_t n_stop_strings;
-  uint32_t detokenize_flags;        /* BRISK_DETOKENIZE_RENDER_SPECIAL / _REPLACE_INVALID */
+  uint32_t detokenize_flags; /* BRISK_DETOKENIZE_RENDER_SPECIAL / _REPLACE_INVALID */
 } brisk_stopper_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -897,14 +904,12 @@ BRISK_API void brisk_stopper_free(brisk_stopper *stopper); /* NULL is a no-op */
  * token's text and anything held back is released. After a stop, further
  * pushes return BRISK_E_INVALID_STATE until brisk_stopper_reset.
  */
-BRISK_API brisk_status brisk_stopper_push(brisk_stopper *stopper, int32_t token,
-                                          const char **text, size_t *len,
-                                          brisk_stop_reason *reason);
+BRISK_API brisk_status brisk_stopper_push(brisk_stopper *stopper, int32_t token, const char **text,
+                                          size_t *len, brisk_stop_reason *reason);
 
 /* Releases text held back (at the end of a generation that did not stop on
  * a stop string) into *text / *len. */
-BRISK_API brisk_status brisk_stopper_flush(brisk_stopper *stopper, const char **text,
-                                           size_t *len);
+BRISK_API brisk_status brisk_stopper_flush(brisk_stopper *stopper, const char **text, size_t *len);
 
 /* Starts a new generation with the same conditions. */
 BRISK_API void brisk_stopper_reset(brisk_stopper *stopper);
@@ -1074,11 +1079,11 @@ BRISK_API brisk_status brisk_spec_seq_reset(brisk_spec *spec, int32_t seq_id);
 
 /* Counters since brisk_spec_create, over all sequences. */
 typedef struct brisk_spec_stats {
-  uint32_t struct_size;  /* set by the caller: sizeof(brisk_spec_stats) */
-  uint64_t n_rounds;     /* brisk_spec_round calls that succeeded */
-  uint64_t n_drafted;    /* draft tokens scored by the target */
-  uint64_t n_accepted;   /* draft tokens accepted */
-  uint64_t n_produced;   /* tokens written to out (accepted + one per round) */
+  uint32_t struct_size;     /* set by the caller: sizeof(brisk_spec_stats) */
+  uint64_t n_rounds;        /* brisk_spec_round calls that succeeded */
+  uint64_t n_drafted;       /* draft tokens scored by the target */
+  uint64_t n_accepted;      /* draft tokens accepted */
+  uint64_t n_produced;      /* tokens written to out (accepted + one per round) */
   uint64_t n_draft_decodes; /* brisk_decode calls on the draft context */
 } brisk_spec_stats;
 
@@ -1215,8 +1220,7 @@ BRISK_API void brisk_engine_params_init(brisk_engine_params *params);
  * BRISK_E_OUT_OF_MEMORY. On failure *out is untouched.
  */
 BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
-                                           const brisk_engine_params *params,
-                                           brisk_engine **out);
+                                           const brisk_engine_params *params, brisk_engine **out);
 
 /* Frees the engine, its context and every request and event it holds
  * (unfinished requests are dropped). NULL is a no-op. */
@@ -1320,8 +1324,8 @@ BRISK_API void brisk_request_params_init(brisk_request_params *params);
  * Safe to call from any thread while another steps; the request is seen by
  * the next step that starts after it returns.
  */
-BRISK_API brisk_status brisk_engine_submit(brisk_engine *engine,
-                                           const brisk_request_params *params, uint64_t *id);
+BRISK_API brisk_status brisk_engine_submit(brisk_engine *engine, const brisk_request_params *params,
+                                           uint64_t *id);
 
 /*
  * Asks to stop request `id`. The next step frees its KV blocks and queues
@@ -1457,18 +1461,18 @@ BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *engine, uint64_t
 
 /* Engine-wide counters since creation. */
 typedef struct brisk_engine_counters {
-  uint32_t struct_size;          /* set by the caller: sizeof(brisk_engine_counters) */
-  uint64_t n_submitted;          /* requests accepted by brisk_engine_submit */
-  uint64_t n_finished;           /* requests finished (any reason) */
-  uint64_t n_cancelled;          /* of which cancelled */
-  uint64_t n_prompt_tokens;      /* prompt tokens of the accepted requests */
-  uint64_t n_generated_tokens;   /* tokens sampled */
-  uint64_t n_computed_tokens;    /* tokens run through the model, recomputation included */
+  uint32_t struct_size;        /* set by the caller: sizeof(brisk_engine_counters) */
+  uint64_t n_submitted;        /* requests accepted by brisk_engine_submit */
+  uint64_t n_finished;         /* requests finished (any reason) */
+  uint64_t n_cancelled;        /* of which cancelled */
+  uint64_t n_prompt_tokens;    /* prompt tokens of the accepted requests */
+  uint64_t n_generated_tokens; /* tokens sampled */
+  uint64_t n_computed_tokens;  /* tokens run through the model, recomputation included */
   uint64_t n_preemptions;
-  uint64_t n_steps;              /* steps that ran a batch */
-  int32_t n_running, n_waiting;  /* now */
-  int32_t n_kv_blocks;           /* blocks in the pool */
-  int32_t n_free_kv_blocks;      /* blocks no request holds now (cached ones included) */
+  uint64_t n_steps;             /* steps that ran a batch */
+  int32_t n_running, n_waiting; /* now */
+  int32_t n_kv_blocks;          /* blocks in the pool */
+  int32_t n_free_kv_blocks;     /* blocks no request holds now (cached ones included) */
   /* Swap preemption (BRISK_PREEMPT_SWAP): KV copies to and from host memory,
    * their bytes, the host memory held now, and preemptions that recomputed
    * because the host tier was full or a copy failed. */

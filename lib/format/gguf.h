@@ -73,6 +73,15 @@ bool brisk_gguf_is_mapped(const brisk_gguf *g); /* true if mmap, false if read *
 uint64_t brisk_gguf_data_offset(const brisk_gguf *g);
 /* The file's bytes (mapping, read buffer, or the caller's buffer). */
 const void *brisk_gguf_bytes(const brisk_gguf *g);
+/* Lets the caller rewrite tensor bytes in [p, p + n) in place (the model
+ * loader regroups some weights for the CPU kernels). A mapping is made
+ * writable page by page: it is private, so written pages become the
+ * process's own copies and the file never changes. A read buffer is already
+ * writable. writable = false makes mapped pages read-only again. Errors:
+ * BRISK_E_INVALID_ARGUMENT ([p, p + n) not inside the file's bytes),
+ * BRISK_E_UNSUPPORTED (the caller's buffer from open_memory), BRISK_E_IO
+ * (mprotect failed). */
+brisk_status brisk_gguf_set_writable(brisk_gguf *g, const void *p, size_t n, bool writable);
 
 /* Limits and rules the reader enforces (documented for writers and tools):
  * - versions 2 and 3 only (v1 and unknown versions: BRISK_E_UNSUPPORTED);

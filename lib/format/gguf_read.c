@@ -506,6 +506,23 @@ brisk_status brisk_gguf_open_flags(const char *path, uint32_t flags, brisk_gguf 
   return BRISK_OK;
 }
 
+brisk_status brisk_gguf_set_writable(brisk_gguf *g, const void *p, size_t n, bool writable) {
+  const uintptr_t base = (uintptr_t)g->base, at = (uintptr_t)p;
+  if (at < base || at - base > g->size || n > g->size - (at - base))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "gguf: %zu bytes to rewrite at %p are not inside the file's bytes", n, p);
+  if (g->storage == BRISK_GGUF_STORAGE_HEAP || n == 0) return BRISK_OK;
+  if (g->storage != BRISK_GGUF_STORAGE_MAPPED)
+    return brisk_error(BRISK_E_UNSUPPORTED, "gguf: the caller's buffer is not rewritten");
+  const long page_size = sysconf(_SC_PAGESIZE);
+  const uintptr_t page = page_size > 0 ? (uintptr_t)page_size : 4096;
+  const uintptr_t lo = at / page * page, hi = (at + n + page - 1) / page * page;
+  if (mprotect((void *)lo, (size_t)(hi - lo), writable ? PROT_READ | PROT_WRITE : PROT_READ) != 0)
+    return brisk_error(BRISK_E_IO, "gguf: cannot change the protection of the mapping (%s)",
+                       strerror(errno));
+  return BRISK_OK;
+}
+
 brisk_status brisk_gguf_open(const char *path, brisk_gguf **out) {
   return brisk_gguf_open_flags(path, 0, out);
 }

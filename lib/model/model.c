@@ -15,6 +15,7 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params) {
   memset(params, 0, sizeof *params);
   params->struct_size = sizeof *params;
   params->use_mmap = 1;
+  params->repack = 1;
 }
 
 /* Reads a caller's params struct of any size up to ours: fields the caller's
@@ -49,10 +50,10 @@ brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
     const char *name;
     uint32_t value, max;
   } checks[] = {
-      {"n_vocab", hp->n_vocab, 1u << 24},  {"n_embd", hp->n_embd, big},
-      {"n_layer", hp->n_layer, 4096},      {"n_head", hp->n_head, 4096},
-      {"n_head_kv", hp->n_head_kv, 4096},  {"head_dim", hp->head_dim, 4096},
-      {"n_ff", hp->n_ff, 1u << 22},        {"n_ctx_train", hp->n_ctx_train, 1u << 30},
+      {"n_vocab", hp->n_vocab, 1u << 24}, {"n_embd", hp->n_embd, big},
+      {"n_layer", hp->n_layer, 4096},     {"n_head", hp->n_head, 4096},
+      {"n_head_kv", hp->n_head_kv, 4096}, {"head_dim", hp->head_dim, 4096},
+      {"n_ff", hp->n_ff, 1u << 22},       {"n_ctx_train", hp->n_ctx_train, 1u << 30},
   };
   for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
     if (checks[i].value == 0 || checks[i].value > checks[i].max)
@@ -83,13 +84,18 @@ brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
  * file parsers but not yet computed: they fail here, at load, by name. */
 static bool matmul_type_supported(uint32_t type) {
   switch (type) {
-  case BRISK_DTYPE_F32: case BRISK_DTYPE_F16: case BRISK_DTYPE_BF16:
-  case BRISK_DTYPE_Q8_0: case BRISK_DTYPE_Q4_0: case BRISK_DTYPE_Q4_1:
-  case BRISK_DTYPE_Q5_0: case BRISK_DTYPE_Q5_1: case BRISK_DTYPE_Q4_K:
-  case BRISK_DTYPE_Q5_K: case BRISK_DTYPE_Q6_K:
-    return true;
-  default:
-    return false;
+  case BRISK_DTYPE_F32:
+  case BRISK_DTYPE_F16:
+  case BRISK_DTYPE_BF16:
+  case BRISK_DTYPE_Q8_0:
+  case BRISK_DTYPE_Q4_0:
+  case BRISK_DTYPE_Q4_1:
+  case BRISK_DTYPE_Q5_0:
+  case BRISK_DTYPE_Q5_1:
+  case BRISK_DTYPE_Q4_K:
+  case BRISK_DTYPE_Q5_K:
+  case BRISK_DTYPE_Q6_K: return true;
+  default: return false;
   }
 }
 
@@ -158,6 +164,7 @@ BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_para
   }
   if ((st = brisk_model_source_open(path, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
+      (params.repack && m->layers && (st = brisk_model_repack(m, brisk_model_repack_budget(m)))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
     brisk_model_free(m);
     return st;
@@ -169,12 +176,16 @@ BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_para
 BRISK_API const char *brisk_model_architecture(const brisk_model *m) {
   return m && m->hp.n_layer ? brisk_arch_get(m->hp.arch)->name : "";
 }
-BRISK_API int32_t brisk_model_n_vocab(const brisk_model *m) { return m ? (int32_t)m->hp.n_vocab : 0; }
+BRISK_API int32_t brisk_model_n_vocab(const brisk_model *m) {
+  return m ? (int32_t)m->hp.n_vocab : 0;
+}
 BRISK_API int32_t brisk_model_n_ctx_train(const brisk_model *m) {
   return m ? (int32_t)m->hp.n_ctx_train : 0;
 }
 BRISK_API int32_t brisk_model_n_embd(const brisk_model *m) { return m ? (int32_t)m->hp.n_embd : 0; }
-BRISK_API int32_t brisk_model_n_layer(const brisk_model *m) { return m ? (int32_t)m->hp.n_layer : 0; }
+BRISK_API int32_t brisk_model_n_layer(const brisk_model *m) {
+  return m ? (int32_t)m->hp.n_layer : 0;
+}
 BRISK_API int32_t brisk_model_n_head(const brisk_model *m) { return m ? (int32_t)m->hp.n_head : 0; }
 BRISK_API int32_t brisk_model_n_head_kv(const brisk_model *m) {
   return m ? (int32_t)m->hp.n_head_kv : 0;
@@ -187,7 +198,8 @@ BRISK_API uint64_t brisk_model_weight_bytes(const brisk_model *m) {
 BRISK_API brisk_status brisk_model_meta(const brisk_model *m, const char *key, char *buf,
                                         size_t capacity, size_t *needed) {
   if (!m || !key || (!buf && capacity > 0))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_meta: model, key and buf must be set");
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_meta: model, key and buf must be set");
   return brisk_model_source_meta(m->source, key, buf, capacity, needed);
 }
 

@@ -83,8 +83,10 @@ static brisk_status load_hf_vocab(brisk_model *m, const brisk_hf *hf) {
     brisk_vocab_set_special(m->vocab, BRISK_VOCAB_EOS, eos[0]);
   bool add_bos = false, add_eos = false;
   const struct json_object *tc = brisk_hf_tokenizer_config(hf);
-  int set_bos = brisk_json_get_bool(tc, "tokenizer_config.json", "add_bos_token", &add_bos) == BRISK_OK;
-  int set_eos = brisk_json_get_bool(tc, "tokenizer_config.json", "add_eos_token", &add_eos) == BRISK_OK;
+  int set_bos =
+      brisk_json_get_bool(tc, "tokenizer_config.json", "add_bos_token", &add_bos) == BRISK_OK;
+  int set_eos =
+      brisk_json_get_bool(tc, "tokenizer_config.json", "add_eos_token", &add_eos) == BRISK_OK;
   brisk_vocab_set_add_special(m->vocab, set_bos ? add_bos : -1, set_eos ? add_eos : -1);
   return BRISK_OK;
 }
@@ -106,9 +108,9 @@ brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
     m->hp.n_vocab = m->vocab ? (uint32_t)brisk_vocab_n_tokens(m->vocab) : 0;
     return BRISK_OK;
   }
-  st = src->hf ? brisk_model_load_hf(m, src->hf, params, &src->owned, &src->n_owned,
-                                     &src->cap_owned)
-               : brisk_model_load_gguf(m, src->gguf, params);
+  st = src->hf
+           ? brisk_model_load_hf(m, src->hf, params, &src->owned, &src->n_owned, &src->cap_owned)
+           : brisk_model_load_gguf(m, src->gguf, params);
   if (st) return st;
   if (m->vocab && (uint32_t)brisk_vocab_n_tokens(m->vocab) > m->hp.n_vocab)
     BRISK_WARN("the vocabulary has %d tokens but the embedding only %u rows",
@@ -125,6 +127,17 @@ const char *brisk_model_source_chat_template(const brisk_model_source *src) {
   brisk_gguf_str s;
   if (brisk_gguf_get_str(src->gguf, "tokenizer.chat_template", &s) != BRISK_OK) return NULL;
   return s.ptr;
+}
+
+brisk_status brisk_model_source_set_writable(brisk_model_source *src, const void *p, size_t n,
+                                             bool writable) {
+  if (!src->gguf)
+    return brisk_error(BRISK_E_UNSUPPORTED, "weights of a Hugging Face folder are not rewritten");
+  return brisk_gguf_set_writable(src->gguf, p, n, writable);
+}
+
+bool brisk_model_source_is_mapped(const brisk_model_source *src) {
+  return src->gguf ? brisk_gguf_is_mapped(src->gguf) : false;
 }
 
 int64_t brisk_model_source_n_tensors(const brisk_model_source *src) {
@@ -176,8 +189,8 @@ static brisk_status hf_meta(const brisk_hf *hf, const char *key, char *buf, size
     return brisk_error(BRISK_E_NOT_FOUND, "metadata key '%s' is not in config.json", key);
   if (st) return st;
   if (json_object_is_type(v, json_type_string))
-    return put_text(key, json_object_get_string(v), (size_t)json_object_get_string_len(v), buf,
-                    cap, needed);
+    return put_text(key, json_object_get_string(v), (size_t)json_object_get_string_len(v), buf, cap,
+                    needed);
   const char *text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
   return put_text(key, text, strlen(text), buf, cap, needed);
 }

@@ -16,6 +16,13 @@ int64_t brisk_model_source_n_tensors(const brisk_model_source *src);
 /* index is in range; fills every field but struct_size. */
 void brisk_model_source_tensor(const brisk_model_source *src, int64_t index,
                                brisk_tensor_info *info);
+/* Makes [p, p + n) of the source's weight bytes writable (or read-only
+ * again) for rewriting in place; BRISK_E_UNSUPPORTED where the bytes cannot
+ * be rewritten (a Hugging Face folder, a caller's buffer). */
+brisk_status brisk_model_source_set_writable(brisk_model_source *src, const void *p, size_t n,
+                                             bool writable);
+/* Whether the weights are a mapping of the file (not a read buffer). */
+bool brisk_model_source_is_mapped(const brisk_model_source *src);
 /* "gguf" or "hf". */
 const char *brisk_model_source_kind(const brisk_model_source *src);
 

@@ -4,6 +4,7 @@
  * double. Used only by tests, to check the real forward pass. */
 #include "ref_forward.h"
 
+#include "backend/cpu/matmul/pack.h"
 #include "core/dtype.h"
 #include "quant/quant.h"
 
@@ -37,8 +38,17 @@ void ref_free(ref_model *r) {
   free(r);
 }
 
+/* Row r as floats; weights regrouped at load (packed ids) are first put back
+ * in their stored layout. */
 static void row_f32(const brisk_weight *w, int64_t r, float *out) {
-  brisk_dequantize_row(w->type, (const char *)w->data + (uint64_t)r * w->row_bytes, out, w->cols);
+  if (!brisk_dtype_is_packed(w->type)) {
+    brisk_dequantize_row(w->type, (const char *)w->data + (uint64_t)r * w->row_bytes, out, w->cols);
+    return;
+  }
+  void *row = malloc((size_t)w->row_bytes);
+  brisk_cpu_packed_row(w->type, w->data, w->rows, w->cols, r, row);
+  brisk_dequantize_row(brisk_dtype_base(w->type), row, out, w->cols);
+  free(row);
 }
 
 /* y[rows] = W x + b */
@@ -96,7 +106,8 @@ void ref_eval(ref_model *r, int32_t token, double *logits) {
   int64_t qd = nh * hd, kvd = nkv * hd, pos = r->n_past;
   double *x = malloc((size_t)d * sizeof(double)), *h = malloc((size_t)d * sizeof(double));
   double *q = malloc((size_t)qd * sizeof(double)), *att = malloc((size_t)qd * sizeof(double));
-  double *o = malloc((size_t)d * sizeof(double)), *scores = malloc((size_t)(pos + 1) * sizeof(double));
+  double *o = malloc((size_t)d * sizeof(double)),
+         *scores = malloc((size_t)(pos + 1) * sizeof(double));
   float *row = malloc((size_t)d * sizeof(float));
   row_f32(&m->token_embd, token, row);
   for (int64_t i = 0; i < d; i++) x[i] = row[i];

@@ -9,6 +9,7 @@ typedef struct bench_model_opts {
   const char *model;
   int p, n, threads, reps; /* threads 0: one per processor */
   bool json;
+  bool no_repack; /* weights exactly as stored (brisk_model_params.repack = 0) */
 } bench_model_opts;
 
 /* brisk bench -m MODEL: pp / tg tokens/s and decode MBU. */

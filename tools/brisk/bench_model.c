@@ -179,6 +179,7 @@ int bench_model_run(const bench_model_opts *o) {
   brisk_model_params mp;
   brisk_model_params_init(&mp);
   mp.progress = progress_none;
+  mp.repack = !opt.no_repack;
   brisk_model *m = NULL;
   if (brisk_model_load(opt.model, &mp, &m) != BRISK_OK)
     return cli_fail("bench", "%s", brisk_last_error());
@@ -213,10 +214,10 @@ int bench_model_run(const bench_model_opts *o) {
     printf(", \"architecture\": ");
     cli_json_string(stdout, brisk_model_architecture(m));
     printf(", \"n_params\": %" PRIu64 ", \"file_weight_bytes\": %" PRIu64
-           ", \"threads\": %d, \"reps\": %d, \"load_avg_before\": \"%s\", "
+           ", \"threads\": %d, \"reps\": %d, \"repack\": %s, \"load_avg_before\": \"%s\", "
            "\"load_avg_after\": \"%s\"",
-           brisk_model_n_params(m), brisk_model_weight_bytes(m), opt.threads, opt.reps, load_before,
-           load_after);
+           brisk_model_n_params(m), brisk_model_weight_bytes(m), opt.threads, opt.reps,
+           opt.no_repack ? "false" : "true", load_before, load_after);
     if (opt.p > 0) print_test_json("pp", &pp);
     if (opt.n > 0) print_test_json("tg", &tg);
     printf(", \"mem_read_gbs\": %.3f, \"mem_read_gbs_before\": %.3f, \"mem_read_gbs_after\": "
@@ -232,9 +233,10 @@ int bench_model_run(const bench_model_opts *o) {
       printf(", \"mbu\": %.4f, \"mbu_meaningful\": %s", mbu, mbu_meaningful ? "true" : "false");
     printf("}\n");
   } else {
-    printf("model %s (%s, %.1f M params, %.1f MiB of weights), %d threads, %d reps\n", name,
+    printf("model %s (%s, %.1f M params, %.1f MiB of weights%s), %d threads, %d reps\n", name,
            brisk_model_architecture(m), (double)brisk_model_n_params(m) / 1e6,
-           (double)brisk_model_weight_bytes(m) / 1048576.0, opt.threads, opt.reps);
+           (double)brisk_model_weight_bytes(m) / 1048576.0, opt.no_repack ? ", used as stored" : "",
+           opt.threads, opt.reps);
     printf("load average before %s, after %s\n", load_before, load_after);
     printf("memory read %.1f GB/s before, %.1f after (medians of 12 passes over %zu MiB), "
            "copy %.1f / %.1f GB/s\n",

@@ -13,7 +13,7 @@
 int cmd_bench(int argc, char **argv);
 
 static const char usage_text[] =
-    "usage: brisk bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json]\n"
+    "usage: brisk bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--no-repack] [--json]\n"
     "       brisk bench --kernels [-t THREADS] [--quick] [--json]\n"
     "       brisk bench --tokenize VOCAB FILE [--paragraphs] [-r 3] [--json]\n"
     "       brisk bench --speculative [-m MODEL] [--draft MODEL] [--k 2,4,8,16] [--adaptive]\n"
@@ -46,6 +46,8 @@ int cmd_bench(int argc, char **argv) {
       o.json = true;
     else if (!strcmp(a, "--kernels"))
       kernels = true;
+    else if (!strcmp(a, "--no-repack"))
+      o.no_repack = true;
     else if (!strcmp(a, "--quick"))
       quick = true;
     else if (!strcmp(a, "--paragraphs"))
@@ -102,6 +104,7 @@ int cmd_bench(int argc, char **argv) {
                           .n = o.n};
     return bench_spec_run(&so);
   }
+  if (o.no_repack && !o.model) return cli_fail("bench", "--no-repack goes with -m MODEL");
   if (draft || ks || batch || adaptive || ngram_min)
     return cli_fail("bench", "--draft, --k, --batch, --adaptive and --ngram go with --speculative");
   const int modes = (o.model != NULL) + kernels + (tok_vocab != NULL);

@@ -126,8 +126,8 @@ static brisk_status generate(runner *r, int n_gen, FILE *out, char **text, size_
   return st;
 }
 
-static brisk_status tokenize(const brisk_model *m, const char *text, uint32_t flags,
-                             int32_t **toks, int32_t *n) {
+static brisk_status tokenize(const brisk_model *m, const char *text, uint32_t flags, int32_t **toks,
+                             int32_t *n) {
   size_t need = 0;
   brisk_status st = brisk_tokenize(m, text, strlen(text), NULL, 0, flags, &need);
   if (st && st != BRISK_E_BUFFER_TOO_SMALL) return st;
@@ -162,8 +162,9 @@ static int chat_loop(runner *r, const char *tmpl, const char *system, int n_gen)
     char *prompt = st == BRISK_E_BUFFER_TOO_SMALL || st == BRISK_OK ? malloc(len + 1) : NULL;
     if (prompt) st = brisk_chat_apply(r->m, tmpl, msgs, n_msgs, 1, prompt, len + 1, &len);
     int32_t *toks = NULL, n = 0;
-    if (!st) st = tokenize(r->m, prompt, BRISK_TOKENIZE_ADD_SPECIAL | BRISK_TOKENIZE_PARSE_SPECIAL,
-                           &toks, &n);
+    if (!st)
+      st = tokenize(r->m, prompt, BRISK_TOKENIZE_ADD_SPECIAL | BRISK_TOKENIZE_PARSE_SPECIAL, &toks,
+                    &n);
     if (!st && n + n_gen > r->cap_kv) st = BRISK_E_KV_FULL;
     if (!st) st = sync_prompt(r, toks, n);
     char *reply = NULL;
@@ -189,13 +190,14 @@ static void usage(void) {
           "usage: brisk run [-m MODEL] [-p PROMPT] [-n N] [-t THREADS]\n"
           "                 [--chat [--system TEXT] [--chat-template NAME]]\n"
           "                 [--temp T] [--top-k K] [--top-p P] [--min-p P] [--typical P]\n"
-          "                 [--repeat-penalty R] [--seed S] [--stop STRING]... [--json]\n");
+          "                 [--repeat-penalty R] [--seed S] [--stop STRING]... [--no-repack]\n"
+          "                 [--json]\n");
 }
 
 int cmd_run(int argc, char **argv) {
   const char *model_path = NULL, *prompt = "The quick brown fox", *system = NULL, *tmpl = NULL;
   int n_gen = 64, n_threads = 0;
-  bool json = false, chat = false;
+  bool json = false, chat = false, repack = true;
   char *stops[16];
   size_t n_stops = 0;
   brisk_sampler_params sp;
@@ -203,25 +205,43 @@ int cmd_run(int argc, char **argv) {
   sp.temperature = 0.0f; /* greedy unless asked */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--json")) json = true;
-    else if (!strcmp(a, "--chat")) chat = true;
+    if (!strcmp(a, "--json"))
+      json = true;
+    else if (!strcmp(a, "--chat"))
+      chat = true;
+    else if (!strcmp(a, "--no-repack"))
+      repack = false;
     else if (!v) {
       usage();
       return cli_fail("run", "unexpected argument '%s'", a);
-    } else if (!strcmp(a, "-m")) model_path = argv[++i];
-    else if (!strcmp(a, "-p")) prompt = argv[++i];
-    else if (!strcmp(a, "--system")) system = argv[++i];
-    else if (!strcmp(a, "--chat-template")) tmpl = argv[++i];
-    else if (!strcmp(a, "-n")) n_gen = atoi(argv[++i]);
-    else if (!strcmp(a, "-t")) n_threads = atoi(argv[++i]);
-    else if (!strcmp(a, "--temp")) sp.temperature = (float)atof(argv[++i]);
-    else if (!strcmp(a, "--top-k")) sp.top_k = atoi(argv[++i]);
-    else if (!strcmp(a, "--top-p")) sp.top_p = (float)atof(argv[++i]);
-    else if (!strcmp(a, "--min-p")) sp.min_p = (float)atof(argv[++i]);
-    else if (!strcmp(a, "--typical")) sp.typical_p = (float)atof(argv[++i]);
-    else if (!strcmp(a, "--repeat-penalty")) sp.repeat_penalty = (float)atof(argv[++i]);
-    else if (!strcmp(a, "--seed")) sp.seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(a, "--stop") && n_stops < 16) stops[n_stops++] = argv[++i];
+    } else if (!strcmp(a, "-m"))
+      model_path = argv[++i];
+    else if (!strcmp(a, "-p"))
+      prompt = argv[++i];
+    else if (!strcmp(a, "--system"))
+      system = argv[++i];
+    else if (!strcmp(a, "--chat-template"))
+      tmpl = argv[++i];
+    else if (!strcmp(a, "-n"))
+      n_gen = atoi(argv[++i]);
+    else if (!strcmp(a, "-t"))
+      n_threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--temp"))
+      sp.temperature = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--top-k"))
+      sp.top_k = atoi(argv[++i]);
+    else if (!strcmp(a, "--top-p"))
+      sp.top_p = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--min-p"))
+      sp.min_p = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--typical"))
+      sp.typical_p = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--repeat-penalty"))
+      sp.repeat_penalty = (float)atof(argv[++i]);
+    else if (!strcmp(a, "--seed"))
+      sp.seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--stop") && n_stops < 16)
+      stops[n_stops++] = argv[++i];
     else {
       usage();
       return cli_fail("run", "unexpected argument '%s'", a);
@@ -237,6 +257,7 @@ int cmd_run(int argc, char **argv) {
   brisk_model_params mp;
   brisk_model_params_init(&mp);
   if (isatty(STDERR_FILENO) && !json) mp.progress = load_progress;
+  mp.repack = repack;
   runner r = {0};
   r.stops = stops;
   r.n_stops = n_stops;
@@ -299,8 +320,8 @@ int cmd_run(int argc, char **argv) {
            "\"generated_tokens_per_s\": %.2f, \"ttft_ms\": %.2f, \"tpot_ms\": %.2f}\n",
            n_prompt, r.n_generated, pp, tg, r.first_token_s * 1e3, tpot * 1e3);
   } else {
-    printf("\n\nprompt: %d tokens, %.1f tokens/s | generated: %d tokens, %.1f tokens/s\n",
-           n_prompt, pp, r.n_generated, tg);
+    printf("\n\nprompt: %d tokens, %.1f tokens/s | generated: %d tokens, %.1f tokens/s\n", n_prompt,
+           pp, r.n_generated, tg);
   }
   rc = 0;
 done:

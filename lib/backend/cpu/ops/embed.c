@@ -1,6 +1,7 @@
 /* Embedding gather: rows of a (possibly quantized) table by token id. */
 #include "backend/cpu/ops/ops.h"
 
+#include "backend/cpu/matmul/pack.h"
 #include "core/checked.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -12,17 +13,37 @@ typedef struct embed_job {
   const uint8_t *table;  // [n_vocab][row_bytes]
   const int32_t *tokens; // [n_tokens]
   float *out;            // [n_tokens][n_embd]
-  uint32_t type;
-  int64_t n_embd;
+  uint32_t type; /* the stored type: a packed id (tied embeddings) reads rows block by block */
+  int64_t n_vocab, n_embd;
   size_t row_bytes;
   _Atomic int failed; /* a status other than OK, from any task */
 } embed_job;
+
+/* Row r of a packed table: its blocks put back in the base layout one at a
+ * time (whole groups of 8 rows are interleaved; the tail rows are not). */
+static brisk_status packed_row(const embed_job *j, int64_t r, float *out) {
+  const uint32_t base = brisk_dtype_base(j->type);
+  const int64_t bk = brisk_dtype_get(base)->block_size, n_packed = j->n_vocab / 8 * 8;
+  if (r >= n_packed)
+    return brisk_dequantize_row(base, j->table + (size_t)r * j->row_bytes, out, j->n_embd);
+  const uint8_t *group = j->table + (size_t)(r / 8) * 8 * j->row_bytes;
+  uint8_t block[256]; /* one base block */
+  if (brisk_dtype_get(base)->type_size > sizeof block) return BRISK_E_INTERNAL;
+  for (int64_t i = 0; i < j->n_embd / bk; i++) {
+    brisk_cpu_packed_block(j->type, group, j->n_embd, i, (int)(r % 8), block);
+    brisk_status st = brisk_dequantize_row(base, block, out + i * bk, bk);
+    if (st) return st;
+  }
+  return BRISK_OK;
+}
 
 static void embed_range(void *p, int64_t t0, int64_t t1) {
   embed_job *j = p;
   for (int64_t t = t0; t < t1; t++) {
     const uint8_t *row = j->table + (size_t)j->tokens[t] * j->row_bytes;
-    brisk_status st = brisk_dequantize_row(j->type, row, j->out + t * j->n_embd, j->n_embd);
+    brisk_status st = brisk_dtype_is_packed(j->type)
+                          ? packed_row(j, j->tokens[t], j->out + t * j->n_embd)
+                          : brisk_dequantize_row(j->type, row, j->out + t * j->n_embd, j->n_embd);
     if (st != BRISK_OK) atomic_store(&j->failed, (int)st);
   }
 }
@@ -31,7 +52,8 @@ brisk_status brisk_cpu_ops_embed(brisk_backend *be, uint32_t table_type, const v
                                  int64_t n_vocab, int64_t n_embd, const int32_t *tokens,
                                  int32_t n_tokens, float *out) {
   const brisk_cpu_ctx *c = be->ctx;
-  if (!brisk_quant_can_dequantize(table_type))
+  if (brisk_dtype_is_packed(table_type) ? !brisk_cpu_pack_known(table_type)
+                                        : !brisk_quant_can_dequantize(table_type))
     return brisk_error(BRISK_E_UNSUPPORTED, "embed: table type %s (%u) cannot be read",
                        brisk_dtype_name(table_type), (unsigned)table_type);
   uint64_t row_bytes, table_bytes;
@@ -43,7 +65,7 @@ brisk_status brisk_cpu_ops_embed(brisk_backend *be, uint32_t table_type, const v
                        "embed: table [%lld][%lld] of %s with %d tokens (needs vocab, embd >= 1, "
                        "embd a multiple of the block size %u)",
                        (long long)n_vocab, (long long)n_embd, brisk_dtype_name(table_type),
-                       (int)n_tokens, brisk_dtype_get(table_type)->block_size);
+                       (int)n_tokens, brisk_dtype_get(brisk_dtype_base(table_type))->block_size);
   if (n_tokens == 0) return BRISK_OK;
   brisk_status st = brisk_cpu_ops_check_matrix("embed", n_tokens, n_embd);
   if (st != BRISK_OK) return st;
@@ -53,7 +75,7 @@ brisk_status brisk_cpu_ops_embed(brisk_backend *be, uint32_t table_type, const v
     if (tokens[t] < 0 || tokens[t] >= n_vocab)
       return brisk_error(BRISK_E_INVALID_ARGUMENT, "embed: token %d at %d is outside [0, %lld)",
                          (int)tokens[t], (int)t, (long long)n_vocab);
-  embed_job job = {table, tokens, out, table_type, n_embd, (size_t)row_bytes, 0};
+  embed_job job = {table, tokens, out, table_type, n_vocab, n_embd, (size_t)row_bytes, 0};
   brisk_cpu_ops_parallel(c->pool, n_tokens, 1, 4.0 * (double)n_tokens * (double)n_embd, embed_range,
                          &job);
   int failed = atomic_load(&job.failed);
