@@ -270,11 +270,13 @@ typedef struct brisk_model_params {
    * tokenizing with vocabulary-only files. Default 0. */
   int vocab_only;
   /* Nonzero (default): weight matrices of a type that the CPU kernels read
-   * faster in another layout (Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on x86-64 with
-   * AVX2) are regrouped at load, in place: one pass over those weights, and
-   * their pages of a mapped file become the process's own memory (the file
-   * is never written) instead of shared page cache. Results are bit for bit
-   * the same either way. Zero: every weight is used exactly as stored. */
+   * faster in another layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and
+   * Q6_K on x86-64 with AVX2) are regrouped at load, in place: one pass over
+   * those weights, and their pages of a mapped file become the process's own
+   * memory (the file is never written) instead of shared page cache. When
+   * those weights would take more than 3/4 of the memory available at load,
+   * they are used as stored (an INFO log line says so). Results are bit for
+   * bit the same either way. Zero: every weight is used exactly as stored. */
   int repack;
 } brisk_model_params;
 

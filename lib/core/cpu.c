@@ -1,6 +1,7 @@
 #include "core/cpu.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <unistd.h>
 
 static brisk_cpu_features detect(void) {
@@ -31,4 +32,22 @@ const brisk_cpu_features *brisk_cpu(void) {
 int brisk_cpu_count(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n < 1 ? 1 : (int)n;
+}
+
+uint64_t brisk_memory_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[128];
+    unsigned long long kb = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+      found = sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+    fclose(f);
+    if (found) return kb > UINT64_MAX / 1024 ? UINT64_MAX : (uint64_t)kb * 1024;
+  }
+#ifdef _SC_AVPHYS_PAGES
+  const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && size > 0) return (uint64_t)pages * (uint64_t)size;
+#endif
+  return 0;
 }

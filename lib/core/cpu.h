@@ -4,6 +4,7 @@
 #define BRISK_CORE_CPU_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct brisk_cpu_features {
   bool avx2, fma, f16c, avx512f;
@@ -12,5 +13,8 @@ typedef struct brisk_cpu_features {
 const brisk_cpu_features *brisk_cpu(void);
 /* Online logical processors, at least 1. */
 int brisk_cpu_count(void);
+/* Bytes of memory the system could give this process now without swapping
+ * (Linux MemAvailable, else free pages); 0 when unknown. */
+uint64_t brisk_memory_available(void);
 
 #endif

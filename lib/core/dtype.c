@@ -35,6 +35,9 @@ const brisk_dtype_info *brisk_dtype_get(uint32_t id) {
 const char *brisk_dtype_name(uint32_t id) {
   if (id == (BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8)) return "q4_0_r8";
   if (id == (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8)) return "q8_0_r8";
+  if (id == (BRISK_DTYPE_Q4_1 | BRISK_DTYPE_PACKED_R8)) return "q4_1_r8";
+  if (id == (BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8)) return "q5_0_r8";
+  if (id == (BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8)) return "q5_1_r8";
   if (id == (BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8)) return "q4_k_r8";
   if (id == (BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8)) return "q5_k_r8";
   if (id == (BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8)) return "q6_k_r8";

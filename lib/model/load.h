@@ -32,9 +32,16 @@ brisk_status brisk_model_alloc_experts(brisk_model *m, brisk_layer *layer);
 
 /* Regroups weight matrices in place into the layouts the CPU kernels read
  * fastest (q4_0 / q8_0 to _R8 where AVX2 runs), changing their types to the
- * packed ids; tied embeddings follow the output matrix. A source that cannot
- * be rewritten leaves every weight as stored. */
-brisk_status brisk_model_repack(brisk_model *m);
+ * packed ids; tied embeddings follow the output matrix. Nothing changes when
+ * those matrices hold more than `budget` bytes (rewritten pages of a mapping
+ * leave the page cache and become the process's own memory) or when the
+ * source cannot be rewritten. */
+brisk_status brisk_model_repack(brisk_model *m, uint64_t budget);
+
+/* The budget brisk_model_load gives brisk_model_repack: for a mapped file,
+ * 3/4 of the memory available now (no limit when that is unknown); for a
+ * file read into memory, no limit (its pages are the process's already). */
+uint64_t brisk_model_repack_budget(const brisk_model *m);
 
 /* Calls the host's progress callback; BRISK_E_CANCELLED if it says stop. */
 brisk_status brisk_model_report_progress(const brisk_model_params *params, float fraction);

@@ -164,7 +164,7 @@ BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_para
   }
   if ((st = brisk_model_source_open(path, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
-      (params.repack && m->layers && (st = brisk_model_repack(m))) ||
+      (params.repack && m->layers && (st = brisk_model_repack(m, brisk_model_repack_budget(m)))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
     brisk_model_free(m);
     return st;

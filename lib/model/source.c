@@ -136,6 +136,10 @@ brisk_status brisk_model_source_set_writable(brisk_model_source *src, const void
   return brisk_gguf_set_writable(src->gguf, p, n, writable);
 }
 
+bool brisk_model_source_is_mapped(const brisk_model_source *src) {
+  return src->gguf ? brisk_gguf_is_mapped(src->gguf) : false;
+}
+
 int64_t brisk_model_source_n_tensors(const brisk_model_source *src) {
   return src->hf ? (int64_t)brisk_hf_n_tensors(src->hf) : brisk_gguf_n_tensors(src->gguf);
 }

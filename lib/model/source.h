@@ -21,6 +21,8 @@ void brisk_model_source_tensor(const brisk_model_source *src, int64_t index,
  * be rewritten (a Hugging Face folder, a caller's buffer). */
 brisk_status brisk_model_source_set_writable(brisk_model_source *src, const void *p, size_t n,
                                              bool writable);
+/* Whether the weights are a mapping of the file (not a read buffer). */
+bool brisk_model_source_is_mapped(const brisk_model_source *src);
 /* "gguf" or "hf". */
 const char *brisk_model_source_kind(const brisk_model_source *src);
 

@@ -104,6 +104,11 @@ static void test_clock_and_cpu(void **state) {
   nanosleep(&ts, NULL);
   assert_true(brisk_now_ns() - a >= 2000000);
   assert_true(brisk_cpu_count() >= 1);
+#ifdef __linux__
+  /* /proc/meminfo: some memory is available, and less than 2^50 bytes. */
+  const uint64_t avail = brisk_memory_available();
+  assert_true(avail > 0 && avail < (1ull << 50));
+#endif
 #if defined(__AVX2__)
   assert_true(brisk_cpu()->avx2); /* compiled for AVX2 means the cpu has it */
 #endif

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/matmul/matmul.h"
 #include "core/dtype.h"
+#include "model/load.h"
 #include "model/model.h"
 
 #include <stdio.h>
@@ -143,9 +144,45 @@ static void test_repack_gives_same_logits(void **state) {
       }
 }
 
+/* Weights that would not fit the memory budget stay as stored; with room
+ * they are packed, and still give the stored layout's logits. */
+static void test_repack_budget(void **state) {
+  (void)state;
+  test_model_spec s = test_model_default("llama");
+  s.weight_type = BRISK_DTYPE_Q4_0;
+  char path[256];
+  snprintf(path, sizeof path, "%s/budget.gguf", dir);
+  test_rng rng = test_rng_seeded("budget");
+  assert_int_equal(test_model_write(path, &s, &rng, NULL), BRISK_OK);
+  brisk_model *stored = load(path, 0, 1), *m = load(path, 0, 1);
+  assert_int_equal(brisk_model_repack(m, 1), BRISK_OK); /* one byte: nothing fits */
+  assert_int_equal(m->layers[0].wq.type, BRISK_DTYPE_Q4_0);
+  assert_int_equal(brisk_model_repack(m, UINT64_MAX), BRISK_OK);
+  const bool avx2 = brisk_cpu_matmul_uses_avx2();
+  assert_int_equal(m->layers[0].wq.type,
+                   avx2 ? BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8 : BRISK_DTYPE_Q4_0);
+  assert_int_equal(m->layers[1].ffn_down.type, m->layers[0].wq.type);
+  /* A second call finds nothing left to do. */
+  assert_int_equal(brisk_model_repack(m, UINT64_MAX), BRISK_OK);
+  int32_t toks[16];
+  for (int i = 0; i < 16; i++) toks[i] = (int32_t)(test_rng_u64(&rng) % s.n_vocab);
+  float *y0 = run(stored, toks), *y1 = run(m, toks);
+  assert_memory_equal(y0, y1, (size_t)16 * s.n_vocab * sizeof(float));
+  free(y0);
+  free(y1);
+  /* A mapped file has a budget from the memory available; a read one none. */
+  assert_true(brisk_model_repack_budget(m) > 0);
+  brisk_model *read = load(path, 0, 0);
+  assert_int_equal(brisk_model_repack_budget(read), UINT64_MAX);
+  brisk_model_free(read);
+  brisk_model_free(stored);
+  brisk_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_repack_gives_same_logits),
+      cmocka_unit_test(test_repack_budget),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

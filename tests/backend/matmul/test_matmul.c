@@ -1,5 +1,5 @@
 /* brisk_cpu_matmul against a float64 reference: every weight type (and the
- * packed _R8 layouts of q8_0, q4_0, q4_k, q5_k and q6_k), many
+ * packed _R8 layouts of the 32-element types and of q4_k, q5_k, q6_k), many
  * shapes (GEMV and GEMM paths, odd n, odd block counts), scalar and AVX2
  * kernels; bitwise identical results across thread counts, batch sizes and
  * workspace placement; argument errors and allocation failures. */
@@ -33,12 +33,18 @@ static const uint32_t weight_types[] = {
     BRISK_DTYPE_Q6_K,
     BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8,
     BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q4_1 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8,
+    BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8,
     BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8,
     BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8,
     BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8,
 };
 #define R8_Q8_0 (BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8)
 #define R8_Q4_0 (BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8)
+#define R8_Q4_1 (BRISK_DTYPE_Q4_1 | BRISK_DTYPE_PACKED_R8)
+#define R8_Q5_0 (BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8)
+#define R8_Q5_1 (BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8)
 #define R8_Q4_K (BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8)
 #define R8_Q5_K (BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8)
 #define R8_Q6_K (BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8)
@@ -274,13 +280,15 @@ static void test_random_blocks(void **state) {
 
 /* Extreme levels with activations at +-127: the largest int16 partial sums
  * the 32-element kernels form (q4_x sum 16 products of 15 x 127 in int16, q5_x 8 of 31 x 127,
- * q8_0 pairs of 128 x 127), with the sign of x matching or opposing the
- * weights, on the GEMV and GEMM paths and a short last group of rows. */
+ * q8_0 pairs of 128 x 127; the packed kernels the same: a row's int16 lane
+ * sums 8 maddubs pairs of q4_x, 4 of q5_x), with the sign of x matching or
+ * opposing the weights, on the GEMV and GEMM paths, in packed groups and a
+ * short last group of rows. */
 static void test_extreme_levels(void **state) {
   (void)state;
-  static const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1,
-                                   BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, R8_Q8_0,
-                                   R8_Q4_0};
+  static const uint32_t types[] = {
+      BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1,
+      R8_Q8_0,          R8_Q4_0,          R8_Q4_1,          R8_Q5_0,          R8_Q5_1};
   const bool avx2 = have_avx2();
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     const uint32_t type = types[t], base = brisk_dtype_base(type);
@@ -305,7 +313,7 @@ static void test_extreme_levels(void **state) {
         const bool high = (j + b) % 2 == 0;
         memset(blk + qo, base == BRISK_DTYPE_Q8_0 ? (high ? 0x7f : 0x80) : (high ? 0xff : 0x00),
                bs - qo);
-        if (j == n - 1) blk[qo] ^= 0x0f; /* one mixed element */
+        if (j == n - 1 || j == 5) blk[qo] ^= 0x0f; /* one mixed element (packed row 5 too) */
       }
     for (int64_t j = 0; j < n; j++)
       assert_int_equal(brisk_dequantize_row(base, w.q + j * w.row_bytes, w.deq + j * k, k),
@@ -481,8 +489,8 @@ static void test_tiles_and_placement(void **state) {
   test_rng rng = test_rng_seeded("matmul_tiles");
   brisk_threadpool *pool = NULL;
   assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
-  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K,
-                            BRISK_DTYPE_F16,  R8_Q4_0,          R8_Q4_K};
+  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q6_K, BRISK_DTYPE_F16,
+                            R8_Q4_0,          R8_Q5_1,          R8_Q4_K};
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     const uint32_t type = types[t];
     const int64_t k = 2048, n = 150, m = 120; /* several tiles both ways at k = 2048 */
@@ -594,7 +602,8 @@ static void test_packed_layout(void **state) {
   test_rng rng = test_rng_seeded("matmul_packed");
   brisk_threadpool *pool = NULL;
   assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
-  const uint32_t packed[] = {R8_Q8_0, R8_Q4_0, R8_Q4_K, R8_Q5_K, R8_Q6_K};
+  const uint32_t packed[] = {R8_Q8_0, R8_Q4_0, R8_Q4_1, R8_Q5_0,
+                             R8_Q5_1, R8_Q4_K, R8_Q5_K, R8_Q6_K};
   const int64_t ns[] = {8, 9, 16, 23, 67}, ms[] = {1, 2, 4, 5, 9, 40};
   for (size_t t = 0; t < sizeof packed / sizeof *packed; t++) {
     const uint32_t type = packed[t], base = brisk_dtype_base(type);
@@ -657,11 +666,15 @@ static void test_packed_layout(void **state) {
                                     x, 1, y, NULL, 0),
                    BRISK_E_UNSUPPORTED);
 
-  /* Which weights the model loader packs: q8_0 / q4_0 / K-types with 8 rows or more,
-   * where the AVX2 kernels run. */
+  /* Which weights the model loader packs: the 32-element types and the
+   * K-types with 8 rows or more, where the AVX2 kernels run. */
   const bool avx2 = have_avx2();
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q8_0, 8), avx2 ? R8_Q8_0 : BRISK_DTYPE_Q8_0);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 4096), avx2 ? R8_Q4_0 : BRISK_DTYPE_Q4_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_1, 4096), avx2 ? R8_Q4_1 : BRISK_DTYPE_Q4_1);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_0, 16), avx2 ? R8_Q5_0 : BRISK_DTYPE_Q5_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_1, 4096), avx2 ? R8_Q5_1 : BRISK_DTYPE_Q5_1);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_1, 7), BRISK_DTYPE_Q5_1);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 7), BRISK_DTYPE_Q4_0);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_F16, 4096), BRISK_DTYPE_F16);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q6_K, 4096), avx2 ? R8_Q6_K : BRISK_DTYPE_Q6_K);
@@ -672,7 +685,66 @@ static void test_packed_layout(void **state) {
   assert_string_equal(brisk_dtype_name(R8_Q5_K), "q5_k_r8");
   assert_string_equal(brisk_dtype_name(R8_Q6_K), "q6_k_r8");
   assert_string_equal(brisk_dtype_name(R8_Q4_0), "q4_0_r8");
-  assert_null(brisk_dtype_get(R8_Q4_0)); /* never a file type */
+  assert_string_equal(brisk_dtype_name(R8_Q8_0), "q8_0_r8");
+  assert_string_equal(brisk_dtype_name(R8_Q4_1), "q4_1_r8");
+  assert_string_equal(brisk_dtype_name(R8_Q5_0), "q5_0_r8");
+  assert_string_equal(brisk_dtype_name(R8_Q5_1), "q5_1_r8");
+  for (size_t t = 0; t < sizeof packed / sizeof *packed; t++) {
+    assert_true(brisk_cpu_pack_known(packed[t]));
+    assert_null(brisk_dtype_get(packed[t])); /* never a file type */
+  }
+  assert_false(brisk_cpu_pack_known(BRISK_DTYPE_Q4_1));
+}
+
+/* The group-block bytes of q4_1_r8 and q5_1_r8 are where pack.h says: the
+ * kernels rely on them, the tests above only on the round trip. */
+static void test_packed_bytes(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded("matmul_packed_bytes");
+  uint8_t w[8 * 2 * 24], lv[8][64]; /* 8 rows x 2 blocks of q5_1 / q4_1; [row][element] levels */
+  for (int five = 0; five < 2; five++) {
+    const size_t bs = five ? 24 : 20, qo = five ? 8 : 4;
+    for (int j = 0; j < 8; j++)
+      for (int i = 0; i < 2; i++) {
+        uint8_t *blk = w + (size_t)j * 2 * bs + (size_t)i * bs;
+        for (size_t b = 0; b < qo; b++) blk[b] = (uint8_t)test_rng_u64(&rng); /* d, m, qh */
+        for (int e = 0; e < 32; e++) lv[j][32 * i + e] = (uint8_t)(test_rng_u64(&rng) % 32);
+        if (five) memset(blk + 4, 0, 4);
+        for (int e = 0; e < 16; e++) {
+          const uint8_t lo = lv[j][32 * i + e], hi = lv[j][32 * i + 16 + e];
+          if (!five) lv[j][32 * i + e] = lo & 15, lv[j][32 * i + 16 + e] = hi & 15;
+          blk[qo + (size_t)e] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+          if (five) {
+            blk[4 + e / 8] |= (uint8_t)((lo >> 4) << (e % 8));
+            blk[6 + e / 8] |= (uint8_t)((hi >> 4) << (e % 8));
+          }
+        }
+      }
+    uint8_t p[sizeof w];
+    memcpy(p, w, sizeof p);
+    const uint32_t type = five ? R8_Q5_1 : R8_Q4_1;
+    assert_int_equal(brisk_cpu_pack(type, p, 8, 64), BRISK_OK);
+    for (int i = 0; i < 2; i++) {
+      const uint8_t *gb = p + (size_t)i * 8 * bs;
+      const size_t co = five ? 64 : 32; /* the chunks */
+      for (int j = 0; j < 8; j++) {
+        const uint8_t *blk = w + (size_t)j * 2 * bs + (size_t)i * bs;
+        assert_memory_equal(gb + 2 * j, blk, 2);          /* d[8] */
+        assert_memory_equal(gb + 16 + 2 * j, blk + 2, 2); /* m[8] */
+        for (int c = 0; c < 4; c++)
+          for (int b = 0; b < 4; b++) {
+            const uint8_t lo = lv[j][32 * i + 4 * c + b], hi = lv[j][32 * i + 16 + 4 * c + b];
+            const uint8_t got = gb[co + 32 * (size_t)c + 4 * (size_t)j + (size_t)b];
+            if (five) {
+              assert_int_equal(got, lo | (hi & 7) << 5);
+              assert_int_equal((gb[32 + 4 * j + b] >> (2 * c)) & 3, hi >> 3);
+            } else {
+              assert_int_equal(got, lo | hi << 4);
+            }
+          }
+      }
+    }
+  }
 }
 
 typedef struct oom_ctx {
@@ -712,6 +784,7 @@ int main(void) {
       cmocka_unit_test(test_extreme_levels),
       cmocka_unit_test(test_extreme_k_levels),
       cmocka_unit_test(test_packed_layout),
+      cmocka_unit_test(test_packed_bytes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

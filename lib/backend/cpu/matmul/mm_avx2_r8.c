@@ -1,4 +1,4 @@
-/* AVX2 kernels for the packed _R8 layouts (pack.h) of q4_0 and q8_0: one
+/* AVX2 kernels for the packed _R8 layouts (pack.h) of the 32-element types: one
  * tile is one group of 8 weight rows against up to 4 activation rows.
  *
  * In the base layout each row's products sit across the lanes of its own
@@ -9,8 +9,9 @@
  * activation bytes and one maddubs give every row's partial sum in its own
  * int16 pair, and the chunks of a block add up vertically. The per-block
  * integer P_i of each row is exact and the float steps are those of the base
- * kernels, acc = fma((float)P_i, fl(d_w,i * d_x,i), acc), so the results are
- * bit for bit those of the base layout. */
+ * kernels, acc = fma((float)P_i, fl(d_w,i * d_x,i), acc) (and for q4_1 / q5_1
+ * accm = fma(m_w,i, s_x,i, accm), added at the end), so the results are bit
+ * for bit those of the base layout. */
 #include "backend/cpu/matmul/mm_internal.h"
 
 #include "backend/cpu/matmul/mm_avx2.h"
@@ -38,6 +39,12 @@ MM_INLINE __m256i bcast4(const int8_t *p) {
   return _mm256_set1_epi32(v);
 }
 
+/* v shifted left by s bits (right by -s) in 16-bit lanes; s is a constant
+ * once the callers' loops are unrolled. */
+MM_INLINE __m256i shift16(__m256i v, int s) {
+  return s >= 0 ? _mm256_slli_epi16(v, s) : _mm256_srli_epi16(v, -s);
+}
+
 /* Both kernels run G groups (GEMV: up to 4, so that a thread reads several
  * streams at once; one stream per core stays near 13 GB/s here, short of what
  * the memory gives) against R activation rows (GEMM: up to 4, G = 1). Each
@@ -50,27 +57,51 @@ MM_INLINE __m256i bcast4(const int8_t *p) {
  * the compiler turns into broadcast loads. */
 #  define Y(r, c) (G > 1 ? yb[r][c] : bcast4(xb[r]->qs + 4 * (c)))
 
-/* q4_0_r8: group-block = d[8] (16 bytes), then 4 chunks of 32 bytes whose
- * low nibbles are elements 4c..4c+3 and high nibbles 16+4c..16+4c+3 of each
- * row. Per row, the unsigned levels times y sum in int16 (8 maddubs lanes of
- * at most 2 * 15 * 127 each stay below 32768), then one madd to int32; the
- * +8 offset comes off as 8 * sum(y) from the activation's lane sums. */
-MM_INLINE void tile_q4_0_r8(const brisk_mm_tile *t, const int G, const int R) {
+/* The nibble types: q4_0 (levels - 8), q4_1 (+ min), q5_0 (levels - 16),
+ * q5_1 (+ min). */
+enum { NIB_Q4_0, NIB_Q4_1, NIB_Q5_0, NIB_Q5_1 };
+
+/* q4_x / q5_x _r8: group-block = d[8] (16 bytes), q4_1 / q5_1 m[8] (16),
+ * q5_x hb (32), then 4 chunks of 32 bytes that hold elements 4c..4c+3 (lo)
+ * and 16+4c..16+4c+3 (hi) of each row: nibbles for q4_x, lo and 3 bits of
+ * hi for q5_x, whose other 2 bits hb holds (pack.h). Per row, the unsigned
+ * levels times y sum in int16, then one madd to int32. A maddubs lane is at
+ * most 2 * 15 * 127 (q4_x), so all 8 of a block stay below 32768; q5_x
+ * lanes reach 2 * 31 * 127 = 7874, so 4 at most (31496): the lo and hi
+ * halves sum apart. The +8 / +16 offsets of q4_0 / q5_0 come off as 8 or
+ * 16 x sum(y) from the activation's lane sums; the mins of q4_1 / q5_1 take
+ * their own chain, added at the end, as in the base kernels. */
+MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, const int R) {
+  static const size_t block_size[] = {sizeof(brisk_block_q4_0), sizeof(brisk_block_q4_1),
+                                      sizeof(brisk_block_q5_0), sizeof(brisk_block_q5_1)};
+  const bool has_min = type == NIB_Q4_1 || type == NIB_Q5_1;
+  const bool five = type == NIB_Q5_0 || type == NIB_Q5_1;
+  const bool offset = type == NIB_Q4_0 || type == NIB_Q5_0;
+  const size_t mo = 2 * BRISK_PACK_ROWS;                  /* mins */
+  const size_t ho = has_min ? 4 * BRISK_PACK_ROWS : mo;   /* q5_x hb */
+  const size_t qo = five ? ho + 4 * BRISK_PACK_ROWS : ho; /* chunks */
   const int64_t nb = t->k / 32;
-  const size_t gbs = BRISK_PACK_ROWS * sizeof(brisk_block_q4_0);
+  const size_t gbs = BRISK_PACK_ROWS * block_size[type];
   const size_t gstride = BRISK_PACK_ROWS * t->w_stride;
-  const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-  __m256 acc[BRISK_MM_MAX_X]; /* [G][R] x 8 outputs */
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m31 = _mm256_set1_epi8(0x1f);
+  const __m256i m7 = _mm256_set1_epi8(0x07), m24 = _mm256_set1_epi8(0x18);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[BRISK_MM_MAX_X];  /* [G][R] x 8 outputs */
+  __m256 accm[BRISK_MM_MAX_X]; /* [G][R] x 8: min terms (q4_1, q5_1) */
 #  pragma GCC unroll 4
-  for (int a = 0; a < G * R; a++) acc[a] = _mm256_setzero_ps();
+  for (int a = 0; a < G * R; a++) acc[a] = accm[a] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; i++) {
     const brisk_mm_q8 *xb[BRISK_MM_MAX_X];
-    __m256i off[BRISK_MM_MAX_X];   /* [R] 8 * sum(y) in every lane */
+    __m256i off[BRISK_MM_MAX_X];   /* [R] 8 or 16 x sum(y) in every lane */
     __m256i yb[BRISK_MM_MAX_X][8]; /* [R][8]: y[4c..4c+3] in every lane, shared by the groups */
 #  pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
       xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
-      off[r] = r8_lane_total(_mm256_loadu_si256((const __m256i *)xb[r]->ls));
+      off[r] = _mm256_setzero_si256();
+      if (offset) {
+        off[r] = r8_lane_total(_mm256_loadu_si256((const __m256i *)xb[r]->ls));
+        if (five) off[r] = _mm256_add_epi32(off[r], off[r]);
+      }
 #  pragma GCC unroll 8
       for (int c = 0; c < 8; c++)
         yb[r][c] = G > 1 ? bcast4(xb[r]->qs + 4 * c) : _mm256_setzero_si256();
@@ -84,32 +115,65 @@ MM_INLINE void tile_q4_0_r8(const brisk_mm_tile *t, const int G, const int R) {
         _mm_prefetch((const char *)(g + PF_DIST + 128), PF_HINT);
       }
       const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
-      __m256i s[BRISK_MM_MAX_X]; /* [R] x 16 int16: row j's pair sums in lanes 2j, 2j+1 */
+      const __m256 mwv = has_min ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + mo)))
+                                 : _mm256_setzero_ps();
+      /* q5_x: [8][4] bytes, bits 3-4 of the high levels of chunk c at 2c, 2c+1 */
+      const __m256i hb =
+          five ? _mm256_loadu_si256((const __m256i *)(g + ho)) : _mm256_setzero_si256();
+      __m256i s[BRISK_MM_MAX_X];  /* [R] x 16 int16: row j's pair sums in lanes 2j, 2j+1 */
+      __m256i sh[BRISK_MM_MAX_X]; /* [R] q5_x: the same for the hi levels */
 #  pragma GCC unroll 4
-      for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
+      for (int r = 0; r < R; r++) s[r] = sh[r] = _mm256_setzero_si256();
 #  pragma GCC unroll 4
       for (int c = 0; c < 4; c++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * c));
-        const __m256i lo = _mm256_and_si256(q, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(g + qo + 32 * c));
+        __m256i lo, hi;
+        if (five) { /* q = low level | high level bits 0-2 << 5 */
+          lo = _mm256_and_si256(q, m31);
+          hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 5), m7),
+                               _mm256_and_si256(shift16(hb, 3 - 2 * c), m24));
+        } else {
+          lo = _mm256_and_si256(q, m4);
+          hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
 #  pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
           s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(lo, Y(r, c)));
-          s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(hi, Y(r, 4 + c)));
+          if (five)
+            sh[r] = _mm256_add_epi16(sh[r], _mm256_maddubs_epi16(hi, Y(r, 4 + c)));
+          else
+            s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(hi, Y(r, 4 + c)));
         }
       }
 #  pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
-        const __m256i tot = _mm256_sub_epi32(_mm256_madd_epi16(s[r], ones), off[r]);
+        __m256i tot = _mm256_madd_epi16(s[r], ones);
+        if (five) tot = _mm256_add_epi32(tot, _mm256_madd_epi16(sh[r], ones));
+        if (offset) tot = _mm256_sub_epi32(tot, off[r]);
         const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb[r]->d));
         acc[gi * R + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), dd, acc[gi * R + r]);
+        if (has_min)
+          accm[gi * R + r] = _mm256_fmadd_ps(mwv, _mm256_broadcast_ss(&xb[r]->s), accm[gi * R + r]);
       }
     }
   }
   for (int gi = 0; gi < G; gi++)
     for (int r = 0; r < R; r++)
       _mm256_storeu_ps(t->y + (size_t)r * t->y_stride + (size_t)gi * BRISK_PACK_ROWS,
-                       acc[gi * R + r]);
+                       has_min ? _mm256_add_ps(acc[gi * R + r], accm[gi * R + r])
+                               : acc[gi * R + r]);
+}
+MM_INLINE void tile_q4_0_r8(const brisk_mm_tile *t, int G, int R) {
+  tile_nib_r8(t, NIB_Q4_0, G, R);
+}
+MM_INLINE void tile_q4_1_r8(const brisk_mm_tile *t, int G, int R) {
+  tile_nib_r8(t, NIB_Q4_1, G, R);
+}
+MM_INLINE void tile_q5_0_r8(const brisk_mm_tile *t, int G, int R) {
+  tile_nib_r8(t, NIB_Q5_0, G, R);
+}
+MM_INLINE void tile_q5_1_r8(const brisk_mm_tile *t, int G, int R) {
+  tile_nib_r8(t, NIB_Q5_1, G, R);
 }
 
 /* q8_0_r8: group-block = d[8], then 8 chunks of 32 bytes, elements 4c..4c+3
@@ -193,11 +257,17 @@ MM_INLINE void tile_q8_0_r8(const brisk_mm_tile *t, const int G, const int R) {
 
 R8_DISPATCH(q4_0_r8)
 R8_DISPATCH(q8_0_r8)
+R8_DISPATCH(q4_1_r8)
+R8_DISPATCH(q5_0_r8)
+R8_DISPATCH(q5_1_r8)
 
 brisk_mm_tile_fn brisk_mm_avx2_r8_tile(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8: return q4_0_r8;
   case BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8: return q8_0_r8;
+  case BRISK_DTYPE_Q4_1 | BRISK_DTYPE_PACKED_R8: return q4_1_r8;
+  case BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8: return q5_0_r8;
+  case BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8: return q5_1_r8;
   default: return NULL;
   }
 }

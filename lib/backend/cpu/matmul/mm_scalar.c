@@ -205,15 +205,37 @@ static float dot_q4_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
   return s;
 }
 
+/* q4_1 / q5_1: the scaled term, and the min term into *mt (summed apart
+ * and added last). */
+static inline float term_q4_1(const brisk_block_q4_1 *a, const brisk_mm_q8 *x, float *mt) {
+  uint8_t q[32];
+  unpack_q4(a->qs, q);
+  *mt = F16(a->m) * x->s;
+  return (float)dot32u(q, x->qs) * (F16(a->d) * x->d);
+}
+
+static inline float term_q5_0(const brisk_block_q5_0 *a, const brisk_mm_q8 *x) {
+  uint8_t q[32];
+  unpack_q5(a->qs, a->qh, q);
+  const int sum = dot32u(q, x->qs) - 16 * sum32(x);
+  return (float)sum * (F16(a->d) * x->d);
+}
+
+static inline float term_q5_1(const brisk_block_q5_1 *a, const brisk_mm_q8 *x, float *mt) {
+  uint8_t q[32];
+  unpack_q5(a->qs, a->qh, q);
+  *mt = F16(a->m) * x->s;
+  return (float)dot32u(q, x->qs) * (F16(a->d) * x->d);
+}
+
 static float dot_q4_1(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q4_1 *a = (const brisk_block_q4_1 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0, sm = 0; /* scaled sums, min terms */
-  uint8_t q[32];
   for (int64_t i = 0; i < k / 32; i++) {
-    unpack_q4(a[i].qs, q);
-    s += (float)dot32u(q, x[i].qs) * (F16(a[i].d) * x[i].d);
-    sm += F16(a[i].m) * x[i].s;
+    float mt;
+    s += term_q4_1(&a[i], &x[i], &mt);
+    sm += mt;
   }
   return s + sm;
 }
@@ -222,12 +244,7 @@ static float dot_q5_0(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q5_0 *a = (const brisk_block_q5_0 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0;
-  uint8_t q[32];
-  for (int64_t i = 0; i < k / 32; i++) {
-    unpack_q5(a[i].qs, a[i].qh, q);
-    const int sum = dot32u(q, x[i].qs) - 16 * sum32(&x[i]);
-    s += (float)sum * (F16(a[i].d) * x[i].d);
-  }
+  for (int64_t i = 0; i < k / 32; i++) s += term_q5_0(&a[i], &x[i]);
   return s;
 }
 
@@ -235,11 +252,10 @@ static float dot_q5_1(const uint8_t *w, const uint8_t *xb, int64_t k) {
   const brisk_block_q5_1 *a = (const brisk_block_q5_1 *)w;
   const brisk_mm_q8 *x = (const brisk_mm_q8 *)xb;
   float s = 0, sm = 0;
-  uint8_t q[32];
   for (int64_t i = 0; i < k / 32; i++) {
-    unpack_q5(a[i].qs, a[i].qh, q);
-    s += (float)dot32u(q, x[i].qs) * (F16(a[i].d) * x[i].d);
-    sm += F16(a[i].m) * x[i].s;
+    float mt;
+    s += term_q5_1(&a[i], &x[i], &mt);
+    sm += mt;
   }
   return s + sm;
 }
@@ -372,28 +388,47 @@ SCALAR_TILE(q6_k)
 /* Packed (_R8) weights: a tile is whole groups of 8 rows (n_w = 8, 16, ..);
  * each block is put back in its base layout and added as above, so the
  * results equal the base type's bit for bit. */
-static void tile_r8(const brisk_mm_tile *t, int n_w, int n_x, bool q8) {
-  const uint32_t type = (q8 ? BRISK_DTYPE_Q8_0 : BRISK_DTYPE_Q4_0) | BRISK_DTYPE_PACKED_R8;
+static void tile_r8(const brisk_mm_tile *t, int n_w, int n_x, uint32_t type) {
+  const uint32_t base = brisk_dtype_base(type);
+  const bool has_min = base == BRISK_DTYPE_Q4_1 || base == BRISK_DTYPE_Q5_1;
   (void)brisk_mm_f16_table();
   for (int r = 0; r < n_x; r++) {
     const brisk_mm_q8 *x = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride);
     for (int c = 0; c < n_w; c++) {
-      float s = 0;
+      float s = 0, sm = 0; /* as the dot_ functions: scaled terms, min terms */
       for (int64_t i = 0; i < t->k / 32; i++) {
         union {
-          brisk_block_q8_0 q8;
-          brisk_block_q4_0 q4;
+          brisk_block_q8_0 q8_0;
+          brisk_block_q4_0 q4_0;
+          brisk_block_q4_1 q4_1;
+          brisk_block_q5_0 q5_0;
+          brisk_block_q5_1 q5_1;
         } b;
         brisk_cpu_packed_block(type, t->w + (size_t)(c / 8) * 8 * t->w_stride, t->k, i, c % 8,
                                (uint8_t *)&b);
-        s += q8 ? term_q8_0(&b.q8, &x[i]) : term_q4_0(&b.q4, &x[i]);
+        float mt = 0;
+        switch (base) {
+        case BRISK_DTYPE_Q8_0: s += term_q8_0(&b.q8_0, &x[i]); break;
+        case BRISK_DTYPE_Q4_0: s += term_q4_0(&b.q4_0, &x[i]); break;
+        case BRISK_DTYPE_Q4_1: s += term_q4_1(&b.q4_1, &x[i], &mt); break;
+        case BRISK_DTYPE_Q5_0: s += term_q5_0(&b.q5_0, &x[i]); break;
+        default: s += term_q5_1(&b.q5_1, &x[i], &mt); break; /* q5_1 */
+        }
+        sm += mt;
       }
-      t->y[(size_t)r * t->y_stride + (size_t)c] = s;
+      t->y[(size_t)r * t->y_stride + (size_t)c] = has_min ? s + sm : s;
     }
   }
 }
-static void tile_q8_0_r8(const brisk_mm_tile *t, int n_w, int n_x) { tile_r8(t, n_w, n_x, true); }
-static void tile_q4_0_r8(const brisk_mm_tile *t, int n_w, int n_x) { tile_r8(t, n_w, n_x, false); }
+#define R8_TILE(name, TYPE)                                                                        \
+  static void tile_##name##_r8(const brisk_mm_tile *t, int n_w, int n_x) {                         \
+    tile_r8(t, n_w, n_x, TYPE | BRISK_DTYPE_PACKED_R8);                                            \
+  }
+R8_TILE(q8_0, BRISK_DTYPE_Q8_0)
+R8_TILE(q4_0, BRISK_DTYPE_Q4_0)
+R8_TILE(q4_1, BRISK_DTYPE_Q4_1)
+R8_TILE(q5_0, BRISK_DTYPE_Q5_0)
+R8_TILE(q5_1, BRISK_DTYPE_Q5_1)
 
 /* The same for the K-types: each super-block back in its base layout. */
 static void tile_r8_k(const brisk_mm_tile *t, int n_w, int n_x, uint32_t base) {
@@ -436,6 +471,9 @@ brisk_mm_tile_fn brisk_mm_scalar_tile(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8: return tile_q8_0_r8;
   case BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8: return tile_q4_0_r8;
+  case BRISK_DTYPE_Q4_1 | BRISK_DTYPE_PACKED_R8: return tile_q4_1_r8;
+  case BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8: return tile_q5_0_r8;
+  case BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8: return tile_q5_1_r8;
   case BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8: return tile_q4_k_r8;
   case BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8: return tile_q5_k_r8;
   case BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8: return tile_q6_k_r8;

@@ -2,19 +2,32 @@
  * regrouped so that the AVX2 kernels read 8 rows as one stream and sum
  * each row's products with vertical adds only.
  *
- * The _R8 layout of a 32-element type (q4_0, q8_0) with n rows of k
- * elements: rows 8g .. 8g+7 (a group) take the same bytes as before, 8 rows
- * x row_bytes, and hold the group's blocks column by column:
+ * The _R8 layout of a 32-element type (q4_0, q4_1, q5_0, q5_1, q8_0) with n
+ * rows of k elements: rows 8g .. 8g+7 (a group) take the same bytes as
+ * before, 8 rows x row_bytes, and hold the group's blocks column by column:
  *
  *   group g: [k / 32] group-blocks, each
  *     d[8]              fp16 scales of block i of rows 8g .. 8g+7
+ *     m[8]              q4_1 / q5_1: their fp16 mins
+ *     hb[8][4]          q5_0 / q5_1: the bits the chunks leave out (below)
  *     chunk[c][8][4]    c = 0 .. (16 or 32) / 4 - 1: bytes 4c .. 4c+3 of
  *                       block i's qs, row by row
  *
  * so a 32-byte chunk holds 4 consecutive qs bytes of each of the 8 rows: one
- * int32 lane per row. The last n % 8 rows stay in the base layout after the
- * groups. Packing moves bytes only: every value, and so every result of the
- * kernels, is what the base layout gives.
+ * int32 lane per row. In the nibble types byte b of row j's lane in chunk c
+ * holds two elements of row j: lo = element 4c+b (low nibble) and hi =
+ * element 16+4c+b (high nibble), as in the base block.
+ *
+ * q5_x levels (0..31) are regrouped at pack time so that the AVX2 kernel
+ * gets them with few instructions: that byte of the chunk holds lo | (hi &
+ * 7) << 5, all 5 bits of lo and the low 3 of hi, and byte b of hb[j] holds
+ * bits 3-4 of the hi of chunk c at bits 2c, 2c+1. So lo is chunk & 0x1f and
+ * hi is (chunk >> 5) & 7 | (hb shifted by 3 - 2c) & 0x18: the 32 bytes of
+ * hb serve all 4 chunks.
+ *
+ * The last n % 8 rows stay in the base layout after the groups. Packing
+ * moves bits only (bytes only, but for q5_x): every value, and so every
+ * result of the kernels, is what the base layout gives.
  *
  * The K-types (q4_k, q5_k, q6_k) keep the scheme per super-block of 256: group g
  * holds [k / 256] group-blocks of 8 x the base block bytes, and every 32-byte
