@@ -31,7 +31,7 @@ brisk_status brisk_model_alloc_layers(brisk_model *m);
 brisk_status brisk_model_alloc_experts(brisk_model *m, brisk_layer *layer);
 
 /* Regroups weight matrices in place into the layouts the CPU kernels read
- * fastest (q4_0 / q8_0 to _R8 where AVX2 runs), changing their types to the
+ * fastest (to _R8 where AVX2 runs), changing their types to the
  * packed ids; tied embeddings follow the output matrix. Nothing changes when
  * those matrices hold more than `budget` bytes (rewritten pages of a mapping
  * leave the page cache and become the process's own memory) or when the

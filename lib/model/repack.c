@@ -1,6 +1,6 @@
 /* Regrouping weights at load into the layouts the CPU kernels read fastest
- * (backend/cpu/matmul/pack.h): q4_0 and q8_0 matrices become _R8 on CPUs
- * with the AVX2 kernels. Packing moves bytes in place: a mapped file's pages
+ * (backend/cpu/matmul/pack.h): q8_0, q4_x, q5_x and the K-types' matrices
+ * become _R8 on CPUs with the AVX2 kernels. Packing moves bytes in place: a mapped file's pages
  * become private copies (the file is untouched), a read buffer is rewritten.
  * The kernels give the same bits either way (tested), so this only changes
  * speed and where the memory is counted. */

@@ -83,7 +83,8 @@ static void test_repack_gives_same_logits(void **state) {
   const bool avx2 = brisk_cpu_matmul_uses_avx2();
   if (!avx2)
     fprintf(stderr, "note: no AVX2 here; nothing is regrouped, both runs read as stored\n");
-  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_K,
+  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1,
+                            BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, BRISK_DTYPE_Q4_K,
                             BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K, BRISK_DTYPE_F16};
   const char *archs[] = {"llama", "mixtral"};
   for (size_t t = 0; t < sizeof types / sizeof *types; t++)

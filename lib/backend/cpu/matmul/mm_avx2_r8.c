@@ -1,5 +1,6 @@
-/* AVX2 kernels for the packed _R8 layouts (pack.h) of the 32-element types: one
- * tile is one group of 8 weight rows against up to 4 activation rows.
+/* AVX2 kernels for the packed _R8 layouts (pack.h) of the 32-element types: a
+ * tile is 1-4 groups of 8 weight rows against one activation row (GEMV), or
+ * one group against up to 4 activation rows (GEMM).
  *
  * In the base layout each row's products sit across the lanes of its own
  * register, and folding 8 such registers into 8 row totals costs a hadd tree
