@@ -89,13 +89,13 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[BRISK_MM_MAX_X];  /* [G][R] x 8 outputs */
   __m256 accm[BRISK_MM_MAX_X]; /* [G][R] x 8: min terms (q4_1, q5_1) */
-#  pragma GCC unroll 4
+  MM_UNROLL(4)
   for (int a = 0; a < G * R; a++) acc[a] = accm[a] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; i++) {
     const brisk_mm_q8 *xb[BRISK_MM_MAX_X];
     __m256i off[BRISK_MM_MAX_X];   /* [R] 8 or 16 x sum(y) in every lane */
     __m256i yb[BRISK_MM_MAX_X][8]; /* [R][8]: y[4c..4c+3] in every lane, shared by the groups */
-#  pragma GCC unroll 4
+    MM_UNROLL(4)
     for (int r = 0; r < R; r++) {
       xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
       off[r] = _mm256_setzero_si256();
@@ -103,11 +103,11 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
         off[r] = r8_lane_total(_mm256_loadu_si256((const __m256i *)xb[r]->ls));
         if (five) off[r] = _mm256_add_epi32(off[r], off[r]);
       }
-#  pragma GCC unroll 8
+      MM_UNROLL(8)
       for (int c = 0; c < 8; c++)
         yb[r][c] = G > 1 ? bcast4(xb[r]->qs + 4 * c) : _mm256_setzero_si256();
     }
-#  pragma GCC unroll 4
+    MM_UNROLL(4)
     for (int gi = 0; gi < G; gi++) {
       const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
       if (t->prefetch) {
@@ -123,9 +123,9 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
           five ? _mm256_loadu_si256((const __m256i *)(g + ho)) : _mm256_setzero_si256();
       __m256i s[BRISK_MM_MAX_X];  /* [R] x 16 int16: row j's pair sums in lanes 2j, 2j+1 */
       __m256i sh[BRISK_MM_MAX_X]; /* [R] q5_x: the same for the hi levels */
-#  pragma GCC unroll 4
+      MM_UNROLL(4)
       for (int r = 0; r < R; r++) s[r] = sh[r] = _mm256_setzero_si256();
-#  pragma GCC unroll 4
+      MM_UNROLL(4)
       for (int c = 0; c < 4; c++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(g + qo + 32 * c));
         __m256i lo, hi;
@@ -137,7 +137,7 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
           lo = _mm256_and_si256(q, m4);
           hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         }
-#  pragma GCC unroll 4
+        MM_UNROLL(4)
         for (int r = 0; r < R; r++) {
           s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(lo, Y(r, c)));
           if (five)
@@ -146,7 +146,7 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
             s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(hi, Y(r, 4 + c)));
         }
       }
-#  pragma GCC unroll 4
+      MM_UNROLL(4)
       for (int r = 0; r < R; r++) {
         __m256i tot = _mm256_madd_epi16(s[r], ones);
         if (five) tot = _mm256_add_epi32(tot, _mm256_madd_epi16(sh[r], ones));
@@ -187,19 +187,19 @@ MM_INLINE void tile_q8_0_r8(const brisk_mm_tile *t, const int G, const int R) {
   const size_t gstride = BRISK_PACK_ROWS * t->w_stride;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[BRISK_MM_MAX_X]; /* [G][R] x 8 outputs */
-#  pragma GCC unroll 4
+  MM_UNROLL(4)
   for (int a = 0; a < G * R; a++) acc[a] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; i++) {
     const brisk_mm_q8 *xb[BRISK_MM_MAX_X];
     __m256i yb[BRISK_MM_MAX_X][8]; /* [R][8]: y[4c..4c+3] in every lane, shared by the groups */
-#  pragma GCC unroll 4
+    MM_UNROLL(4)
     for (int r = 0; r < R; r++) {
       xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
-#  pragma GCC unroll 8
+      MM_UNROLL(8)
       for (int c = 0; c < 8; c++)
         yb[r][c] = G > 1 ? bcast4(xb[r]->qs + 4 * c) : _mm256_setzero_si256();
     }
-#  pragma GCC unroll 4
+    MM_UNROLL(4)
     for (int gi = 0; gi < G; gi++) {
       const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
       if (t->prefetch) {
@@ -211,19 +211,19 @@ MM_INLINE void tile_q8_0_r8(const brisk_mm_tile *t, const int G, const int R) {
       }
       const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
       __m256i s[BRISK_MM_MAX_X]; /* [R] x 8 int32: row j's sum in lane j */
-#  pragma GCC unroll 4
+      MM_UNROLL(4)
       for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
-#  pragma GCC unroll 8
+      MM_UNROLL(8)
       for (int c = 0; c < 8; c++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * c));
         const __m256i u = _mm256_sign_epi8(q, q);
-#  pragma GCC unroll 4
+        MM_UNROLL(4)
         for (int r = 0; r < R; r++) {
           const __m256i y = _mm256_sign_epi8(Y(r, c), q);
           s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), ones));
         }
       }
-#  pragma GCC unroll 4
+      MM_UNROLL(4)
       for (int r = 0; r < R; r++) {
         const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb[r]->d));
         acc[gi * R + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), dd, acc[gi * R + r]);

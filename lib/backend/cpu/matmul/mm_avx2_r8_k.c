@@ -110,16 +110,16 @@ MM_INLINE void tile_q45_k_r8(const brisk_mm_tile *t, const int five, const int G
   for (int64_t i = 0; i < nb; i++) {
     const brisk_block_q8_k *xb[BRISK_MM_MAX_X];
     __m256i bs2[BRISK_MM_MAX_X][4]; /* [R][pair]: 32-sums 2p, 2p + 1 in every lane */
-#  pragma GCC unroll 4
+    MM_UNROLL(4)
     for (int r = 0; r < R; r++) {
       xb[r] = (const brisk_block_q8_k *)(t->x + (size_t)r * t->x_stride) + i;
       const __m128i b0 = _mm_loadu_si128((const __m128i *)xb[r]->bsums);
       const __m128i b1 = _mm_loadu_si128((const __m128i *)(xb[r]->bsums + 8));
       const __m256i s = _mm256_castsi128_si256(_mm_hadd_epi16(b0, b1));
-#  pragma GCC unroll 4
+      MM_UNROLL(4)
       for (int p = 0; p < 4; p++) bs2[r][p] = _mm256_permutevar8x32_epi32(s, _mm256_set1_epi32(p));
     }
-#  pragma GCC unroll 4
+    MM_UNROLL(4)
     for (int gi = 0; gi < G; gi++) {
       const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
       const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + BRISK_R8_Q4_K_D)));
@@ -135,11 +135,11 @@ MM_INLINE void tile_q45_k_r8(const brisk_mm_tile *t, const int five, const int G
       const __m256i mb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(mlo, 4), m4),
                                          _mm256_and_si256(_mm256_srli_epi16(hi, 2), m30));
       __m256i sc[8]; /* [sub-block] x 8 rows: the scale in both int16 of the row's lane */
-#  pragma GCC unroll 8
+      MM_UNROLL(8)
       for (int j = 0; j < 8; j++)
         sc[j] = _mm256_shuffle_epi8(j < 4 ? sa : sb, lane_byte(LANE_POS(j % 4), 0));
       __m256 dd[BRISK_MM_MAX_X]; /* [R] x 8 rows: d * d_x */
-#  pragma GCC unroll 4
+      MM_UNROLL(4)
       for (int r = 0; r < R; r++) {
         const __m256 xd = _mm256_set1_ps(xb[r]->d);
         dd[r] = _mm256_mul_ps(dv, xd);
@@ -150,16 +150,16 @@ MM_INLINE void tile_q45_k_r8(const brisk_mm_tile *t, const int five, const int G
         accm[gi * R + r] = _mm256_sub_ps(
             accm[gi * R + r], _mm256_mul_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(mv, xd)));
       }
-#  pragma GCC unroll 8
+      MM_UNROLL(8)
       for (int c = 0; c < 8; c++) {
         if (t->prefetch) r8k_prefetch(g, gbs, c);
         __m256i sumi[BRISK_MM_MAX_X]; /* [R] x 8 rows: lane c of the base kernel */
-#  pragma GCC unroll 4
+        MM_UNROLL(4)
         for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
         const __m256i qh =
             five ? _mm256_loadu_si256((const __m256i *)(g + BRISK_R8_Q5_K_QH + 32 * c))
                  : _mm256_setzero_si256();
-#  pragma GCC unroll 4
+        MM_UNROLL(4)
         for (int p = 0; p < 4; p++) {
           const __m256i q = _mm256_loadu_si256((const __m256i *)(g + qs_at + 32 * (4 * c + p)));
           __m256i lo = _mm256_and_si256(q, m4);
@@ -168,7 +168,7 @@ MM_INLINE void tile_q45_k_r8(const brisk_mm_tile *t, const int five, const int G
             lo = _mm256_or_si256(lo, fifth_bit(qh, 2 * p));
             hq = _mm256_or_si256(hq, fifth_bit(qh, 2 * p + 1));
           }
-#  pragma GCC unroll 4
+          MM_UNROLL(4)
           for (int r = 0; r < R; r++) {
             const __m256i y0 = bcast4(xb[r]->qs + 32 * (2 * p) + 4 * c);
             const __m256i y1 = bcast4(xb[r]->qs + 32 * (2 * p + 1) + 4 * c);
@@ -178,7 +178,7 @@ MM_INLINE void tile_q45_k_r8(const brisk_mm_tile *t, const int five, const int G
                 sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(hq, y1), sc[2 * p + 1]));
           }
         }
-#  pragma GCC unroll 4
+        MM_UNROLL(4)
         for (int r = 0; r < R; r++)
           acc[gi * R + r][c] =
               _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r]), dd[r], acc[gi * R + r][c]);
@@ -208,23 +208,23 @@ MM_INLINE void tile_q6_k_r8(const brisk_mm_tile *t, const int G, const int R) {
   }
   for (int64_t i = 0; i < nb; i++) {
     const brisk_block_q8_k *xb[BRISK_MM_MAX_X];
-#  pragma GCC unroll 4
+    MM_UNROLL(4)
     for (int r = 0; r < R; r++)
       xb[r] = (const brisk_block_q8_k *)(t->x + (size_t)r * t->x_stride) + i;
-#  pragma GCC unroll 4
+    MM_UNROLL(4)
     for (int gi = 0; gi < G; gi++) {
       const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
       const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + BRISK_R8_Q6_K_D)));
       __m256i sv[4]; /* [v] x 8 rows: int8 scales 4v + PERM[b] */
-#  pragma GCC unroll 4
+      MM_UNROLL(4)
       for (int v = 0; v < 4; v++)
         sv[v] = _mm256_loadu_si256((const __m256i *)(g + BRISK_R8_Q6_K_SC + 32 * v));
       __m256 dd[BRISK_MM_MAX_X]; /* [R] x 8 rows: d * d_x */
-#  pragma GCC unroll 4
+      MM_UNROLL(4)
       for (int r = 0; r < R; r++) {
         dd[r] = _mm256_mul_ps(dv, _mm256_set1_ps(xb[r]->d));
         __m256i offs = _mm256_setzero_si256();
-#  pragma GCC unroll 4
+        MM_UNROLL(4)
         for (int v = 0; v < 4; v++) {
           const __m256i ev = _mm256_srai_epi16(_mm256_slli_epi16(sv[v], 8), 8);
           const __m256i od = _mm256_srai_epi16(sv[v], 8);
@@ -236,43 +236,42 @@ MM_INLINE void tile_q6_k_r8(const brisk_mm_tile *t, const int G, const int R) {
             accm[gi * R + r], _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_slli_epi32(offs, 5)), dd[r]));
       }
       /* Chunks 0..3 of a group of 32 take its first scale, 4..7 its second. */
-#  pragma GCC unroll 2
+      MM_UNROLL(2)
       for (int half = 0; half < 2; half++) {
         __m256i sc[8]; /* [group of 32] x 8 rows: scale 2 * group + half, int16 pairs */
-#  pragma GCC unroll 8
+        MM_UNROLL(8)
         for (int q = 0; q < 8; q++) {
           const int s = 2 * q + half;
           sc[q] =
               _mm256_srai_epi16(_mm256_shuffle_epi8(sv[s / 4], lane_byte(LANE_POS(s % 4), 1)), 8);
         }
-#  pragma GCC unroll 4
+        MM_UNROLL(4)
         for (int c = 4 * half; c < 4 * half + 4; c++) {
           if (t->prefetch) r8k_prefetch(g, gbs, c);
           __m256i sumi[BRISK_MM_MAX_X]; /* [R] x 8 rows: lane c of the base kernel */
-#  pragma GCC unroll 4
+          MM_UNROLL(4)
           for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
-#  pragma GCC unroll 2
+          MM_UNROLL(2)
           for (int h = 0; h < 2; h++) {
             const uint8_t *qp = g + BRISK_R8_Q6_K_Q + 96 * (2 * c + h);
             __m256i lv[4]; /* levels of groups 4h + s, elements 4c.. (pack.h) */
             lv[3] = _mm256_setzero_si256();
-#  pragma GCC unroll 3
+            MM_UNROLL(3)
             for (int part = 0; part < 3; part++) {
               const __m256i x = _mm256_loadu_si256((const __m256i *)(qp + 32 * part));
               lv[part] = _mm256_and_si256(x, m3f);
               lv[3] = _mm256_or_si256(lv[3],
                                       _mm256_srli_epi16(_mm256_andnot_si256(m3f, x), 6 - 2 * part));
             }
-#  pragma GCC unroll 4
-            for (int s = 0; s < 4; s++)
-#  pragma GCC unroll 4
-              for (int r = 0; r < R; r++) {
-                const __m256i y = bcast4(xb[r]->qs + 32 * (4 * h + s) + 4 * c);
-                sumi[r] = _mm256_add_epi32(
-                    sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(lv[s], y), sc[4 * h + s]));
-              }
+            MM_UNROLL(4)
+            for (int s = 0; s < 4; s++) MM_UNROLL(4)
+            for (int r = 0; r < R; r++) {
+              const __m256i y = bcast4(xb[r]->qs + 32 * (4 * h + s) + 4 * c);
+              sumi[r] = _mm256_add_epi32(
+                  sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(lv[s], y), sc[4 * h + s]));
+            }
           }
-#  pragma GCC unroll 4
+          MM_UNROLL(4)
           for (int r = 0; r < R; r++)
             acc[gi * R + r][c] =
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r]), dd[r], acc[gi * R + r][c]);
