@@ -264,11 +264,13 @@ MM_INLINE void tile_q6_k_r8(const brisk_mm_tile *t, const int G, const int R) {
                                       _mm256_srli_epi16(_mm256_andnot_si256(m3f, x), 6 - 2 * part));
             }
             MM_UNROLL(4)
-            for (int s = 0; s < 4; s++) MM_UNROLL(4)
-            for (int r = 0; r < R; r++) {
-              const __m256i y = bcast4(xb[r]->qs + 32 * (4 * h + s) + 4 * c);
-              sumi[r] = _mm256_add_epi32(
-                  sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(lv[s], y), sc[4 * h + s]));
+            for (int s = 0; s < 4; s++) {
+              MM_UNROLL(4)
+              for (int r = 0; r < R; r++) {
+                const __m256i y = bcast4(xb[r]->qs + 32 * (4 * h + s) + 4 * c);
+                sumi[r] = _mm256_add_epi32(
+                    sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(lv[s], y), sc[4 * h + s]));
+              }
             }
           }
           MM_UNROLL(4)
