@@ -41,6 +41,22 @@ MM_INLINE float mm_hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+/* The 4 bytes at p (activation bytes, or two int16) in every int32 lane:
+ * the packed kernels' broadcast, which the compiler turns into a
+ * vpbroadcastd load where it is not hoisted. */
+MM_INLINE __m256i mm_bcast32(const void *p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+/* The total of the 8 int32 lanes in every lane. */
+MM_INLINE __m256i mm_lane_total(__m256i v) {
+  v = _mm256_add_epi32(v, _mm256_permute2x128_si256(v, v, 0x01));
+  v = _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0x4e));
+  return _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0xb1));
+}
+
 /* fp16 bits to float with F16C (once per super-block; the 32-element
  * kernels convert 8 block scales at once). */
 MM_INLINE float mm_f16(uint16_t h) { return _cvtsh_ss(h); }
@@ -85,6 +101,33 @@ MM_INLINE void mm_prefetch_block(const uint8_t *p, size_t bytes) {
  * {4} x {1} and {1, 2} x {1..4}. KERNEL(t, C, R) is the type's always-inline
  * kernel, so each shape compiles with constant loop bounds and its
  * accumulators in registers. */
+/* Packed (_R8) GEMV: prefetch distance ahead in each group's stream. 512 to
+ * 4096 bytes measured alike (cold 8192 x 4096, one thread, q4_0 / q8_0 /
+ * K-types); none was 10% slower. */
+#  define MM_R8_PF_DIST 1024
+
+/* The packed kernels' instantiations: KERNEL `tile_<name>(t, G, R)` for G
+ * groups x R activation rows, G in 1..4 with R = 1 (GEMV, n_w = 8 G) and
+ * G = 1 with R in 1..4 (GEMM), behind one brisk_mm_tile_fn `name`. */
+#  define MM_R8_DISPATCH(name)                                                                     \
+    static MM_TARGET void name##_g1r1(const brisk_mm_tile *t) { tile_##name(t, 1, 1); }            \
+    static MM_TARGET void name##_g2r1(const brisk_mm_tile *t) { tile_##name(t, 2, 1); }            \
+    static MM_TARGET void name##_g3r1(const brisk_mm_tile *t) { tile_##name(t, 3, 1); }            \
+    static MM_TARGET void name##_g4r1(const brisk_mm_tile *t) { tile_##name(t, 4, 1); }            \
+    static MM_TARGET void name##_g1r2(const brisk_mm_tile *t) { tile_##name(t, 1, 2); }            \
+    static MM_TARGET void name##_g1r3(const brisk_mm_tile *t) { tile_##name(t, 1, 3); }            \
+    static MM_TARGET void name##_g1r4(const brisk_mm_tile *t) { tile_##name(t, 1, 4); }            \
+    static void name(const brisk_mm_tile *t, int n_w, int n_x) {                                   \
+      static void (*const gemv[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g2r1,             \
+                                                             name##_g3r1, name##_g4r1};            \
+      static void (*const gemm[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g1r2,             \
+                                                             name##_g1r3, name##_g1r4};            \
+      if (n_x == 1)                                                                                \
+        gemv[n_w / 8 - 1](t);                                                                      \
+      else                                                                                         \
+        gemm[n_x - 1](t);                                                                          \
+    }
+
 #  define MM_TILE_DISPATCH(name, KERNEL)                                                           \
     static MM_TARGET void name##_4x1(const brisk_mm_tile *t) { KERNEL(t, 4, 1); }                  \
     static MM_TARGET void name##_2x1(const brisk_mm_tile *t) { KERNEL(t, 2, 1); }                  \

@@ -69,13 +69,6 @@ MM_INLINE __m256i reduce8_i16x2(const __m256i m[8], const __m256i ones) {
                           _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* The total of the 8 lanes in every lane. */
-MM_INLINE __m256i lane_total(__m256i v) {
-  v = _mm256_add_epi32(v, _mm256_permute2x128_si256(v, v, 0x01));
-  v = _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0x4e));
-  return _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0xb1));
-}
-
 MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, const int R) {
   static const size_t block_size[] = {sizeof(brisk_block_q8_0), sizeof(brisk_block_q4_0),
                                       sizeof(brisk_block_q4_1), sizeof(brisk_block_q5_0),
@@ -141,7 +134,7 @@ MM_INLINE void tile_wide(const brisk_mm_tile *t, const int type, const int NW, c
       }
       /* q4_0 / q5_0 levels carry +8 / +16: ls holds 8 x the 4-sums of y */
       if (type == W_Q4_0 || type == W_Q5_0) {
-        const __m256i l = lane_total(_mm256_loadu_si256((const __m256i *)xb->ls));
+        const __m256i l = mm_lane_total(_mm256_loadu_si256((const __m256i *)xb->ls));
         tot = _mm256_sub_epi32(tot, type == W_Q4_0 ? l : _mm256_add_epi32(l, l));
       }
       const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb->d));

@@ -23,22 +23,7 @@
 #ifdef BRISK_MM_HAVE_AVX2
 /* GEMV prefetch distance in each stream: 512 to 4096 bytes measured alike
  * (cold 8192 x 4096 q4_0 / q8_0, one thread); none was 10% slower. */
-#  define PF_DIST 1024
-#  define PF_HINT _MM_HINT_T0
-
-/* The total of the 8 lanes in every lane. */
-MM_INLINE __m256i r8_lane_total(__m256i v) {
-  v = _mm256_add_epi32(v, _mm256_permute2x128_si256(v, v, 0x01));
-  v = _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0x4e));
-  return _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0xb1));
-}
-
-/* 4 activation bytes at p in every int32 lane. */
-MM_INLINE __m256i bcast4(const int8_t *p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
+#  define MM_R8_PF_DIST 1024
 
 /* v shifted left by s bits (right by -s) in 16-bit lanes; s is a constant
  * once the callers' loops are unrolled. */
@@ -56,7 +41,7 @@ MM_INLINE __m256i shift16(__m256i v, int s) {
  * and shared when several groups use them (GEMV); with one group (GEMM, up
  * to 4 rows x 8 vectors, more than the registers) made where used, which
  * the compiler turns into broadcast loads. */
-#  define Y(r, c) (G > 1 ? yb[r][c] : bcast4(xb[r]->qs + 4 * (c)))
+#  define Y(r, c) (G > 1 ? yb[r][c] : mm_bcast32(xb[r]->qs + 4 * (c)))
 
 /* The nibble types: q4_0 (levels - 8), q4_1 (+ min), q5_0 (levels - 16),
  * q5_1 (+ min). */
@@ -100,20 +85,20 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
       xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
       off[r] = _mm256_setzero_si256();
       if (offset) {
-        off[r] = r8_lane_total(_mm256_loadu_si256((const __m256i *)xb[r]->ls));
+        off[r] = mm_lane_total(_mm256_loadu_si256((const __m256i *)xb[r]->ls));
         if (five) off[r] = _mm256_add_epi32(off[r], off[r]);
       }
       MM_UNROLL(8)
       for (int c = 0; c < 8; c++)
-        yb[r][c] = G > 1 ? bcast4(xb[r]->qs + 4 * c) : _mm256_setzero_si256();
+        yb[r][c] = G > 1 ? mm_bcast32(xb[r]->qs + 4 * c) : _mm256_setzero_si256();
     }
     MM_UNROLL(4)
     for (int gi = 0; gi < G; gi++) {
       const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
       if (t->prefetch) {
-        _mm_prefetch((const char *)(g + PF_DIST), PF_HINT);
-        _mm_prefetch((const char *)(g + PF_DIST + 64), PF_HINT);
-        _mm_prefetch((const char *)(g + PF_DIST + 128), PF_HINT);
+        _mm_prefetch((const char *)(g + MM_R8_PF_DIST), _MM_HINT_T0);
+        _mm_prefetch((const char *)(g + MM_R8_PF_DIST + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(g + MM_R8_PF_DIST + 128), _MM_HINT_T0);
       }
       const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
       const __m256 mwv = has_min ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + mo)))
@@ -197,17 +182,17 @@ MM_INLINE void tile_q8_0_r8(const brisk_mm_tile *t, const int G, const int R) {
       xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
       MM_UNROLL(8)
       for (int c = 0; c < 8; c++)
-        yb[r][c] = G > 1 ? bcast4(xb[r]->qs + 4 * c) : _mm256_setzero_si256();
+        yb[r][c] = G > 1 ? mm_bcast32(xb[r]->qs + 4 * c) : _mm256_setzero_si256();
     }
     MM_UNROLL(4)
     for (int gi = 0; gi < G; gi++) {
       const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
       if (t->prefetch) {
-        _mm_prefetch((const char *)(g + PF_DIST), PF_HINT);
-        _mm_prefetch((const char *)(g + PF_DIST + 64), PF_HINT);
-        _mm_prefetch((const char *)(g + PF_DIST + 128), PF_HINT);
-        _mm_prefetch((const char *)(g + PF_DIST + 192), PF_HINT);
-        _mm_prefetch((const char *)(g + PF_DIST + 256), PF_HINT);
+        _mm_prefetch((const char *)(g + MM_R8_PF_DIST), _MM_HINT_T0);
+        _mm_prefetch((const char *)(g + MM_R8_PF_DIST + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(g + MM_R8_PF_DIST + 128), _MM_HINT_T0);
+        _mm_prefetch((const char *)(g + MM_R8_PF_DIST + 192), _MM_HINT_T0);
+        _mm_prefetch((const char *)(g + MM_R8_PF_DIST + 256), _MM_HINT_T0);
       }
       const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
       __m256i s[BRISK_MM_MAX_X]; /* [R] x 8 int32: row j's sum in lane j */
@@ -236,31 +221,11 @@ MM_INLINE void tile_q8_0_r8(const brisk_mm_tile *t, const int G, const int R) {
                        acc[gi * R + r]);
 }
 
-/* n_w: a multiple of 8 up to 32 with n_x == 1 (GEMV), else 8. */
-#  define R8_DISPATCH(name)                                                                        \
-    static MM_TARGET void name##_g1r1(const brisk_mm_tile *t) { tile_##name(t, 1, 1); }            \
-    static MM_TARGET void name##_g2r1(const brisk_mm_tile *t) { tile_##name(t, 2, 1); }            \
-    static MM_TARGET void name##_g3r1(const brisk_mm_tile *t) { tile_##name(t, 3, 1); }            \
-    static MM_TARGET void name##_g4r1(const brisk_mm_tile *t) { tile_##name(t, 4, 1); }            \
-    static MM_TARGET void name##_g1r2(const brisk_mm_tile *t) { tile_##name(t, 1, 2); }            \
-    static MM_TARGET void name##_g1r3(const brisk_mm_tile *t) { tile_##name(t, 1, 3); }            \
-    static MM_TARGET void name##_g1r4(const brisk_mm_tile *t) { tile_##name(t, 1, 4); }            \
-    static void name(const brisk_mm_tile *t, int n_w, int n_x) {                                   \
-      static void (*const gemv[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g2r1,             \
-                                                             name##_g3r1, name##_g4r1};            \
-      static void (*const gemm[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g1r2,             \
-                                                             name##_g1r3, name##_g1r4};            \
-      if (n_x == 1)                                                                                \
-        gemv[n_w / BRISK_PACK_ROWS - 1](t);                                                        \
-      else                                                                                         \
-        gemm[n_x - 1](t);                                                                          \
-    }
-
-R8_DISPATCH(q4_0_r8)
-R8_DISPATCH(q8_0_r8)
-R8_DISPATCH(q4_1_r8)
-R8_DISPATCH(q5_0_r8)
-R8_DISPATCH(q5_1_r8)
+MM_R8_DISPATCH(q4_0_r8)
+MM_R8_DISPATCH(q8_0_r8)
+MM_R8_DISPATCH(q4_1_r8)
+MM_R8_DISPATCH(q5_0_r8)
+MM_R8_DISPATCH(q5_1_r8)
 
 brisk_mm_tile_fn brisk_mm_avx2_r8_tile(uint32_t w_type) {
   switch (w_type) {

@@ -33,22 +33,7 @@
 /* GEMV prefetch distance in each stream (a group-block is 1152 / 1680
  * bytes): 512 to 4096 measured within noise on a shared machine (cold
  * 8192 x 4096, one thread), 1024 a little ahead. */
-#  define PF_DIST 1024
-#  define PF_HINT _MM_HINT_T0
-
-/* 4 activation bytes at p in every int32 lane. */
-MM_INLINE __m256i bcast4(const int8_t *p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-/* The int32 at p (two adjacent int16 activation sums) in every lane. */
-MM_INLINE __m256i bcast_pair(const int16_t *p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
+#  define MM_R8_PF_DIST 1024
 
 /* vpshufb control putting byte `pos` of each row's lane into both int16 of
  * the lane: in the low byte (zero-extended, hi = 0) or the high byte (for an
@@ -73,13 +58,13 @@ MM_INLINE __m256 r8k_finish(const __m256 a[8], __m256 accm) {
   return _mm256_add_ps(_mm256_add_ps(s0, s1), accm);
 }
 
-/* Prefetches the c-th eighth (c = 0..7) of the group-block PF_DIST ahead of
+/* Prefetches the c-th eighth (c = 0..7) of the group-block MM_R8_PF_DIST ahead of
  * g (gbs bytes): a line per 64 bytes read, spread over the block as the
  * chunks are. */
 MM_INLINE void r8k_prefetch(const uint8_t *g, size_t gbs, int c) {
   const size_t o1 = (size_t)(c + 1) * gbs / 8;
   for (size_t o = ((size_t)c * gbs / 8 + 63) / 64 * 64; o < o1; o += 64)
-    _mm_prefetch((const char *)(g + PF_DIST + o), PF_HINT);
+    _mm_prefetch((const char *)(g + MM_R8_PF_DIST + o), _MM_HINT_T0);
 }
 
 /* The fifth bits of sub-block j (0..7) from a qh chunk, as 0x10. */
@@ -170,8 +155,8 @@ MM_INLINE void tile_q45_k_r8(const brisk_mm_tile *t, const int five, const int G
           }
           MM_UNROLL(4)
           for (int r = 0; r < R; r++) {
-            const __m256i y0 = bcast4(xb[r]->qs + 32 * (2 * p) + 4 * c);
-            const __m256i y1 = bcast4(xb[r]->qs + 32 * (2 * p + 1) + 4 * c);
+            const __m256i y0 = mm_bcast32(xb[r]->qs + 32 * (2 * p) + 4 * c);
+            const __m256i y1 = mm_bcast32(xb[r]->qs + 32 * (2 * p + 1) + 4 * c);
             sumi[r] = _mm256_add_epi32(sumi[r],
                                        _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), sc[2 * p]));
             sumi[r] = _mm256_add_epi32(
@@ -228,9 +213,9 @@ MM_INLINE void tile_q6_k_r8(const brisk_mm_tile *t, const int G, const int R) {
         for (int v = 0; v < 4; v++) {
           const __m256i ev = _mm256_srai_epi16(_mm256_slli_epi16(sv[v], 8), 8);
           const __m256i od = _mm256_srai_epi16(sv[v], 8);
-          offs = _mm256_add_epi32(offs, _mm256_madd_epi16(ev, bcast_pair(xb[r]->bsums + 4 * v)));
+          offs = _mm256_add_epi32(offs, _mm256_madd_epi16(ev, mm_bcast32(xb[r]->bsums + 4 * v)));
           offs =
-              _mm256_add_epi32(offs, _mm256_madd_epi16(od, bcast_pair(xb[r]->bsums + 4 * v + 2)));
+              _mm256_add_epi32(offs, _mm256_madd_epi16(od, mm_bcast32(xb[r]->bsums + 4 * v + 2)));
         }
         accm[gi * R + r] = _mm256_sub_ps(
             accm[gi * R + r], _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_slli_epi32(offs, 5)), dd[r]));
@@ -267,7 +252,7 @@ MM_INLINE void tile_q6_k_r8(const brisk_mm_tile *t, const int G, const int R) {
             for (int s = 0; s < 4; s++) {
               MM_UNROLL(4)
               for (int r = 0; r < R; r++) {
-                const __m256i y = bcast4(xb[r]->qs + 32 * (4 * h + s) + 4 * c);
+                const __m256i y = mm_bcast32(xb[r]->qs + 32 * (4 * h + s) + 4 * c);
                 sumi[r] = _mm256_add_epi32(
                     sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(lv[s], y), sc[4 * h + s]));
               }
@@ -287,31 +272,11 @@ MM_INLINE void tile_q6_k_r8(const brisk_mm_tile *t, const int G, const int R) {
                        r8k_finish(acc[gi * R + r], accm[gi * R + r]));
 }
 
-/* n_w: a multiple of 8 up to 32 with n_x == 1 (GEMV), else 8. */
-#  define R8K_DISPATCH(name)                                                                       \
-    static MM_TARGET void name##_g1r1(const brisk_mm_tile *t) { tile_##name(t, 1, 1); }            \
-    static MM_TARGET void name##_g2r1(const brisk_mm_tile *t) { tile_##name(t, 2, 1); }            \
-    static MM_TARGET void name##_g3r1(const brisk_mm_tile *t) { tile_##name(t, 3, 1); }            \
-    static MM_TARGET void name##_g4r1(const brisk_mm_tile *t) { tile_##name(t, 4, 1); }            \
-    static MM_TARGET void name##_g1r2(const brisk_mm_tile *t) { tile_##name(t, 1, 2); }            \
-    static MM_TARGET void name##_g1r3(const brisk_mm_tile *t) { tile_##name(t, 1, 3); }            \
-    static MM_TARGET void name##_g1r4(const brisk_mm_tile *t) { tile_##name(t, 1, 4); }            \
-    static void name(const brisk_mm_tile *t, int n_w, int n_x) {                                   \
-      static void (*const gemv[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g2r1,             \
-                                                             name##_g3r1, name##_g4r1};            \
-      static void (*const gemm[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g1r2,             \
-                                                             name##_g1r3, name##_g1r4};            \
-      if (n_x == 1)                                                                                \
-        gemv[n_w / BRISK_PACK_ROWS - 1](t);                                                        \
-      else                                                                                         \
-        gemm[n_x - 1](t);                                                                          \
-    }
-
 #  define tile_q4_k_r8(t, G, R) tile_q45_k_r8(t, 0, G, R)
 #  define tile_q5_k_r8(t, G, R) tile_q45_k_r8(t, 1, G, R)
-R8K_DISPATCH(q4_k_r8)
-R8K_DISPATCH(q5_k_r8)
-R8K_DISPATCH(q6_k_r8)
+MM_R8_DISPATCH(q4_k_r8)
+MM_R8_DISPATCH(q5_k_r8)
+MM_R8_DISPATCH(q6_k_r8)
 
 brisk_mm_tile_fn brisk_mm_avx2_r8_k_tile(uint32_t w_type) {
   switch (w_type) {
