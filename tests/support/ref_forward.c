@@ -45,10 +45,7 @@ static void row_f32(const brisk_weight *w, int64_t r, float *out) {
     brisk_dequantize_row(w->type, (const char *)w->data + (uint64_t)r * w->row_bytes, out, w->cols);
     return;
   }
-  void *row = malloc((size_t)w->row_bytes);
-  brisk_cpu_packed_row(w->type, w->data, w->rows, w->cols, r, row);
-  brisk_dequantize_row(brisk_dtype_base(w->type), row, out, w->cols);
-  free(row);
+  brisk_cpu_packed_row_f32(w->type, w->data, w->rows, w->cols, r, out);
 }
 
 /* y[rows] = W x + b */

@@ -615,12 +615,16 @@ static void test_packed_layout(void **state) {
         weights w = make_weights(&rng, base, n, k);
         const size_t bytes = (size_t)(w.row_bytes * (uint64_t)n);
         uint8_t *p = malloc(bytes), *row = malloc((size_t)w.row_bytes);
+        float *rowf = malloc((size_t)k * sizeof(float)); /* [k] */
         memcpy(p, w.q, bytes);
         assert_int_equal(brisk_cpu_pack(type, p, n, k), BRISK_OK);
         assert_true(memcmp(p, w.q, bytes) != 0); /* the bytes really moved */
         for (int64_t r = 0; r < n; r++) {
           brisk_cpu_packed_row(type, p, n, k, r, row);
           assert_memory_equal(row, w.q + (size_t)r * w.row_bytes, (size_t)w.row_bytes);
+          /* As floats: the stored row's dequantization, tail rows too. */
+          assert_int_equal(brisk_cpu_packed_row_f32(type, p, n, k, r, rowf), BRISK_OK);
+          assert_memory_equal(rowf, w.deq + r * k, (size_t)k * sizeof(float));
         }
         for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
           const int64_t m = ms[mi];
@@ -641,6 +645,7 @@ static void test_packed_layout(void **state) {
           free(y1);
         }
         free(p);
+        free(rowf);
         free(row);
         free_weights(&w);
       }

@@ -7,6 +7,7 @@
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "quant/quant.h"
 
 #include <string.h>
 
@@ -130,6 +131,25 @@ void brisk_cpu_packed_row(uint32_t packed_type, const void *w, int64_t n, int64_
   for (int64_t i = 0; i < nb; i++)
     brisk_cpu_packed_block(packed_type, group, k, i, (int)(r % BRISK_PACK_ROWS),
                            (uint8_t *)dst + (size_t)i * bs);
+}
+
+brisk_status brisk_cpu_packed_row_f32(uint32_t packed_type, const void *w, int64_t n, int64_t k,
+                                      int64_t r, float *out) {
+  const uint32_t base = brisk_dtype_base(packed_type);
+  const int64_t be = block_elems(packed_type), nb = k / be;
+  const size_t bs = layout_of(packed_type).bs, row_bytes = (size_t)nb * bs;
+  if (r >= n / BRISK_PACK_ROWS * BRISK_PACK_ROWS) /* a tail row, as stored */
+    return brisk_dequantize_row(base, (const uint8_t *)w + (size_t)r * row_bytes, out, k);
+  const uint8_t *group =
+      (const uint8_t *)w + (size_t)(r / BRISK_PACK_ROWS) * BRISK_PACK_ROWS * row_bytes;
+  uint8_t block[256]; /* one base block (at most 210 bytes: q6_k) */
+  if (bs > sizeof block) return BRISK_E_INTERNAL;
+  for (int64_t i = 0; i < nb; i++) {
+    brisk_cpu_packed_block(packed_type, group, k, i, (int)(r % BRISK_PACK_ROWS), block);
+    brisk_status st = brisk_dequantize_row(base, block, out + i * be, be);
+    if (st) return st;
+  }
+  return BRISK_OK;
 }
 
 brisk_status brisk_cpu_pack(uint32_t packed_type, void *w, int64_t n, int64_t k) {

@@ -117,6 +117,12 @@ bool brisk_cpu_pack_k_known(uint32_t type);
 void brisk_cpu_pack_k_block(uint32_t packed_type, uint8_t *gb, int j, const uint8_t *src);
 void brisk_cpu_unpack_k_block(uint32_t packed_type, const uint8_t *gb, int j, uint8_t *dst);
 
+/* Row r of a packed weight as k floats, a block at a time without a row
+ * buffer (the embedding gather of tied embeddings): what
+ * brisk_dequantize_row gives for the row as stored. */
+brisk_status brisk_cpu_packed_row_f32(uint32_t packed_type, const void *w, int64_t n, int64_t k,
+                                      int64_t r, float *out);
+
 /* Block i of row j (0..7) of the group starting at `group`, in the base
  * layout, into dst (one block). For the kernels and the row extraction. */
 void brisk_cpu_packed_block(uint32_t packed_type, const uint8_t *group, int64_t k, int64_t i, int j,

@@ -19,30 +19,13 @@ typedef struct embed_job {
   _Atomic int failed; /* a status other than OK, from any task */
 } embed_job;
 
-/* Row r of a packed table: its blocks put back in the base layout one at a
- * time (whole groups of 8 rows are interleaved; the tail rows are not). */
-static brisk_status packed_row(const embed_job *j, int64_t r, float *out) {
-  const uint32_t base = brisk_dtype_base(j->type);
-  const int64_t bk = brisk_dtype_get(base)->block_size, n_packed = j->n_vocab / 8 * 8;
-  if (r >= n_packed)
-    return brisk_dequantize_row(base, j->table + (size_t)r * j->row_bytes, out, j->n_embd);
-  const uint8_t *group = j->table + (size_t)(r / 8) * 8 * j->row_bytes;
-  uint8_t block[256]; /* one base block */
-  if (brisk_dtype_get(base)->type_size > sizeof block) return BRISK_E_INTERNAL;
-  for (int64_t i = 0; i < j->n_embd / bk; i++) {
-    brisk_cpu_packed_block(j->type, group, j->n_embd, i, (int)(r % 8), block);
-    brisk_status st = brisk_dequantize_row(base, block, out + i * bk, bk);
-    if (st) return st;
-  }
-  return BRISK_OK;
-}
-
 static void embed_range(void *p, int64_t t0, int64_t t1) {
   embed_job *j = p;
   for (int64_t t = t0; t < t1; t++) {
     const uint8_t *row = j->table + (size_t)j->tokens[t] * j->row_bytes;
     brisk_status st = brisk_dtype_is_packed(j->type)
-                          ? packed_row(j, j->tokens[t], j->out + t * j->n_embd)
+                          ? brisk_cpu_packed_row_f32(j->type, j->table, j->n_vocab, j->n_embd,
+                                                     j->tokens[t], j->out + t * j->n_embd)
                           : brisk_dequantize_row(j->type, row, j->out + t * j->n_embd, j->n_embd);
     if (st != BRISK_OK) atomic_store(&j->failed, (int)st);
   }
