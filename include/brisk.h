@@ -129,7 +129,10 @@ typedef enum brisk_status {
   BRISK_E_INTERNAL = 10,
   /* The KV cache has no room for the request; nothing was changed. Free or
    * truncate sequences, or create the context with a larger pool. */
-  BRISK_E_KV_FULL = 11
+  BRISK_E_KV_FULL = 11,
+  /* The device asked for cannot be used: its plugin (libbrisk-cuda.so), its
+   * driver or the device itself is missing; the message says which. */
+  BRISK_E_NO_DEVICE = 12
 } brisk_status;
 
 /*
@@ -278,10 +281,77 @@ typedef struct brisk_model_params {
    * they are used as stored (an INFO log line says so). Results are bit for
    * bit the same either way. Zero: every weight is used exactly as stored. */
   int repack;
+  /* Where the weights live and the model runs: NULL or "cpu" (default), or
+   * "cuda:N" ("cuda" is "cuda:0"), see brisk_device_count. A device that
+   * cannot be used fails the load with BRISK_E_NO_DEVICE. */
+  const char *device;
+  /* With a GPU device: how many of the model's layers (the first ones) live
+   * on it; the rest, and the output projection unless every layer is on the
+   * GPU, run on the CPU, so a model larger than the GPU's memory still
+   * runs. -1 (default): all. Token embeddings always stay in host memory.
+   * Ignored for the CPU. */
+  int32_t n_gpu_layers;
 } brisk_model_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
 BRISK_API void brisk_model_params_init(brisk_model_params *params);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum brisk_device_kind {
+  BRISK_DEVICE_CPU = 0,
+  BRISK_DEVICE_CUDA = 1
+} brisk_device_kind;
+
+/* What brisk_device_info reports about one device. */
+typedef struct brisk_device_props {
+  uint32_t struct_size; /* sizeof(brisk_device_props), set by the caller */
+  brisk_device_kind kind;
+  int32_t index;        /* N of "cuda:N"; 0 for the CPU */
+  char id[32];          /* the name brisk_model_params.device takes: "cpu", "cuda:0" */
+  char name[128];       /* the processor's or GPU's model name */
+  uint64_t total_memory; /* bytes: the GPU's memory, or the host's physical memory */
+  uint64_t free_memory;  /* bytes free now (for the CPU: available to this process) */
+  int32_t compute_major; /* CUDA compute capability (9.0 for an H100); 0 for the CPU */
+  int32_t compute_minor;
+} brisk_device_props;
+
+/*
+ * Number of devices brisk can run on: the CPU (always device 0) and then
+ * every CUDA device, when the CUDA plugin (libbrisk-cuda.so) and a driver
+ * are present. Looking for the plugin happens once, on the first call that
+ * needs it (this one, brisk_device_info, or a load naming a CUDA device);
+ * a machine without one just has 1 device. Thread-safe.
+ */
+BRISK_API int32_t brisk_device_count(void);
+
+/*
+ * Fills *props for device i (0 <= i < brisk_device_count()), up to
+ * props->struct_size bytes. BRISK_E_INVALID_ARGUMENT for a NULL props, a
+ * struct_size smaller than the fields up to `name`, or i out of range.
+ * Thread-safe.
+ */
+BRISK_API brisk_status brisk_device_info(int32_t i, brisk_device_props *props);
+
+/*
+ * Checks that a device name ("cpu", "cuda", "cuda:N") can be used, without
+ * loading anything on it: BRISK_OK, BRISK_E_INVALID_ARGUMENT for a malformed
+ * name, or BRISK_E_NO_DEVICE with a message saying what is missing (the
+ * plugin and where it was looked for, the driver, or the device). Thread-safe.
+ */
+BRISK_API brisk_status brisk_device_check(const char *device);
+
+/*
+ * Where to look first for device plugins (libbrisk-cuda.so): a directory,
+ * copied; NULL restores the default search. Without it (and without the
+ * BRISK_PLUGIN_DIR environment variable, which comes next) the plugin is
+ * looked for next to the library or program that holds brisk (dladdr), then
+ * in the install's library directory. Takes effect only before the first
+ * device lookup: afterwards BRISK_E_INVALID_STATE. Thread-safe.
+ */
+BRISK_API brisk_status brisk_set_plugin_dir(const char *dir);
 
 /*
  * Loads a model from `path`: a GGUF file (v2 or v3), or a Hugging Face model

@@ -30,7 +30,14 @@ brisk_status brisk_model_bind_check(brisk_model *m, const char *name, const void
 brisk_status brisk_model_alloc_layers(brisk_model *m);
 brisk_status brisk_model_alloc_experts(brisk_model *m, brisk_layer *layer);
 
-/* Regroups weight matrices in place into the layouts the CPU kernels read
+/* Places the weights (model/place.c): the first layers on m->device when it
+ * is not the CPU (params->n_gpu_layers), the rest regrouped in place for the
+ * CPU kernels when params->repack. */
+brisk_status brisk_model_place(brisk_model *m, const brisk_model_params *params);
+/* Frees what brisk_model_place put on a device. */
+void brisk_model_unplace(brisk_model *m);
+
+/* Regroups the host's weight matrices in place into the layouts the CPU kernels read
  * fastest (to _R8 where AVX2 runs), changing their types to the
  * packed ids; tied embeddings follow the output matrix. Nothing changes when
  * those matrices hold more than `budget` bytes (rewritten pages of a mapping

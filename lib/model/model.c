@@ -16,6 +16,8 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params) {
   params->struct_size = sizeof *params;
   params->use_mmap = 1;
   params->repack = 1;
+  params->device = NULL;
+  params->n_gpu_layers = -1;
 }
 
 /* Reads a caller's params struct of any size up to ours: fields the caller's
@@ -33,6 +35,10 @@ static brisk_status copy_params(const brisk_model_params *in, brisk_model_params
   size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
   memcpy(out, in, n);
   out->struct_size = sizeof *out;
+  if (out->n_gpu_layers < -1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_params.n_gpu_layers %d must be >= 0, or -1 for all",
+                       (int)out->n_gpu_layers);
   return BRISK_OK;
 }
 
@@ -141,6 +147,7 @@ BRISK_API void brisk_model_free(brisk_model *m) {
       brisk_free(m->layers[i].expert_down);
     }
   }
+  brisk_model_unplace(m);
   brisk_free(m->layers);
   brisk_vocab_free(m->vocab);
   brisk_free(m->vocab_error);
@@ -156,15 +163,19 @@ BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_para
   brisk_model_params params;
   brisk_status st = copy_params(params_in, &params);
   if (st) return st;
+  /* An unusable device fails before the file is read. */
+  brisk_device_ref device;
+  if ((st = brisk_device_parse(params.device, &device))) return st;
   if ((st = brisk_model_report_progress(&params, 0.0f))) return st;
   brisk_model *m = brisk_calloc(1, sizeof *m);
   if (!m || !(m->path = brisk_strdup(path))) {
     brisk_free(m);
     return brisk_error_oom();
   }
+  m->device = device;
   if ((st = brisk_model_source_open(path, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
-      (params.repack && m->layers && (st = brisk_model_repack(m, brisk_model_repack_budget(m)))) ||
+      (m->layers && (st = brisk_model_place(m, &params))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
     brisk_model_free(m);
     return st;

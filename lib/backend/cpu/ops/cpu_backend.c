@@ -3,6 +3,7 @@
 #include "backend/cpu/ops/cpu_backend.h"
 
 #include "backend/cpu/matmul/matmul.h"
+#include "backend/cpu/matmul/pack.h"
 #include "backend/cpu/ops/ops.h"
 #include "backend/cpu/ops/vec.h"
 #include "core/alloc.h"
@@ -90,6 +91,47 @@ size_t brisk_backend_cpu_workspace_bytes(const brisk_backend *be) {
   return be ? ((const brisk_cpu_ctx *)be->ctx)->workspace_size : 0;
 }
 
+/* Matrices of a type the kernels read faster regrouped (the packed _R8
+ * layouts of backend/cpu/matmul/pack.h, where the AVX2 kernels run) are
+ * rewritten in place; the kernels give the same bits for either layout, so
+ * a caller that cannot afford the rewrite uses them as stored. Everything
+ * else is used as stored. */
+static brisk_status cpu_weight_plan(brisk_backend *be, uint32_t type, int64_t rows, int64_t cols,
+                                    bool matrix, brisk_weight_plan *plan) {
+  (void)be;
+  if (!plan || rows < 1 || cols < 1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "weight_plan: plan is NULL or shape %lld x %lld",
+                       (long long)rows, (long long)cols);
+  *plan = (brisk_weight_plan){BRISK_WEIGHT_AS_STORED, type, 0};
+  if (!matrix) return BRISK_OK;
+  const uint32_t packed = brisk_cpu_pack_type(type, rows);
+  if (packed != type) *plan = (brisk_weight_plan){BRISK_WEIGHT_IN_PLACE, packed, 0};
+  return BRISK_OK;
+}
+
+static brisk_status cpu_weight_prepare(brisk_backend *be, const brisk_weight_plan *plan,
+                                       uint32_t type, int64_t rows, int64_t cols, void *src,
+                                       void **out) {
+  (void)be;
+  if (!plan || !src || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "weight_prepare: NULL argument");
+  switch (plan->mode) {
+  case BRISK_WEIGHT_AS_STORED: *out = src; return BRISK_OK;
+  case BRISK_WEIGHT_IN_PLACE: {
+    if (brisk_cpu_pack_type(type, rows) != plan->type)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "weight_prepare: the plan's type %u is not this backend's for type %u",
+                         plan->type, type);
+    brisk_status st = brisk_cpu_pack(plan->type, src, rows, cols);
+    if (!st) *out = src;
+    return st;
+  }
+  default:
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "weight_prepare: mode %d is not the CPU's",
+                       (int)plan->mode);
+  }
+}
+
 brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
                                       brisk_backend **out) {
   if (!out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "cpu backend: out is NULL");
@@ -123,7 +165,11 @@ brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
       .buffer_free = cpu_buffer_free,
       .upload = cpu_upload,
       .download = cpu_download,
+      .host_memory = true,
       .synchronize = cpu_synchronize,
+      .workspace_bytes = brisk_backend_cpu_workspace_bytes,
+      .weight_plan = cpu_weight_plan,
+      .weight_prepare = cpu_weight_prepare,
       .matmul = cpu_matmul,
       .embed = brisk_cpu_ops_embed,
       .rmsnorm = brisk_cpu_ops_rmsnorm,
