@@ -4,9 +4,13 @@
  * CUDA toolkit at run time but the driver (libcuda.so.1), which the runtime
  * opens itself: no driver is then an error status, not a failed dlopen.
  * Every runtime error becomes a status with the runtime's message, through
- * the host table, so it reaches brisk_last_error. */
+ * the host table, so it reaches brisk_last_error. The backend it creates is
+ * cuda_backend.c over the kernels of kernels/ built by nvcc. */
 #include "backend/plugin.h"
 
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/host_shim.h"
+#include "backend/cuda/rt_cudart.h"
 #include "brisk_config.h"
 
 #include <cuda_runtime_api.h>
@@ -31,7 +35,10 @@ static brisk_status cuda_fail(cudaError_t e, const char *what) {
   brisk_status st = BRISK_E_INTERNAL;
   const char *hint = "";
   switch (e) {
-  case cudaErrorNoDevice: st = BRISK_E_NO_DEVICE; hint = " (no CUDA device on this machine)"; break;
+  case cudaErrorNoDevice:
+    st = BRISK_E_NO_DEVICE;
+    hint = " (no CUDA device on this machine)";
+    break;
   case cudaErrorInsufficientDriver:
     st = BRISK_E_NO_DEVICE;
     hint = " (the NVIDIA driver is missing or older than this build's CUDA runtime)";
@@ -83,13 +90,9 @@ static brisk_status create(const brisk_device_provider *p, int32_t index, brisk_
                            brisk_backend **out) {
   (void)p;
   (void)pool;
-  (void)out;
-  /* The operation table over the kernels in kernels/ is not part of this
-   * build yet: the plugin enumerates devices only. */
-  return fail(BRISK_E_UNSUPPORTED,
-              "cuda:%d: this build of the CUDA plugin lists devices but cannot run models on "
-              "them yet",
-              (int)index);
+  char name[32];
+  snprintf(name, sizeof name, "cuda:%d", (int)index);
+  return brisk_backend_cuda_create(&brisk_cuda_rt_cudart, index, name, out);
 }
 
 __attribute__((visibility("default"))) brisk_status
@@ -98,6 +101,7 @@ brisk_plugin_entry_v1(const brisk_plugin_host *h, brisk_plugin_api *api);
 brisk_status brisk_plugin_entry_v1(const brisk_plugin_host *h, brisk_plugin_api *api) {
   if (!h || !api || h->abi != BRISK_PLUGIN_ABI) return BRISK_E_INVALID_ARGUMENT;
   host = h;
+  brisk_plugin_shim_init(h);
   memset(api, 0, sizeof *api);
   api->abi = BRISK_PLUGIN_ABI;
   api->version = BRISK_VERSION_STRING;
