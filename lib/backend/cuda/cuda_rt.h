@@ -1,6 +1,6 @@
 /* The runtime calls the CUDA backend makes, behind a table: the plugin fills
  * it from the CUDA runtime (rt_cudart.c), the test suite from the SIMT
- * emulation (tests/simt/rt_emu.c), where device memory is host memory and
+ * emulation (tests/cudabe/rt_emu.c), where device memory is host memory and
  * every call completes before it returns. So the same backend code, the
  * same checks and the same kernel launches run in both.
  *
