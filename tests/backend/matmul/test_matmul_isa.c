@@ -141,8 +141,9 @@ static float *make_x(test_rng *rng, int64_t m, int64_t k, bool extreme) {
 }
 
 /* Each tile shape of the packed kernels (G = 1..4 groups against one row,
- * one group against 1..4 rows; with and without the GEMV prefetch), called
- * directly: the AVX-512 kernel writes the AVX2 kernel's bits. */
+ * one or two groups against 1..4 rows; with and without the GEMV
+ * prefetch), called directly: the AVX-512 kernel writes the AVX2 kernel's
+ * bits. */
 static void test_tiles_match_avx2(void **state) {
   (void)state;
   NEED_AVX512();
@@ -164,9 +165,12 @@ static void test_tiles_match_avx2(void **state) {
           const size_t xs = brisk_mm_act_row_bytes(BRISK_MM_ACT_Q8, k);
           uint8_t *xq = malloc(xs * (size_t)m);
           for (int64_t r = 0; r < m; r++) brisk_mm_quantize_q8_scalar(x + r * k, xq + r * xs, k);
-          for (int shape = 0; shape < 7; shape++)
+          /* G = 1..4 x R = 1 (both kernels), G = 1 x R = 2..4 (both), G = 2 x R = 2..4
+           * (AVX-512 only: against the AVX2 kernel's G = 1 tiles, one group at a time) */
+          for (int shape = 0; shape < 10; shape++)
             for (int pf = 0; pf < 2; pf++) {
-              const int nw = shape < 4 ? 8 * (shape + 1) : 8, nx = shape < 4 ? 1 : shape - 2;
+              const int nw = shape < 4 ? 8 * (shape + 1) : shape < 7 ? 8 : 16;
+              const int nx = shape < 4 ? 1 : shape < 7 ? shape - 2 : shape - 5;
               float y2[4 * 32], y5[4 * 32];
               memset(y2, 0, sizeof y2);
               memset(y5, 0xff, sizeof y5);
@@ -178,7 +182,13 @@ static void test_tiles_match_avx2(void **state) {
                                     .y_stride = 32,
                                     .prefetch = pf};
               tile.y = y2;
-              f2(&tile, nw, nx);
+              const int step = nx == 1 ? nw : 8; /* AVX2: G = 1 when R > 1 */
+              for (int g0 = 0; g0 < nw; g0 += step) {
+                tile.w = w + (size_t)g0 * (size_t)rb;
+                tile.y = y2 + g0;
+                f2(&tile, step, nx);
+              }
+              tile.w = w;
               tile.y = y5;
               f5(&tile, nw, nx);
               for (int r = 0; r < nx; r++)

@@ -53,6 +53,7 @@ typedef struct mm_job {
   brisk_mm_chunk_fn chunk; /* float-weight GEMM, when the kernels have it */
   bool wide;               /* tile takes up to BRISK_MM_WIDE_W weight rows */
   brisk_mm_tile_fn packed; /* packed weights: the kernel for whole groups of 8 rows */
+  int packed_gemm_w;       /* weight rows per packed tile with several activation rows */
   int64_t n_packed;        /* rows in whole packed groups; `tile` takes the rest (base layout) */
   brisk_mm_act_fn act;     /* NULL: x is used as given */
   const uint8_t *w;        /* [n][w_stride] */
@@ -88,15 +89,16 @@ static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64
      * accumulator chains; with more activation rows two suffice. */
     const bool packed = c < j->n_packed;
     const int64_t packed_left = (c1 < j->n_packed ? c1 : j->n_packed) - c;
-    const int nw = packed
-                       ? (r1 - r0 == 1 ? (int)clamp64(packed_left, BRISK_PACK_ROWS,
-                                                      BRISK_PACK_ROWS * BRISK_MM_R8_GEMV_GROUPS) /
-                                             BRISK_PACK_ROWS * BRISK_PACK_ROWS
-                                       : BRISK_PACK_ROWS)
-                   : j->wide ? (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W)
-                   : (r1 - r0 == 1 && left >= 4) ? 4
-                   : left >= 2                   ? 2
-                                                 : 1;
+    const int nw =
+        packed                        ? (r1 - r0 == 1 ? (int)clamp64(packed_left, BRISK_PACK_ROWS,
+                                                                     BRISK_PACK_ROWS * BRISK_MM_R8_GEMV_GROUPS) /
+                                     BRISK_PACK_ROWS * BRISK_PACK_ROWS
+                                                      : (int)clamp64(packed_left, BRISK_PACK_ROWS, j->packed_gemm_w) /
+                                     BRISK_PACK_ROWS * BRISK_PACK_ROWS)
+        : j->wide                     ? (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W)
+        : (r1 - r0 == 1 && left >= 4) ? 4
+        : left >= 2                   ? 2
+                                      : 1;
     const brisk_mm_tile_fn fn = packed ? j->packed : j->tile;
     t.w = j->w + (size_t)c * j->w_stride;
     for (int64_t r = r0; r < r1; r += BRISK_MM_MAX_X) {
@@ -303,6 +305,7 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
                 : avx2     ? brisk_mm_avx2_tile(w_type)
                            : brisk_mm_scalar_tile(w_type),
       .n_packed = is_packed ? n / BRISK_PACK_ROWS * BRISK_PACK_ROWS : 0,
+      .packed_gemm_w = fn512 ? BRISK_PACK_ROWS * BRISK_MM_R8_GEMM_GROUPS_512 : BRISK_PACK_ROWS,
       .act = act == BRISK_MM_ACT_F32 ? NULL
              : avx2                  ? brisk_mm_avx2_act(act)
                                      : brisk_mm_scalar_act(act),

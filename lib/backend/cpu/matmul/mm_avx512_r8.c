@@ -1,24 +1,26 @@
 /* AVX-512 VNNI kernels for the packed _R8 layouts (pack.h) of the
- * 32-element types (q8_0, q4_0, q4_1, q5_0, q5_1): the AVX2 kernels'
- * tiles (mm_avx2_r8.c), G groups of 8 weight rows (GEMV: up to 4) against
- * R activation rows (GEMM: up to 4, G = 1), on 64-byte vectors.
+ * 32-element types (q8_0, q4_0, q4_1, q5_0, q5_1): G groups of 8 weight
+ * rows (GEMV: up to 4) against R activation rows (GEMM: up to 4, with up to
+ * 2 groups, BRISK_MM_R8_GEMM_GROUPS_512), on 64-byte vectors.
  *
- * A 512-bit vector holds two consecutive 32-byte chunks of a group-block
- * (chunks c and c + 1: 4 bytes of each of the 8 rows, twice), so row j's
- * products land in int32 lanes j and 8 + j. The activation vector of the
- * pair has y[4c..4c+3] in lanes 0-7 and y[4c+4..4c+7] in lanes 8-15, made
- * once per block and row with one permute. vpdpbusd multiplies unsigned
- * weight bytes by signed activation bytes and adds each 4 products into
- * int32 without the int16 step (and the saturation care) of maddubs, so
- * one instruction does the AVX2 kernels' maddubs + add (+ madd), on twice
- * the bytes. q8_0's signed levels go in as q + 128 (an xor), and
- * 128 x sum(y) comes off once per block, from the activation's lane sums.
+ * Groups go in pairs: a 512-bit vector holds chunk c (4 bytes of each of 8
+ * rows, pack.h) of two groups, so its 16 int32 lanes are 16 weight rows and
+ * the activation bytes y[4c..4c+3] are one broadcast load for all of them.
+ * (Two chunks of one group in a vector would need a permute of y per row
+ * and block instead, which bounded the GEMM: 1.25x AVX2 against 1.5x.)
+ * vpdpbusd multiplies unsigned weight bytes by signed activation bytes and
+ * adds each 4 products into int32 without maddubs' int16 step and its
+ * saturation care, so one instruction does the AVX2 kernels' maddubs + add
+ * (+ madd) on twice the bytes; the float steps cover 16 rows at once. q8_0's
+ * signed levels go in as q + 128 (an xor), and 128 x sum(y) comes off once
+ * per block, from the activation's lane sums. An odd last group is read
+ * twice and its second half dropped.
  *
  * Every row's per-block integer P_i is exact either way, and the float
- * steps after it are the AVX2 kernels' (the same fma chain on 8 lanes), so
- * the results equal the AVX2 kernels' bit for bit, and hence the base
- * layout's: a model may mix these tiles with the AVX2 base-layout kernels
- * for the n % 8 tail rows without breaking batch invariance. */
+ * steps after it are the AVX2 kernels' lane for lane (the same fma chain),
+ * so the results equal the AVX2 kernels' bit for bit, and hence the base
+ * layout's: the n % 8 tail rows can run the AVX2 base-layout kernels
+ * without breaking batch invariance. */
 #include "backend/cpu/matmul/mm_internal.h"
 
 #include "backend/cpu/matmul/mm_avx2.h"
@@ -34,21 +36,30 @@
 #  define MM_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #  define MM_R8_PF_DIST 1024
 
-/* y[8P .. 8P+7] of a block as (4 bytes in lanes 0-7, the next 4 in lanes
- * 8-15): the activation vector of chunk pair P, from the block's 32 bytes
- * in the low half of y. */
-MM_INLINE __m512i pair_bcast(__m512i y, const int P) {
-  const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * P), _mm256_set1_epi32(2 * P + 1), 1);
-  return _mm512_permutexvar_epi32(idx, y);
+/* The 4 activation bytes at p in every int32 lane (a broadcast load). */
+MM_INLINE __m512i bcast4(const int8_t *p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
 }
 
-MM_INLINE __m512i load_y(const brisk_mm_q8 *xb) {
-  return _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)xb->qs));
+/* 32 bytes at a in the low half, at b in the high half. */
+MM_INLINE __m512i load2(const uint8_t *a, const uint8_t *b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                            _mm256_loadu_si256((const __m256i *)b), 1);
 }
 
-/* Lanes j and 8 + j added: row j's total in lane j. */
-MM_INLINE __m256i fold(__m512i s) {
-  return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+/* 8 fp16 at a, then 8 at b, as 16 floats. */
+MM_INLINE __m512 load_f16x2(const uint8_t *a, const uint8_t *b) {
+  return _mm512_cvtph_ps(
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                              _mm_loadu_si128((const __m128i *)b), 1));
+}
+
+/* The lane total of 8 int32 (the activation's ls) in all 16 lanes. */
+MM_INLINE __m512i total16(const int32_t *ls) {
+  const __m256i t = mm_lane_total(_mm256_loadu_si256((const __m256i *)ls));
+  return _mm512_broadcastd_epi32(_mm256_castsi256_si128(t));
 }
 
 MM_INLINE void prefetch_group(const uint8_t *g, const int lines) {
@@ -56,13 +67,28 @@ MM_INLINE void prefetch_group(const uint8_t *g, const int lines) {
     _mm_prefetch((const char *)(g + MM_R8_PF_DIST + 64 * l), _MM_HINT_T0);
 }
 
+/* The groups a pair reads: 2p and 2p + 1, or 2p twice when G is odd and p
+ * the last pair (its upper half is computed and dropped). */
+#  define PAIR_HI(p, G) (2 * (p) + 1 < (G) ? 2 * (p) + 1 : 2 * (p))
+
+/* Stores the [G][R] x 8 results held as [pairs][R] x 16 lanes. */
+MM_INLINE void store_pairs(const brisk_mm_tile *t, const __m512 *acc, const int G, const int R) {
+  for (int p = 0; p < (G + 1) / 2; p++)
+    for (int r = 0; r < R; r++) {
+      float *y = t->y + (size_t)r * t->y_stride + (size_t)(2 * p) * BRISK_PACK_ROWS;
+      if (2 * p + 1 < G)
+        _mm512_storeu_ps(y, acc[p * R + r]);
+      else
+        _mm256_storeu_ps(y, _mm512_castps512_ps256(acc[p * R + r]));
+    }
+}
+
 enum { NIB_Q4_0, NIB_Q4_1, NIB_Q5_0, NIB_Q5_1 };
 
-/* q4_x / q5_x _r8 (layout in pack.h and mm_avx2_r8.c): chunk pair 0 holds
- * the lo levels of y pair 0 and the hi levels of y pair 2, chunk pair 1 those
- * of y pairs 1 and 3. q5_x's hi levels take bits 3-4 from hb shifted by
- * 3 - 2c (c the chunk) in 16-bit lanes, as the AVX2 kernel shifts them:
- * per-half counts here. */
+/* q4_x / q5_x _r8 (layout in pack.h and mm_avx2_r8.c): chunk c of the
+ * two groups of a pair, against y[4c..4c+3] (lo levels) and y[16+4c..]
+ * (hi). q5_x's hi levels take bits 3-4 from hb shifted by 3 - 2c in 16-bit
+ * lanes, as the AVX2 kernel shifts them. */
 MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, const int R) {
   static const size_t block_size[] = {sizeof(brisk_block_q4_0), sizeof(brisk_block_q4_1),
                                       sizeof(brisk_block_q5_0), sizeof(brisk_block_q5_1)};
@@ -73,78 +99,70 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
   const size_t ho = has_min ? 4 * BRISK_PACK_ROWS : mo;   /* q5_x hb */
   const size_t qo = five ? ho + 4 * BRISK_PACK_ROWS : ho; /* chunks */
   const int64_t nb = t->k / 32;
+  const int NP = (G + 1) / 2;
   const size_t gbs = BRISK_PACK_ROWS * block_size[type];
   const size_t gstride = BRISK_PACK_ROWS * t->w_stride;
   const __m512i m4 = _mm512_set1_epi8(0x0f), m31 = _mm512_set1_epi8(0x1f);
   const __m512i m7 = _mm512_set1_epi8(0x07), m24 = _mm512_set1_epi8(0x18);
-  /* hb shifts of chunks 0, 1 (left 3, 1) and 2, 3 (right 1, 3) */
-  const __m512i sl01 = _mm512_inserti64x4(_mm512_set1_epi16(3), _mm256_set1_epi16(1), 1);
-  const __m512i sr23 = _mm512_inserti64x4(_mm512_set1_epi16(1), _mm256_set1_epi16(3), 1);
-  __m256 acc[BRISK_MM_MAX_X];  /* [G][R] x 8 outputs */
-  __m256 accm[BRISK_MM_MAX_X]; /* [G][R] x 8: min terms (q4_1, q5_1) */
+  __m512 acc[2 * BRISK_MM_MAX_X];  /* [pairs][R] x 16 outputs */
+  __m512 accm[2 * BRISK_MM_MAX_X]; /* the same: min terms (q4_1, q5_1) */
   MM_UNROLL(4)
-  for (int a = 0; a < G * R; a++) acc[a] = accm[a] = _mm256_setzero_ps();
+  for (int a = 0; a < NP * R; a++) acc[a] = accm[a] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; i++) {
     const brisk_mm_q8 *xb[BRISK_MM_MAX_X];
-    __m256i off[BRISK_MM_MAX_X];   /* [R] 8 or 16 x sum(y) in every lane */
-    __m512i yp[BRISK_MM_MAX_X][4]; /* [R][pair] */
     MM_UNROLL(4)
-    for (int r = 0; r < R; r++) {
-      xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
-      off[r] = _mm256_setzero_si256();
-      if (offset) {
-        off[r] = mm_lane_total(_mm256_loadu_si256((const __m256i *)xb[r]->ls));
-        if (five) off[r] = _mm256_add_epi32(off[r], off[r]);
+    for (int r = 0; r < R; r++) xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
+    MM_UNROLL(2)
+    for (int p = 0; p < NP; p++) {
+      const uint8_t *ga = t->w + (size_t)(2 * p) * gstride + (size_t)i * gbs;
+      const uint8_t *gb = t->w + (size_t)PAIR_HI(p, G) * gstride + (size_t)i * gbs;
+      if (t->prefetch) {
+        prefetch_group(ga, 3);
+        if (2 * p + 1 < G) prefetch_group(gb, 3);
       }
-      const __m512i y = load_y(xb[r]);
+      const __m512 dwv = load_f16x2(ga, gb);
+      const __m512 mwv = has_min ? load_f16x2(ga + mo, gb + mo) : _mm512_setzero_ps();
+      const __m512i hb = five ? load2(ga + ho, gb + ho) : _mm512_setzero_si512();
+      __m512i lo[4], hi[4];
       MM_UNROLL(4)
-      for (int p = 0; p < 4; p++) yp[r][p] = pair_bcast(y, p);
-    }
-    MM_UNROLL(4)
-    for (int gi = 0; gi < G; gi++) {
-      const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
-      if (t->prefetch) prefetch_group(g, 3);
-      const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
-      const __m256 mwv = has_min ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + mo)))
-                                 : _mm256_setzero_ps();
-      const __m512i q01 = _mm512_loadu_si512((const void *)(g + qo));
-      const __m512i q23 = _mm512_loadu_si512((const void *)(g + qo + 64));
-      __m512i lo01, hi01, lo23, hi23;
-      if (five) {
-        const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(g + ho)));
-        lo01 = _mm512_and_si512(q01, m31);
-        lo23 = _mm512_and_si512(q23, m31);
-        hi01 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q01, 5), m7),
-                               _mm512_and_si512(_mm512_sllv_epi16(hb, sl01), m24));
-        hi23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q23, 5), m7),
-                               _mm512_and_si512(_mm512_srlv_epi16(hb, sr23), m24));
-      } else {
-        lo01 = _mm512_and_si512(q01, m4);
-        lo23 = _mm512_and_si512(q23, m4);
-        hi01 = _mm512_and_si512(_mm512_srli_epi16(q01, 4), m4);
-        hi23 = _mm512_and_si512(_mm512_srli_epi16(q23, 4), m4);
+      for (int c = 0; c < 4; c++) {
+        const __m512i q = load2(ga + qo + 32 * c, gb + qo + 32 * c);
+        if (five) {
+          const int sh = 3 - 2 * c;
+          const __m512i h =
+              sh >= 0 ? _mm512_slli_epi16(hb, (unsigned)sh) : _mm512_srli_epi16(hb, (unsigned)-sh);
+          lo[c] = _mm512_and_si512(q, m31);
+          hi[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 5), m7),
+                                  _mm512_and_si512(h, m24));
+        } else {
+          lo[c] = _mm512_and_si512(q, m4);
+          hi[c] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        }
       }
       MM_UNROLL(4)
       for (int r = 0; r < R; r++) {
-        /* two chains, joined in the fold */
-        __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo01, yp[r][0]);
-        __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo23, yp[r][1]);
-        s0 = _mm512_dpbusd_epi32(s0, hi01, yp[r][2]);
-        s1 = _mm512_dpbusd_epi32(s1, hi23, yp[r][3]);
-        __m256i tot = fold(_mm512_add_epi32(s0, s1));
-        if (offset) tot = _mm256_sub_epi32(tot, off[r]);
-        const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb[r]->d));
-        acc[gi * R + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), dd, acc[gi * R + r]);
+        const int8_t *y = xb[r]->qs;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512(); /* two chains */
+        MM_UNROLL(4)
+        for (int c = 0; c < 4; c++) {
+          s0 = _mm512_dpbusd_epi32(s0, lo[c], bcast4(y + 4 * c));
+          s1 = _mm512_dpbusd_epi32(s1, hi[c], bcast4(y + 16 + 4 * c));
+        }
+        __m512i tot = _mm512_add_epi32(s0, s1);
+        if (offset) {
+          const __m512i o = total16(xb[r]->ls);
+          tot = _mm512_sub_epi32(tot, five ? _mm512_add_epi32(o, o) : o);
+        }
+        const __m512 dd = _mm512_mul_ps(dwv, _mm512_set1_ps(xb[r]->d));
+        acc[p * R + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), dd, acc[p * R + r]);
         if (has_min)
-          accm[gi * R + r] = _mm256_fmadd_ps(mwv, _mm256_broadcast_ss(&xb[r]->s), accm[gi * R + r]);
+          accm[p * R + r] = _mm512_fmadd_ps(mwv, _mm512_set1_ps(xb[r]->s), accm[p * R + r]);
       }
     }
   }
-  for (int gi = 0; gi < G; gi++)
-    for (int r = 0; r < R; r++)
-      _mm256_storeu_ps(t->y + (size_t)r * t->y_stride + (size_t)gi * BRISK_PACK_ROWS,
-                       has_min ? _mm256_add_ps(acc[gi * R + r], accm[gi * R + r])
-                               : acc[gi * R + r]);
+  if (has_min)
+    for (int a = 0; a < NP * R; a++) acc[a] = _mm512_add_ps(acc[a], accm[a]);
+  store_pairs(t, acc, G, R);
 }
 MM_INLINE void tile_q4_0_r8(const brisk_mm_tile *t, int G, int R) {
   tile_nib_r8(t, NIB_Q4_0, G, R);
@@ -159,62 +177,84 @@ MM_INLINE void tile_q5_1_r8(const brisk_mm_tile *t, int G, int R) {
   tile_nib_r8(t, NIB_Q5_1, G, R);
 }
 
-/* q8_0_r8: d[8], then 8 chunks; chunk pair P against y pair P. The levels
+/* q8_0_r8: d[8], then 8 chunks; chunk c against y[4c..4c+3]. The levels
  * go in as q ^ 0x80 = q + 128 (0..255, unsigned), so a lane gathers
  * sum (q + 128) y = sum q y + 128 sum y; the last term is 16 x the sum of
  * the activation's ls (8 x its 4-sums), the same for every row. */
 MM_INLINE void tile_q8_0_r8(const brisk_mm_tile *t, const int G, const int R) {
   const int64_t nb = t->k / 32;
+  const int NP = (G + 1) / 2;
   const size_t gbs = BRISK_PACK_ROWS * sizeof(brisk_block_q8_0);
   const size_t gstride = BRISK_PACK_ROWS * t->w_stride;
   const __m512i bias = _mm512_set1_epi8((char)0x80);
-  __m256 acc[BRISK_MM_MAX_X]; /* [G][R] x 8 outputs */
+  __m512 acc[2 * BRISK_MM_MAX_X]; /* [pairs][R] x 16 outputs */
   MM_UNROLL(4)
-  for (int a = 0; a < G * R; a++) acc[a] = _mm256_setzero_ps();
+  for (int a = 0; a < NP * R; a++) acc[a] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; i++) {
     const brisk_mm_q8 *xb[BRISK_MM_MAX_X];
-    __m256i off[BRISK_MM_MAX_X];   /* [R] 128 x sum(y) in every lane */
-    __m512i yp[BRISK_MM_MAX_X][4]; /* [R][pair] */
     MM_UNROLL(4)
-    for (int r = 0; r < R; r++) {
-      xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
-      off[r] = _mm256_slli_epi32(mm_lane_total(_mm256_loadu_si256((const __m256i *)xb[r]->ls)), 4);
-      const __m512i y = load_y(xb[r]);
-      MM_UNROLL(4)
-      for (int p = 0; p < 4; p++) yp[r][p] = pair_bcast(y, p);
-    }
-    MM_UNROLL(4)
-    for (int gi = 0; gi < G; gi++) {
-      const uint8_t *g = t->w + (size_t)gi * gstride + (size_t)i * gbs;
-      if (t->prefetch) prefetch_group(g, 5);
-      const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
-      __m512i u[4];
-      MM_UNROLL(4)
-      for (int p = 0; p < 4; p++)
-        u[p] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(g + 16 + 64 * p)), bias);
+    for (int r = 0; r < R; r++) xb[r] = (const brisk_mm_q8 *)(t->x + (size_t)r * t->x_stride) + i;
+    MM_UNROLL(2)
+    for (int p = 0; p < NP; p++) {
+      const uint8_t *ga = t->w + (size_t)(2 * p) * gstride + (size_t)i * gbs;
+      const uint8_t *gb = t->w + (size_t)PAIR_HI(p, G) * gstride + (size_t)i * gbs;
+      if (t->prefetch) {
+        prefetch_group(ga, 5);
+        if (2 * p + 1 < G) prefetch_group(gb, 5);
+      }
+      const __m512 dwv = load_f16x2(ga, gb);
+      __m512i u[8];
+      MM_UNROLL(8)
+      for (int c = 0; c < 8; c++)
+        u[c] = _mm512_xor_si512(load2(ga + 16 + 32 * c, gb + 16 + 32 * c), bias);
       MM_UNROLL(4)
       for (int r = 0; r < R; r++) {
-        __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], yp[r][0]);
-        __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], yp[r][1]);
-        s0 = _mm512_dpbusd_epi32(s0, u[2], yp[r][2]);
-        s1 = _mm512_dpbusd_epi32(s1, u[3], yp[r][3]);
-        const __m256i tot = _mm256_sub_epi32(fold(_mm512_add_epi32(s0, s1)), off[r]);
-        const __m256 dd = _mm256_mul_ps(dwv, _mm256_broadcast_ss(&xb[r]->d));
-        acc[gi * R + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), dd, acc[gi * R + r]);
+        const int8_t *y = xb[r]->qs;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        MM_UNROLL(4)
+        for (int c = 0; c < 4; c++) {
+          s0 = _mm512_dpbusd_epi32(s0, u[c], bcast4(y + 4 * c));
+          s1 = _mm512_dpbusd_epi32(s1, u[4 + c], bcast4(y + 16 + 4 * c));
+        }
+        const __m512i tot =
+            _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_slli_epi32(total16(xb[r]->ls), 4));
+        const __m512 dd = _mm512_mul_ps(dwv, _mm512_set1_ps(xb[r]->d));
+        acc[p * R + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), dd, acc[p * R + r]);
       }
     }
   }
-  for (int gi = 0; gi < G; gi++)
-    for (int r = 0; r < R; r++)
-      _mm256_storeu_ps(t->y + (size_t)r * t->y_stride + (size_t)gi * BRISK_PACK_ROWS,
-                       acc[gi * R + r]);
+  store_pairs(t, acc, G, R);
 }
 
-MM_R8_DISPATCH(q4_0_r8)
-MM_R8_DISPATCH(q8_0_r8)
-MM_R8_DISPATCH(q4_1_r8)
-MM_R8_DISPATCH(q5_0_r8)
-MM_R8_DISPATCH(q5_1_r8)
+/* Shapes: G = 1..4 groups with R = 1 (GEMV), G = 1..2 with R = 1..4 (GEMM). */
+#  define R8_512_DISPATCH(name)                                                                    \
+    static MM_TARGET void name##_g1r1(const brisk_mm_tile *t) { tile_##name(t, 1, 1); }            \
+    static MM_TARGET void name##_g2r1(const brisk_mm_tile *t) { tile_##name(t, 2, 1); }            \
+    static MM_TARGET void name##_g3r1(const brisk_mm_tile *t) { tile_##name(t, 3, 1); }            \
+    static MM_TARGET void name##_g4r1(const brisk_mm_tile *t) { tile_##name(t, 4, 1); }            \
+    static MM_TARGET void name##_g1r2(const brisk_mm_tile *t) { tile_##name(t, 1, 2); }            \
+    static MM_TARGET void name##_g1r3(const brisk_mm_tile *t) { tile_##name(t, 1, 3); }            \
+    static MM_TARGET void name##_g1r4(const brisk_mm_tile *t) { tile_##name(t, 1, 4); }            \
+    static MM_TARGET void name##_g2r2(const brisk_mm_tile *t) { tile_##name(t, 2, 2); }            \
+    static MM_TARGET void name##_g2r3(const brisk_mm_tile *t) { tile_##name(t, 2, 3); }            \
+    static MM_TARGET void name##_g2r4(const brisk_mm_tile *t) { tile_##name(t, 2, 4); }            \
+    static void name(const brisk_mm_tile *t, int n_w, int n_x) {                                   \
+      static void (*const gemv[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g2r1,             \
+                                                             name##_g3r1, name##_g4r1};            \
+      static void (*const gemm[2][4])(const brisk_mm_tile *) = {                                   \
+          {name##_g1r1, name##_g1r2, name##_g1r3, name##_g1r4},                                    \
+          {name##_g2r1, name##_g2r2, name##_g2r3, name##_g2r4}};                                   \
+      if (n_x == 1)                                                                                \
+        gemv[n_w / 8 - 1](t);                                                                      \
+      else                                                                                         \
+        gemm[n_w / 8 - 1][n_x - 1](t);                                                             \
+    }
+
+R8_512_DISPATCH(q4_0_r8)
+R8_512_DISPATCH(q8_0_r8)
+R8_512_DISPATCH(q4_1_r8)
+R8_512_DISPATCH(q5_0_r8)
+R8_512_DISPATCH(q5_1_r8)
 
 brisk_mm_tile_fn brisk_mm_avx512_r8_tile(uint32_t w_type) {
   switch (w_type) {
