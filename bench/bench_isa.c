@@ -204,6 +204,8 @@ int main(int argc, char **argv) {
                                    BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8,
                                    BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8,
                                    BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8,
+                                   BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8,
+                                   BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8,
                                    BRISK_DTYPE_F16};
   const int64_t gn = 8192, gk = 4096, mn = 2048, mk = 2048, mm = 512;
   float *x = malloc((size_t)(mm * gk) * sizeof(float));

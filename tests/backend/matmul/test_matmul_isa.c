@@ -1,5 +1,6 @@
 /* The kernel levels of the CPU matmul (core/cpu.h): feature detection and
- * the BRISK_CPU_ISA / set_isa caps, and the AVX-512 VNNI kernels against
+ * the BRISK_CPU_ISA / set_isa caps, and the AVX-512 VNNI kernels (the packed
+ * layouts of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) against
  * the AVX2 ones (bit for bit: same exact integer block sums, same float
  * steps) and against a float64 reference, tile by tile and through the
  * driver. On a machine without AVX-512 F/BW/VL/VNNI (or whose OS does not
@@ -23,7 +24,8 @@
 #include <string.h>
 
 static const uint32_t r8_types[] = {
-    BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1,
+    BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0,
+    BRISK_DTYPE_Q5_1, BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K,
 };
 #define N_R8 (sizeof r8_types / sizeof *r8_types)
 
@@ -111,11 +113,16 @@ static uint8_t *make_packed(test_rng *rng, uint32_t base, int64_t n, int64_t k, 
     uint8_t *qr = q + (size_t)j * rb;
     if (raw) {
       for (uint64_t b = 0; b < rb; b++) qr[b] = (uint8_t)test_rng_u64(rng);
-      const bool has_min = base == BRISK_DTYPE_Q4_1 || base == BRISK_DTYPE_Q5_1;
-      for (int64_t blk = 0; blk < k / 32; blk++)
-        for (int f = 0; f < (has_min ? 2 : 1); f++) {
+      /* the fp16 fields: d (and m / dmin) at 0 (and 2), q6_k's d at 208 */
+      const int nf = base == BRISK_DTYPE_Q8_0 || base == BRISK_DTYPE_Q4_0 ||
+                             base == BRISK_DTYPE_Q5_0 || base == BRISK_DTYPE_Q6_K
+                         ? 1
+                         : 2;
+      const size_t at = base == BRISK_DTYPE_Q6_K ? 208 : 0;
+      for (int64_t blk = 0; blk < k / (int64_t)info->block_size; blk++)
+        for (int f = 0; f < nf; f++) {
           const uint16_t h = brisk_f32_to_f16((float)test_rng_uniform(rng, -1, 1));
-          memcpy(qr + (size_t)blk * info->type_size + 2 * (size_t)f, &h, 2);
+          memcpy(qr + (size_t)blk * info->type_size + at + 2 * (size_t)f, &h, 2);
         }
     } else {
       const double scale = test_rng_uniform(rng, 0.01, 1.0);
@@ -148,9 +155,11 @@ static void test_tiles_match_avx2(void **state) {
   (void)state;
   NEED_AVX512();
   test_rng rng = test_rng_seeded("matmul_isa_tiles");
-  const int64_t ks[] = {32, 64, 96, 2048};
   for (size_t t = 0; t < N_R8; t++) {
     const uint32_t type = r8_types[t] | BRISK_DTYPE_PACKED_R8;
+    const int64_t bs = brisk_dtype_get(r8_types[t])->block_size;
+    const int64_t ks[] = {bs, 2 * bs, 3 * bs, 2048}; /* 1, 2, 3 and 64 or 8 blocks */
+    const brisk_mm_act act = brisk_mm_act_format(type);
     const brisk_mm_tile_fn f2 = brisk_mm_avx2_tile(type), f5 = brisk_mm_avx512_tile(type);
     assert_non_null(f2);
     assert_non_null(f5);
@@ -162,9 +171,9 @@ static void test_tiles_match_avx2(void **state) {
           assert_true(brisk_dtype_row_bytes(type, (uint64_t)k, &rb));
           uint8_t *w = make_packed(&rng, r8_types[t], n, k, raw, NULL);
           float *x = make_x(&rng, m, k, extreme);
-          const size_t xs = brisk_mm_act_row_bytes(BRISK_MM_ACT_Q8, k);
+          const size_t xs = brisk_mm_act_row_bytes(act, k);
           uint8_t *xq = malloc(xs * (size_t)m);
-          for (int64_t r = 0; r < m; r++) brisk_mm_quantize_q8_scalar(x + r * k, xq + r * xs, k);
+          for (int64_t r = 0; r < m; r++) brisk_mm_scalar_act(act)(x + r * k, xq + r * xs, k);
           /* G = 1..4 x R = 1 (both kernels), G = 1 x R = 2..4 (both), G = 2 x R = 2..4
            * (AVX-512 only: against the AVX2 kernel's G = 1 tiles, one group at a time) */
           for (int shape = 0; shape < 10; shape++)
@@ -218,6 +227,7 @@ static void test_driver_matches_avx2(void **state) {
   const int64_t k = 1024;
   for (size_t t = 0; t < N_R8; t++) {
     const uint32_t base = r8_types[t], type = base | BRISK_DTYPE_PACKED_R8;
+    const int64_t ab = brisk_mm_act_format(base) == BRISK_MM_ACT_Q8K ? 256 : 32;
     for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
       const int64_t n = ns[ni];
       float *deq = malloc((size_t)(n * k) * sizeof(float));
@@ -238,17 +248,17 @@ static void test_driver_matches_avx2(void **state) {
           const float *xr = x + i * k;
           for (int64_t j = 0; j < n; j++) {
             double ref = 0, mag = 0, aerr = 0;
-            for (int64_t b = 0; b < k; b += 32) {
+            for (int64_t b = 0; b < k; b += ab) {
               double amax = 0;
-              for (int64_t l = b; l < b + 32; l++) amax = fmax(amax, fabs(xr[l]));
-              for (int64_t l = b; l < b + 32; l++) {
+              for (int64_t l = b; l < b + ab; l++) amax = fmax(amax, fabs(xr[l]));
+              for (int64_t l = b; l < b + ab; l++) {
                 const double wv = deq[j * k + l];
                 ref += wv * xr[l];
                 mag += fabs(wv) * (fabs(xr[l]) + amax / 254);
                 aerr += fabs(wv) * amax / 254 * (1 + 1e-6);
               }
             }
-            const double bound = aerr + 8 * (double)(k / 32 + 16) * FLT_EPSILON * mag + 1e-30;
+            const double bound = aerr + 8 * (double)(k / ab + 16) * FLT_EPSILON * mag + 1e-30;
             if (!(fabs(y5[i * n + j] - ref) <= bound)) {
               fprintf(stderr, "%s n=%lld m=%lld y[%lld][%lld] = %.9g, reference %.9g\n",
                       brisk_dtype_name(type), (long long)n, (long long)m, (long long)i,

@@ -23,38 +23,13 @@
  * without breaking batch invariance. */
 #include "backend/cpu/matmul/mm_internal.h"
 
-#include "backend/cpu/matmul/mm_avx2.h"
+#include "backend/cpu/matmul/mm_avx512.h"
 #include "backend/cpu/matmul/pack.h"
 #include "core/dtype.h"
 #include "quant/blocks.h"
 
-#ifdef BRISK_MM_HAVE_AVX2
-/* The driver calls these only at BRISK_ISA_AVX512 (core/cpu.h): AVX-512
- * F/BW/VL/VNNI with the OS saving the ZMM state. The AVX2 helpers of
- * mm_avx2.h inline into them (a subset target). */
-#  undef MM_TARGET
-#  define MM_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#ifdef BRISK_MM_HAVE_AVX512
 #  define MM_R8_PF_DIST 1024
-
-/* The 4 activation bytes at p in every int32 lane (a broadcast load). */
-MM_INLINE __m512i bcast4(const int8_t *p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-/* 32 bytes at a in the low half, at b in the high half. */
-MM_INLINE __m512i load2(const uint8_t *a, const uint8_t *b) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                            _mm256_loadu_si256((const __m256i *)b), 1);
-}
-
-/* 8 fp16 at a, then 8 at b, as 16 floats. */
-MM_INLINE __m512 load_f16x2(const uint8_t *a, const uint8_t *b) {
-  return _mm512_cvtph_ps(
-      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
-                              _mm_loadu_si128((const __m128i *)b), 1));
-}
 
 /* The lane total of 8 int32 (the activation's ls) in all 16 lanes. */
 MM_INLINE __m512i total16(const int32_t *ls) {
@@ -65,22 +40,6 @@ MM_INLINE __m512i total16(const int32_t *ls) {
 MM_INLINE void prefetch_group(const uint8_t *g, const int lines) {
   for (int l = 0; l < lines; l++)
     _mm_prefetch((const char *)(g + MM_R8_PF_DIST + 64 * l), _MM_HINT_T0);
-}
-
-/* The groups a pair reads: 2p and 2p + 1, or 2p twice when G is odd and p
- * the last pair (its upper half is computed and dropped). */
-#  define PAIR_HI(p, G) (2 * (p) + 1 < (G) ? 2 * (p) + 1 : 2 * (p))
-
-/* Stores the [G][R] x 8 results held as [pairs][R] x 16 lanes. */
-MM_INLINE void store_pairs(const brisk_mm_tile *t, const __m512 *acc, const int G, const int R) {
-  for (int p = 0; p < (G + 1) / 2; p++)
-    for (int r = 0; r < R; r++) {
-      float *y = t->y + (size_t)r * t->y_stride + (size_t)(2 * p) * BRISK_PACK_ROWS;
-      if (2 * p + 1 < G)
-        _mm512_storeu_ps(y, acc[p * R + r]);
-      else
-        _mm256_storeu_ps(y, _mm512_castps512_ps256(acc[p * R + r]));
-    }
 }
 
 enum { NIB_Q4_0, NIB_Q4_1, NIB_Q5_0, NIB_Q5_1 };
@@ -115,18 +74,18 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
     MM_UNROLL(2)
     for (int p = 0; p < NP; p++) {
       const uint8_t *ga = t->w + (size_t)(2 * p) * gstride + (size_t)i * gbs;
-      const uint8_t *gb = t->w + (size_t)PAIR_HI(p, G) * gstride + (size_t)i * gbs;
+      const uint8_t *gb = t->w + (size_t)MM512_PAIR_HI(p, G) * gstride + (size_t)i * gbs;
       if (t->prefetch) {
         prefetch_group(ga, 3);
         if (2 * p + 1 < G) prefetch_group(gb, 3);
       }
-      const __m512 dwv = load_f16x2(ga, gb);
-      const __m512 mwv = has_min ? load_f16x2(ga + mo, gb + mo) : _mm512_setzero_ps();
-      const __m512i hb = five ? load2(ga + ho, gb + ho) : _mm512_setzero_si512();
+      const __m512 dwv = mm512_load_f16x2(ga, gb);
+      const __m512 mwv = has_min ? mm512_load_f16x2(ga + mo, gb + mo) : _mm512_setzero_ps();
+      const __m512i hb = five ? mm512_load2(ga + ho, gb + ho) : _mm512_setzero_si512();
       __m512i lo[4], hi[4];
       MM_UNROLL(4)
       for (int c = 0; c < 4; c++) {
-        const __m512i q = load2(ga + qo + 32 * c, gb + qo + 32 * c);
+        const __m512i q = mm512_load2(ga + qo + 32 * c, gb + qo + 32 * c);
         if (five) {
           const int sh = 3 - 2 * c;
           const __m512i h =
@@ -145,8 +104,8 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512(); /* two chains */
         MM_UNROLL(4)
         for (int c = 0; c < 4; c++) {
-          s0 = _mm512_dpbusd_epi32(s0, lo[c], bcast4(y + 4 * c));
-          s1 = _mm512_dpbusd_epi32(s1, hi[c], bcast4(y + 16 + 4 * c));
+          s0 = _mm512_dpbusd_epi32(s0, lo[c], mm512_bcast4(y + 4 * c));
+          s1 = _mm512_dpbusd_epi32(s1, hi[c], mm512_bcast4(y + 16 + 4 * c));
         }
         __m512i tot = _mm512_add_epi32(s0, s1);
         if (offset) {
@@ -162,7 +121,8 @@ MM_INLINE void tile_nib_r8(const brisk_mm_tile *t, const int type, const int G, 
   }
   if (has_min)
     for (int a = 0; a < NP * R; a++) acc[a] = _mm512_add_ps(acc[a], accm[a]);
-  store_pairs(t, acc, G, R);
+  for (int p = 0; p < NP; p++)
+    for (int r = 0; r < R; r++) mm512_store_pair(t, p, r, acc[p * R + r], G);
 }
 MM_INLINE void tile_q4_0_r8(const brisk_mm_tile *t, int G, int R) {
   tile_nib_r8(t, NIB_Q4_0, G, R);
@@ -197,24 +157,24 @@ MM_INLINE void tile_q8_0_r8(const brisk_mm_tile *t, const int G, const int R) {
     MM_UNROLL(2)
     for (int p = 0; p < NP; p++) {
       const uint8_t *ga = t->w + (size_t)(2 * p) * gstride + (size_t)i * gbs;
-      const uint8_t *gb = t->w + (size_t)PAIR_HI(p, G) * gstride + (size_t)i * gbs;
+      const uint8_t *gb = t->w + (size_t)MM512_PAIR_HI(p, G) * gstride + (size_t)i * gbs;
       if (t->prefetch) {
         prefetch_group(ga, 5);
         if (2 * p + 1 < G) prefetch_group(gb, 5);
       }
-      const __m512 dwv = load_f16x2(ga, gb);
+      const __m512 dwv = mm512_load_f16x2(ga, gb);
       __m512i u[8];
       MM_UNROLL(8)
       for (int c = 0; c < 8; c++)
-        u[c] = _mm512_xor_si512(load2(ga + 16 + 32 * c, gb + 16 + 32 * c), bias);
+        u[c] = _mm512_xor_si512(mm512_load2(ga + 16 + 32 * c, gb + 16 + 32 * c), bias);
       MM_UNROLL(4)
       for (int r = 0; r < R; r++) {
         const int8_t *y = xb[r]->qs;
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
         MM_UNROLL(4)
         for (int c = 0; c < 4; c++) {
-          s0 = _mm512_dpbusd_epi32(s0, u[c], bcast4(y + 4 * c));
-          s1 = _mm512_dpbusd_epi32(s1, u[4 + c], bcast4(y + 16 + 4 * c));
+          s0 = _mm512_dpbusd_epi32(s0, u[c], mm512_bcast4(y + 4 * c));
+          s1 = _mm512_dpbusd_epi32(s1, u[4 + c], mm512_bcast4(y + 16 + 4 * c));
         }
         const __m512i tot =
             _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_slli_epi32(total16(xb[r]->ls), 4));
@@ -223,38 +183,15 @@ MM_INLINE void tile_q8_0_r8(const brisk_mm_tile *t, const int G, const int R) {
       }
     }
   }
-  store_pairs(t, acc, G, R);
+  for (int p = 0; p < NP; p++)
+    for (int r = 0; r < R; r++) mm512_store_pair(t, p, r, acc[p * R + r], G);
 }
 
-/* Shapes: G = 1..4 groups with R = 1 (GEMV), G = 1..2 with R = 1..4 (GEMM). */
-#  define R8_512_DISPATCH(name)                                                                    \
-    static MM_TARGET void name##_g1r1(const brisk_mm_tile *t) { tile_##name(t, 1, 1); }            \
-    static MM_TARGET void name##_g2r1(const brisk_mm_tile *t) { tile_##name(t, 2, 1); }            \
-    static MM_TARGET void name##_g3r1(const brisk_mm_tile *t) { tile_##name(t, 3, 1); }            \
-    static MM_TARGET void name##_g4r1(const brisk_mm_tile *t) { tile_##name(t, 4, 1); }            \
-    static MM_TARGET void name##_g1r2(const brisk_mm_tile *t) { tile_##name(t, 1, 2); }            \
-    static MM_TARGET void name##_g1r3(const brisk_mm_tile *t) { tile_##name(t, 1, 3); }            \
-    static MM_TARGET void name##_g1r4(const brisk_mm_tile *t) { tile_##name(t, 1, 4); }            \
-    static MM_TARGET void name##_g2r2(const brisk_mm_tile *t) { tile_##name(t, 2, 2); }            \
-    static MM_TARGET void name##_g2r3(const brisk_mm_tile *t) { tile_##name(t, 2, 3); }            \
-    static MM_TARGET void name##_g2r4(const brisk_mm_tile *t) { tile_##name(t, 2, 4); }            \
-    static void name(const brisk_mm_tile *t, int n_w, int n_x) {                                   \
-      static void (*const gemv[4])(const brisk_mm_tile *) = {name##_g1r1, name##_g2r1,             \
-                                                             name##_g3r1, name##_g4r1};            \
-      static void (*const gemm[2][4])(const brisk_mm_tile *) = {                                   \
-          {name##_g1r1, name##_g1r2, name##_g1r3, name##_g1r4},                                    \
-          {name##_g2r1, name##_g2r2, name##_g2r3, name##_g2r4}};                                   \
-      if (n_x == 1)                                                                                \
-        gemv[n_w / 8 - 1](t);                                                                      \
-      else                                                                                         \
-        gemm[n_w / 8 - 1][n_x - 1](t);                                                             \
-    }
-
-R8_512_DISPATCH(q4_0_r8)
-R8_512_DISPATCH(q8_0_r8)
-R8_512_DISPATCH(q4_1_r8)
-R8_512_DISPATCH(q5_0_r8)
-R8_512_DISPATCH(q5_1_r8)
+BRISK_MM_R8_512_DISPATCH(q4_0_r8)
+BRISK_MM_R8_512_DISPATCH(q8_0_r8)
+BRISK_MM_R8_512_DISPATCH(q4_1_r8)
+BRISK_MM_R8_512_DISPATCH(q5_0_r8)
+BRISK_MM_R8_512_DISPATCH(q5_1_r8)
 
 brisk_mm_tile_fn brisk_mm_avx512_r8_tile(uint32_t w_type) {
   switch (w_type) {
@@ -276,6 +213,9 @@ brisk_mm_tile_fn brisk_mm_avx512_r8_tile(uint32_t w_type) {
 
 #endif
 
-/* The AVX-512 table: the packed 32-element types for now; every other type
- * keeps its AVX2 kernel at BRISK_ISA_AVX512. */
-brisk_mm_tile_fn brisk_mm_avx512_tile(uint32_t w_type) { return brisk_mm_avx512_r8_tile(w_type); }
+/* The AVX-512 table: the packed layouts; every other type keeps its AVX2
+ * kernel at BRISK_ISA_AVX512. */
+brisk_mm_tile_fn brisk_mm_avx512_tile(uint32_t w_type) {
+  brisk_mm_tile_fn f = brisk_mm_avx512_r8_tile(w_type);
+  return f ? f : brisk_mm_avx512_r8_k_tile(w_type);
+}

@@ -105,5 +105,6 @@ brisk_mm_tile_fn brisk_mm_avx2_r8_k_tile(uint32_t w_type);
 #define BRISK_MM_R8_GEMM_GROUPS_512 2
 brisk_mm_tile_fn brisk_mm_avx512_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_r8_tile(uint32_t w_type);
+brisk_mm_tile_fn brisk_mm_avx512_r8_k_tile(uint32_t w_type);
 
 #endif
