@@ -369,6 +369,84 @@ static void test_hf_errors(void **state) {
   free_arrays(&a);
 }
 
+/* Rewrites config.json with a rope_scaling object; loads the folder. */
+static brisk_status load_with_scaling(const char *dir, const char *scaling, brisk_model **m) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f,
+          "{\"model_type\": \"llama\", \"vocab_size\": %d, \"hidden_size\": %d, "
+          "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+          "\"intermediate_size\": %d, \"max_position_embeddings\": 512, \"rope_scaling\": %s}",
+          VOCAB, D, LAYERS, N_HEAD, N_KV, FF, scaling);
+  fclose(f);
+  return brisk_model_load(dir, NULL, m);
+}
+
+/* RoPE scaling a decode would refuse is refused at load, naming the values;
+ * sane values load and decode. */
+static void test_hf_rope_validation(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("hf_rope_validation");
+  arrays a;
+  build(&a, "llama", &r);
+  const char *dir = test_tmpdir();
+  write_hf(&a, dir, BRISK_DTYPE_F32);
+  brisk_model *m = NULL;
+  uint64_t live = brisk_alloc_live_count();
+  static const struct {
+    const char *scaling, *needle;
+  } bad[] = {
+      {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4, "
+       "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 128}",
+       "low_freq_factor 4 < high_freq_factor 4"},
+      {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4, "
+       "\"high_freq_factor\": 1, \"original_max_position_embeddings\": 128}",
+       "low_freq_factor 4 < high_freq_factor 1"},
+      {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": -1, "
+       "\"high_freq_factor\": 4}",
+       "low_freq_factor -1"},
+      {"{\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": -32, \"beta_slow\": 1}",
+       "beta_fast -32"},
+      {"{\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": 32, \"beta_slow\": 0}",
+       "beta_slow 0"},
+      {"{\"rope_type\": \"linear\", \"factor\": -2}", "rope scaling factor -2"},
+      {"{\"rope_type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": "
+       "3000000000}",
+       "rope original context 3000000000"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    brisk_status st = load_with_scaling(dir, bad[i].scaling, &m);
+    if (st != BRISK_E_FORMAT || !strstr(brisk_last_error(), bad[i].needle))
+      fprintf(stderr, "case %zu: got %d: %s\n", i, st, brisk_last_error());
+    assert_int_equal(st, BRISK_E_FORMAT);
+    assert_non_null(strstr(brisk_last_error(), bad[i].needle));
+    assert_null(m);
+  }
+  assert_int_equal(brisk_alloc_live_count(), live);
+  static const char *good[] = {
+      "{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, "
+      "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 128}",
+      "{\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": 32, \"beta_slow\": 1, "
+      "\"original_max_position_embeddings\": 128}",
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    assert_int_equal(load_with_scaling(dir, good[i], &m), BRISK_OK);
+    brisk_context *ctx = NULL;
+    brisk_batch *b = NULL;
+    assert_int_equal(brisk_context_create(m, NULL, &ctx), BRISK_OK);
+    assert_int_equal(brisk_batch_create(4, &b), BRISK_OK);
+    for (int32_t t = 0; t < 4; t++) assert_int_equal(brisk_batch_add(b, t, t, 0, t == 3), BRISK_OK);
+    assert_int_equal(brisk_decode(ctx, b), BRISK_OK);
+    brisk_batch_free(b);
+    brisk_context_free(ctx);
+    brisk_model_free(m);
+    m = NULL;
+  }
+  test_tmpdir_remove(dir);
+  free_arrays(&a);
+}
+
 static char oom_dir[256];
 static brisk_status load_and_free(void *ctx) {
   (void)ctx;
@@ -397,7 +475,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_f32),   cmocka_unit_test(test_llama_bf16),
       cmocka_unit_test(test_qwen2_f16),   cmocka_unit_test(test_mixtral_f32),
-      cmocka_unit_test(test_hf_errors),   cmocka_unit_test(test_hf_allocation_failures),
+      cmocka_unit_test(test_hf_errors), cmocka_unit_test(test_hf_rope_validation),   cmocka_unit_test(test_hf_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
