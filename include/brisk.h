@@ -1360,10 +1360,15 @@ typedef struct brisk_engine_step_info {
  * admits, builds one batch within max_batch_tokens, runs it, samples,
  * queues events and frees finished requests' blocks. Returns BRISK_OK also
  * when there was nothing to do. `info` may be NULL; otherwise its
- * struct_size must be set. A failure of the forward pass (e.g.
- * BRISK_E_OUT_OF_MEMORY) is returned with every request kept as it was, so
- * the step can be retried; a request whose sampling fails finishes with
- * BRISK_FINISH_ERROR instead.
+ * struct_size must be set. A failing request never stalls the others: when
+ * the forward pass fails for any reason but BRISK_E_OUT_OF_MEMORY, the step
+ * runs each scheduled request's share alone, and the ones that still fail
+ * finish with BRISK_FINISH_ERROR (the cause in brisk_request_stats.error
+ * and a BRISK_LOG_WARN line naming the request) while the others go on
+ * with exactly the tokens they would have had without them (logits do not
+ * depend on the batch). A request whose sampling, text or logprobs fail
+ * finishes the same way. BRISK_E_OUT_OF_MEMORY from the forward pass is
+ * returned with every request kept as it was, so the step can be retried.
  */
 BRISK_API brisk_status brisk_engine_step(brisk_engine *engine, brisk_engine_step_info *info);
 
@@ -1372,8 +1377,9 @@ typedef enum brisk_finish_reason {
   BRISK_FINISH_EOG = 1,       /* generated an end-of-generation token */
   BRISK_FINISH_LENGTH = 2,    /* generated max_tokens tokens */
   BRISK_FINISH_CANCELLED = 3, /* brisk_engine_cancel */
-  BRISK_FINISH_ERROR = 4,     /* sampling (e.g. every token forbidden) or an
-                                 allocation for its text failed */
+  BRISK_FINISH_ERROR = 4,     /* its forward pass, sampling (e.g. every token
+                                 forbidden) or an allocation for its text
+                                 failed; brisk_request_stats.error says why */
   BRISK_FINISH_STOP = 5       /* its text reached one of its stop strings */
 } brisk_finish_reason;
 
@@ -1419,7 +1425,10 @@ typedef struct brisk_engine_event {
  * *n to how many; the others stay queued for the next call (so *n ==
  * capacity means there may be more). Each completion's events come in
  * order, exactly one of them finished. events may be NULL when capacity is 0.
- * BRISK_E_INVALID_ARGUMENT for a NULL engine or n.
+ * BRISK_E_INVALID_ARGUMENT for a NULL engine or n; BRISK_E_OUT_OF_MEMORY
+ * when the buffer for the delivered texts or alternatives cannot grow (*n
+ * is not set, every event stays queued and a later call can deliver them,
+ * e.g. with a smaller capacity).
  */
 BRISK_API brisk_status brisk_engine_poll(brisk_engine *engine, brisk_engine_event *events,
                                          size_t capacity, size_t *n);
@@ -1447,6 +1456,10 @@ typedef struct brisk_request_stats {
    * output). Callers built before these fields do not get them. */
   uint64_t n_spec_drafted;
   uint64_t n_spec_accepted;
+  /* Once a completion finished with BRISK_FINISH_ERROR: why (the message
+   * of the failing call, naming the cause), NUL-terminated; "" otherwise.
+   * Callers built before this field do not get it. */
+  char error[256];
 } brisk_request_stats;
 
 /*

@@ -19,14 +19,29 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params) {
   params->repack = 1;
 }
 
+/* The layouts a caller's header can have: the first released one ends
+ * after use_mmap; each later one ends after a later field, or is that
+ * rounded up to the struct's alignment (its sizeof); a newer header's is
+ * larger, a multiple of the alignment, at most 4096. Anything else (sizeof
+ * - 1, 0xFFFFFFFF) is no layout. */
+static bool struct_size_ok(uint32_t size) {
+  const size_t a = _Alignof(brisk_model_params);
+  const size_t ends[] = {offsetof(brisk_model_params, use_mmap) + sizeof(int),
+                         offsetof(brisk_model_params, vocab_only) + sizeof(int),
+                         offsetof(brisk_model_params, repack) + sizeof(int)};
+  if (size > 4096) return false;
+  if (size >= sizeof(brisk_model_params)) return size % a == 0;
+  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+    if (size == ends[i] || size == (ends[i] + a - 1) / a * a) return true;
+  return false;
+}
+
 /* Reads a caller's params struct of any size up to ours: fields the caller's
  * (older) header lacks keep their defaults. */
 static brisk_status copy_params(const brisk_model_params *in, brisk_model_params *out) {
   brisk_model_params_init(out);
   if (!in) return BRISK_OK;
-  /* The first released layout ends after use_mmap: no caller has less. */
-  if (in->struct_size < offsetof(brisk_model_params, use_mmap) + sizeof in->use_mmap ||
-      in->struct_size > 4096)
+  if (!struct_size_ok(in->struct_size))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_model_params.struct_size %u is invalid (call "
                        "brisk_model_params_init)",
