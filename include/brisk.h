@@ -287,7 +287,9 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params);
  * Loads a model from `path`: a GGUF file (v2 or v3), or a Hugging Face model
  * folder (config.json plus model.safetensors or a sharded
  * model.safetensors.index.json). The file is validated completely before
- * use; every failure is a status with a message naming the cause:
+ * use (structure, shapes, types, alignment, and every hyper-parameter and
+ * RoPE value the forward pass uses), so a model that loads also decodes;
+ * every failure is a status with a message naming the cause:
  *   BRISK_E_INVALID_ARGUMENT  path or out is NULL, or params->struct_size bad
  *   BRISK_E_IO                the file cannot be opened or read
  *   BRISK_E_FORMAT            the file is malformed or a tensor has a wrong shape
@@ -309,7 +311,13 @@ BRISK_API void brisk_model_free(brisk_model *model);
  */
 BRISK_API const char *brisk_model_architecture(const brisk_model *model);
 
-/* Hyper-parameters; each returns 0 for a NULL model. */
+/* Hyper-parameters; each returns 0 for a NULL model.
+ * n_vocab is the number of token ids: logits have n_vocab entries, and
+ * prompts and samplers use ids in [0, n_vocab). For a model with a
+ * vocabulary, every such id is a token of it: a file whose vocabulary has
+ * more tokens than its embedding has rows fails to load (BRISK_E_FORMAT),
+ * and one with fewer (an embedding padded to a round size) uses only the
+ * rows of its tokens, so n_vocab is then the vocabulary's size. */
 BRISK_API int32_t brisk_model_n_vocab(const brisk_model *model);
 BRISK_API int32_t brisk_model_n_ctx_train(const brisk_model *model);
 BRISK_API int32_t brisk_model_n_embd(const brisk_model *model);
