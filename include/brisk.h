@@ -393,6 +393,10 @@ BRISK_API brisk_status brisk_model_tensor(const brisk_model *model, int64_t inde
  * *n_tokens to n, the full count; returns BRISK_E_BUFFER_TOO_SMALL when
  * capacity < n (call again with a buffer of *n_tokens). `text` may be NULL
  * when len is 0; `tokens` may be NULL when capacity is 0.
+ * BRISK_E_UNSUPPORTED (with *n_tokens untouched) when text would be lost
+ * or blown up: a character no token covers in a vocabulary with neither an
+ * unknown token nor byte tokens, or a tokenizer.json whose normalizers
+ * would grow a piece of text past 4 times its length + 1024 bytes.
  */
 BRISK_API brisk_status brisk_tokenize(const brisk_model *model, const char *text, size_t len,
                                       int32_t *tokens, size_t capacity, uint32_t flags,
@@ -1316,6 +1320,9 @@ typedef struct brisk_request_params {
 
 /* Most alternatives brisk_request_params.logprobs can ask for. */
 #define BRISK_MAX_LOGPROBS 20
+/* Most stop strings one request may have, and the longest one in bytes. */
+#define BRISK_MAX_STOP_STRINGS 16
+#define BRISK_MAX_STOP_BYTES 1024
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
 BRISK_API void brisk_request_params_init(brisk_request_params *params);
@@ -1327,8 +1334,10 @@ BRISK_API void brisk_request_params_init(brisk_request_params *params);
  * struct_size, empty prompt, a token outside [0, n_vocab), max_tokens < 1,
  * prompt + max_tokens larger than the KV pool, bad sampler params, n outside
  * [1, max_running], logprobs outside [0, BRISK_MAX_LOGPROBS], a NULL stop
- * array with n_stop > 0 or an empty stop string), BRISK_E_UNSUPPORTED (text
- * or stop strings without a vocabulary), BRISK_E_OUT_OF_MEMORY.
+ * array with n_stop > 0, an empty stop string, more than
+ * BRISK_MAX_STOP_STRINGS of them or one longer than BRISK_MAX_STOP_BYTES),
+ * BRISK_E_UNSUPPORTED (text or stop strings without a vocabulary, or a
+ * prompt_text brisk_tokenize refuses), BRISK_E_OUT_OF_MEMORY.
  * Safe to call from any thread while another steps; the request is seen by
  * the next step that starts after it returns.
  */

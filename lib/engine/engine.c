@@ -342,6 +342,20 @@ static brisk_status check_request(const brisk_engine *e, const brisk_request_par
   if (p->n_stop && !brisk_model_tokenizer(e->model)[0])
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "brisk_engine_submit: stop strings need a model with a vocabulary");
+  /* Matching costs each token up to (stop strings) x (their length) x (the
+   * text held back, which is up to their length): bounded here so one
+   * request cannot make every step slow. */
+  if (p->n_stop > BRISK_MAX_STOP_STRINGS)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: n_stop %zu is more than %d stop strings", p->n_stop,
+                       BRISK_MAX_STOP_STRINGS);
+  for (size_t i = 0; p->stop && i < p->n_stop; i++) {
+    size_t len = p->stop[i] ? strnlen(p->stop[i], BRISK_MAX_STOP_BYTES + 1) : 0;
+    if (len > BRISK_MAX_STOP_BYTES)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "brisk_engine_submit: stop string %zu is longer than %d bytes", i,
+                         BRISK_MAX_STOP_BYTES);
+  }
   return BRISK_OK;
 }
 

@@ -249,12 +249,41 @@ static void test_struct_sizes(void **state) {
   }
 }
 
+/* Stop strings are bounded (their matching runs on every token): at most
+ * BRISK_MAX_STOP_STRINGS of at most BRISK_MAX_STOP_BYTES each. */
+static void test_stop_string_limits(void **state) {
+  (void)state;
+  brisk_engine *e = engine();
+  static char longest[BRISK_MAX_STOP_BYTES + 2];
+  memset(longest, 'x', BRISK_MAX_STOP_BYTES + 1);
+  const char *stops[BRISK_MAX_STOP_STRINGS + 1];
+  for (int i = 0; i <= BRISK_MAX_STOP_STRINGS; i++) stops[i] = longest + 1; /* 1024 bytes */
+  int32_t prompt[2] = {5, 6};
+  brisk_request_params p;
+  brisk_request_params_init(&p);
+  p.prompt_tokens = prompt;
+  p.n_prompt_tokens = 2;
+  p.max_tokens = 2;
+  p.stop = stops;
+  uint64_t id = 0;
+  p.n_stop = BRISK_MAX_STOP_STRINGS + 1;
+  assert_int_equal(brisk_engine_submit(e, &p, &id), BRISK_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(brisk_last_error(), "more than 16 stop strings"));
+  p.n_stop = BRISK_MAX_STOP_STRINGS;
+  stops[3] = longest; /* 1025 bytes */
+  assert_int_equal(brisk_engine_submit(e, &p, &id), BRISK_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(brisk_last_error(), "stop string 3 is longer than 1024 bytes"));
+  assert_int_equal(id, 0);
+  stops[3] = longest + 1;
+  assert_int_equal(brisk_engine_submit(e, &p, &id), BRISK_OK);
+  brisk_engine_free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bad_request_fails_alone),
-      cmocka_unit_test(test_every_request_bad),
-      cmocka_unit_test(test_text_prompt_checked),
-      cmocka_unit_test(test_struct_sizes),
+      cmocka_unit_test(test_bad_request_fails_alone), cmocka_unit_test(test_every_request_bad),
+      cmocka_unit_test(test_text_prompt_checked),     cmocka_unit_test(test_struct_sizes),
+      cmocka_unit_test(test_stop_string_limits),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
