@@ -357,7 +357,9 @@ BRISK_API brisk_status brisk_set_plugin_dir(const char *dir);
  * Loads a model from `path`: a GGUF file (v2 or v3), or a Hugging Face model
  * folder (config.json plus model.safetensors or a sharded
  * model.safetensors.index.json). The file is validated completely before
- * use; every failure is a status with a message naming the cause:
+ * use (structure, shapes, types, alignment, and every hyper-parameter and
+ * RoPE value the forward pass uses), so a model that loads also decodes;
+ * every failure is a status with a message naming the cause:
  *   BRISK_E_INVALID_ARGUMENT  path or out is NULL, or params->struct_size bad
  *   BRISK_E_IO                the file cannot be opened or read
  *   BRISK_E_FORMAT            the file is malformed or a tensor has a wrong shape
@@ -379,7 +381,13 @@ BRISK_API void brisk_model_free(brisk_model *model);
  */
 BRISK_API const char *brisk_model_architecture(const brisk_model *model);
 
-/* Hyper-parameters; each returns 0 for a NULL model. */
+/* Hyper-parameters; each returns 0 for a NULL model.
+ * n_vocab is the number of token ids: logits have n_vocab entries, and
+ * prompts and samplers use ids in [0, n_vocab). For a model with a
+ * vocabulary, every such id is a token of it: a file whose vocabulary has
+ * more tokens than its embedding has rows fails to load (BRISK_E_FORMAT),
+ * and one with fewer (an embedding padded to a round size) uses only the
+ * rows of its tokens, so n_vocab is then the vocabulary's size. */
 BRISK_API int32_t brisk_model_n_vocab(const brisk_model *model);
 BRISK_API int32_t brisk_model_n_ctx_train(const brisk_model *model);
 BRISK_API int32_t brisk_model_n_embd(const brisk_model *model);
@@ -455,6 +463,10 @@ BRISK_API brisk_status brisk_model_tensor(const brisk_model *model, int64_t inde
  * *n_tokens to n, the full count; returns BRISK_E_BUFFER_TOO_SMALL when
  * capacity < n (call again with a buffer of *n_tokens). `text` may be NULL
  * when len is 0; `tokens` may be NULL when capacity is 0.
+ * BRISK_E_UNSUPPORTED (with *n_tokens untouched) when text would be lost
+ * or blown up: a character no token covers in a vocabulary with neither an
+ * unknown token nor byte tokens, or a tokenizer.json whose normalizers
+ * would grow a piece of text past 4 times its length + 1024 bytes.
  */
 BRISK_API brisk_status brisk_tokenize(const brisk_model *model, const char *text, size_t len,
                                       int32_t *tokens, size_t capacity, uint32_t flags,
@@ -1378,6 +1390,9 @@ typedef struct brisk_request_params {
 
 /* Most alternatives brisk_request_params.logprobs can ask for. */
 #define BRISK_MAX_LOGPROBS 20
+/* Most stop strings one request may have, and the longest one in bytes. */
+#define BRISK_MAX_STOP_STRINGS 16
+#define BRISK_MAX_STOP_BYTES 1024
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
 BRISK_API void brisk_request_params_init(brisk_request_params *params);
@@ -1389,8 +1404,10 @@ BRISK_API void brisk_request_params_init(brisk_request_params *params);
  * struct_size, empty prompt, a token outside [0, n_vocab), max_tokens < 1,
  * prompt + max_tokens larger than the KV pool, bad sampler params, n outside
  * [1, max_running], logprobs outside [0, BRISK_MAX_LOGPROBS], a NULL stop
- * array with n_stop > 0 or an empty stop string), BRISK_E_UNSUPPORTED (text
- * or stop strings without a vocabulary), BRISK_E_OUT_OF_MEMORY.
+ * array with n_stop > 0, an empty stop string, more than
+ * BRISK_MAX_STOP_STRINGS of them or one longer than BRISK_MAX_STOP_BYTES),
+ * BRISK_E_UNSUPPORTED (text or stop strings without a vocabulary, or a
+ * prompt_text brisk_tokenize refuses), BRISK_E_OUT_OF_MEMORY.
  * Safe to call from any thread while another steps; the request is seen by
  * the next step that starts after it returns.
  */
@@ -1430,10 +1447,15 @@ typedef struct brisk_engine_step_info {
  * admits, builds one batch within max_batch_tokens, runs it, samples,
  * queues events and frees finished requests' blocks. Returns BRISK_OK also
  * when there was nothing to do. `info` may be NULL; otherwise its
- * struct_size must be set. A failure of the forward pass (e.g.
- * BRISK_E_OUT_OF_MEMORY) is returned with every request kept as it was, so
- * the step can be retried; a request whose sampling fails finishes with
- * BRISK_FINISH_ERROR instead.
+ * struct_size must be set. A failing request never stalls the others: when
+ * the forward pass fails for any reason but BRISK_E_OUT_OF_MEMORY, the step
+ * runs each scheduled request's share alone, and the ones that still fail
+ * finish with BRISK_FINISH_ERROR (the cause in brisk_request_stats.error
+ * and a BRISK_LOG_WARN line naming the request) while the others go on
+ * with exactly the tokens they would have had without them (logits do not
+ * depend on the batch). A request whose sampling, text or logprobs fail
+ * finishes the same way. BRISK_E_OUT_OF_MEMORY from the forward pass is
+ * returned with every request kept as it was, so the step can be retried.
  */
 BRISK_API brisk_status brisk_engine_step(brisk_engine *engine, brisk_engine_step_info *info);
 
@@ -1442,8 +1464,9 @@ typedef enum brisk_finish_reason {
   BRISK_FINISH_EOG = 1,       /* generated an end-of-generation token */
   BRISK_FINISH_LENGTH = 2,    /* generated max_tokens tokens */
   BRISK_FINISH_CANCELLED = 3, /* brisk_engine_cancel */
-  BRISK_FINISH_ERROR = 4,     /* sampling (e.g. every token forbidden) or an
-                                 allocation for its text failed */
+  BRISK_FINISH_ERROR = 4,     /* its forward pass, sampling (e.g. every token
+                                 forbidden) or an allocation for its text
+                                 failed; brisk_request_stats.error says why */
   BRISK_FINISH_STOP = 5       /* its text reached one of its stop strings */
 } brisk_finish_reason;
 
@@ -1489,7 +1512,10 @@ typedef struct brisk_engine_event {
  * *n to how many; the others stay queued for the next call (so *n ==
  * capacity means there may be more). Each completion's events come in
  * order, exactly one of them finished. events may be NULL when capacity is 0.
- * BRISK_E_INVALID_ARGUMENT for a NULL engine or n.
+ * BRISK_E_INVALID_ARGUMENT for a NULL engine or n; BRISK_E_OUT_OF_MEMORY
+ * when the buffer for the delivered texts or alternatives cannot grow (*n
+ * is not set, every event stays queued and a later call can deliver them,
+ * e.g. with a smaller capacity).
  */
 BRISK_API brisk_status brisk_engine_poll(brisk_engine *engine, brisk_engine_event *events,
                                          size_t capacity, size_t *n);
@@ -1517,6 +1543,10 @@ typedef struct brisk_request_stats {
    * output). Callers built before these fields do not get them. */
   uint64_t n_spec_drafted;
   uint64_t n_spec_accepted;
+  /* Once a completion finished with BRISK_FINISH_ERROR: why (the message
+   * of the failing call, naming the cause), NUL-terminated; "" otherwise.
+   * Callers built before this field do not get it. */
+  char error[256];
 } brisk_request_stats;
 
 /*

@@ -19,6 +19,9 @@ brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
 /* Validates hyper-parameters read from any source (non-zero sizes, heads
  * divide evenly, sane bounds), naming the offending value. */
 brisk_status brisk_model_check_hparams(const brisk_hparams *hp);
+/* Each per-pair RoPE factor of a bound rope_freqs vector (none: OK) is
+ * finite and positive. */
+brisk_status brisk_model_check_rope_freqs(const brisk_weight *w);
 
 /* Fills *w for data of `type` holding rows x cols, after checking that the
  * type can be computed with (matrices) or is a float type (vectors); counts
