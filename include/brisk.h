@@ -372,6 +372,47 @@ BRISK_API brisk_status brisk_set_plugin_dir(const char *dir);
 BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params,
                                         brisk_model **out);
 
+/*
+ * Loads a GGUF image from the caller's memory: a model packed in an app
+ * bundle, an asset already in memory, a decrypted buffer. The bytes are
+ * borrowed, not copied: they must stay valid and unchanged until
+ * brisk_model_free, and are never written (weights that the CPU would
+ * regroup are used as stored). Validation, progress, cancellation and
+ * errors are those of brisk_model_load; BRISK_E_INVALID_ARGUMENT for NULL
+ * data or out, or size 0. Data 64-byte aligned is best: tensor data then
+ * keeps the file's alignment.
+ */
+BRISK_API brisk_status brisk_model_load_from_memory(const void *data, size_t size,
+                                                    const brisk_model_params *params,
+                                                    brisk_model **out);
+
+/*
+ * Reads `size` bytes at `offset` of the image into buf; returns the bytes
+ * read (1..size: short reads are continued), 0 at an unexpected end, or a
+ * negative value on error. Called from the loading thread only.
+ */
+typedef int64_t (*brisk_read_fn)(void *user_data, uint64_t offset, void *buf, size_t size);
+
+/* A GGUF image behind a callback: a platform storage handle, an archive
+ * entry, an encrypted pack. */
+typedef struct brisk_model_reader {
+  uint32_t struct_size; /* sizeof(brisk_model_reader) */
+  uint64_t size;        /* bytes of the image */
+  brisk_read_fn read;
+  void *user_data;
+} brisk_model_reader;
+
+/*
+ * Loads a GGUF image through a reader: the image is read once, in chunks
+ * (the first half of the progress reports, which can cancel), into memory
+ * the model owns; the reader is not used after the call returns. A reader
+ * that fails or ends early is BRISK_E_IO naming the offset; otherwise as
+ * brisk_model_load.
+ */
+BRISK_API brisk_status brisk_model_load_from_reader(const brisk_model_reader *reader,
+                                                    const brisk_model_params *params,
+                                                    brisk_model **out);
+
 /* Frees the model and unmaps its file. NULL is a no-op. */
 BRISK_API void brisk_model_free(brisk_model *model);
 

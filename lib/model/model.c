@@ -9,6 +9,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 BRISK_API void brisk_model_params_init(brisk_model_params *params) {
@@ -220,10 +221,61 @@ BRISK_API void brisk_model_free(brisk_model *m) {
   brisk_free(m);
 }
 
-BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params_in,
-                                        brisk_model **out) {
-  if (!path || !out)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_load: path and out must be set");
+/* Where a load reads from: a path, a caller's buffer, or a reader. */
+typedef struct load_from {
+  const char *path;                /* a file or folder, or NULL */
+  const void *data;                /* a caller's GGUF image, or NULL */
+  size_t size;                     /* its bytes */
+  const brisk_model_reader *reader; /* or a reader */
+} load_from;
+
+/* The reader's bytes, in chunks, into a buffer the source will own; the
+ * read is the first half of the progress bar, and can be cancelled. */
+static brisk_status read_all(const brisk_model_reader *r, const brisk_model_params *params,
+                             void **out) {
+  enum { CHUNK = 16 << 20 };
+  if (r->size == 0 || r->size > (uint64_t)PTRDIFF_MAX)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "model reader: size %llu is not a GGUF image",
+                       (unsigned long long)r->size);
+  /* Page-aligned like a mapping, so tensor data keeps the file's alignment. */
+  unsigned char *buf = brisk_aligned_alloc(4096, (size_t)r->size);
+  if (!buf) return brisk_error_oom();
+  brisk_status st = BRISK_OK;
+  for (uint64_t off = 0; off < r->size && !st;) {
+    size_t want = r->size - off < CHUNK ? (size_t)(r->size - off) : CHUNK;
+    int64_t got = r->read(r->user_data, off, buf + off, want);
+    if (got < 0 || (uint64_t)got > want)
+      st = brisk_error(BRISK_E_IO, "model reader failed at offset %llu (returned %lld)",
+                       (unsigned long long)off, (long long)got);
+    else if (got == 0)
+      st = brisk_error(BRISK_E_IO, "model reader ended at offset %llu of %llu bytes",
+                       (unsigned long long)off, (unsigned long long)r->size);
+    else
+      off += (uint64_t)got;
+    if (!st) st = brisk_model_report_progress(params, 0.5f * (float)off / (float)r->size);
+  }
+  if (st) {
+    brisk_aligned_free(buf);
+    return st;
+  }
+  *out = buf;
+  return BRISK_OK;
+}
+
+static brisk_status open_source(const load_from *from, const brisk_model_params *params,
+                                brisk_model_source **out) {
+  if (from->path) return brisk_model_source_open(from->path, params, out);
+  if (from->data) return brisk_model_source_open_memory(from->data, from->size, false, out);
+  void *buf = NULL;
+  brisk_status st = read_all(from->reader, params, &buf);
+  if (st) return st;
+  if ((st = brisk_model_source_open_memory(buf, (size_t)from->reader->size, true, out)))
+    brisk_aligned_free(buf);
+  return st;
+}
+
+static brisk_status load(const load_from *from, const char *name,
+                         const brisk_model_params *params_in, brisk_model **out) {
   brisk_model_params params;
   brisk_status st = copy_params(params_in, &params);
   if (st) return st;
@@ -232,12 +284,12 @@ BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_para
   if ((st = brisk_device_parse(params.device, &device))) return st;
   if ((st = brisk_model_report_progress(&params, 0.0f))) return st;
   brisk_model *m = brisk_calloc(1, sizeof *m);
-  if (!m || !(m->path = brisk_strdup(path))) {
+  if (!m || !(m->path = brisk_strdup(name))) {
     brisk_free(m);
     return brisk_error_oom();
   }
   m->device = device;
-  if ((st = brisk_model_source_open(path, &params, &m->source)) ||
+  if ((st = open_source(from, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
       (m->layers && (st = brisk_model_place(m, &params))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
@@ -246,6 +298,36 @@ BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_para
   }
   *out = m;
   return BRISK_OK;
+}
+
+BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params,
+                                        brisk_model **out) {
+  if (!path || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_load: path and out must be set");
+  load_from from = {.path = path};
+  return load(&from, path, params, out);
+}
+
+BRISK_API brisk_status brisk_model_load_from_memory(const void *data, size_t size,
+                                                    const brisk_model_params *params,
+                                                    brisk_model **out) {
+  if (!data || size == 0 || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_load_from_memory: data, size and out must be set");
+  load_from from = {.data = data, .size = size};
+  return load(&from, "(memory)", params, out);
+}
+
+BRISK_API brisk_status brisk_model_load_from_reader(const brisk_model_reader *reader,
+                                                    const brisk_model_params *params,
+                                                    brisk_model **out) {
+  if (!reader || !reader->read || !out ||
+      reader->struct_size < offsetof(brisk_model_reader, user_data) + sizeof(void *))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_load_from_reader: reader (with struct_size and read) and out "
+                       "must be set");
+  load_from from = {.reader = reader};
+  return load(&from, "(reader)", params, out);
 }
 
 BRISK_API const char *brisk_model_architecture(const brisk_model *m) {

@@ -48,7 +48,7 @@ ninja -C "$dir" >/tmp/gpu-build.log 2>&1 || { tail -40 /tmp/gpu-build.log; exit 
 log "built in $(( $(date +%s) - t0 )) s"
 export BRISK_PLUGIN_DIR=$PWD/$dir BRISK_TEST_HAVE_GPU=1 BRISK_TEST_DEVICE=cuda:0
 export BRISK_SHARED_DIR=${BRISK_SHARED_DIR:-$PWD/../shared}
-"$dir/tools/brisk/brisk" version | tee -a "$out"
+"$dir/tools/brisk" version | tee -a "$out"
 
 fails=0
 step() { # name, command...
@@ -68,7 +68,7 @@ log "== benchmarks (the CPU beside the GPU, same run)"
 bench() { # label, model
   [ -f "$2" ] || { log "skip  $1: $2 absent"; return; }
   for dev in cpu cuda:0; do
-    "$dir/tools/brisk/brisk" bench -m "$2" --device "$dev" -p 512 -n 128 -r 3 2>&1 |
+    "$dir/tools/brisk" bench -m "$2" --device "$dev" -p 512 -n 128 -r 3 2>&1 |
       sed "s#^#$1 $dev: #" | tee -a "$out"
   done
 }
