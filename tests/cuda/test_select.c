@@ -96,6 +96,9 @@ static void test_moe_route(void **state) {
       ASSERT_CLOSE(gw, ww, nk, 0, 0x1p-23, "moe_route experts %d k %d renorm %d", ne, k, renorm);
       free(x), free(want), free(got), free(ww), free(gw);
     }
+  float x = 0;
+  int32_t id;
+  assert_int_not_equal(brisk_kmoe_route(&x, 1, 100, BRISK_KTOP_K_MAX + 1, true, &id, &x, NULL), 0);
   brisk_backend_free(cpu);
 }
 
