@@ -240,11 +240,21 @@ static brisk_status cuda_matmul(brisk_backend *be, uint32_t w_type, const void *
   return launched(cb, brisk_kmatmul_gemv(base, w, n, k, x, m, y, cb->stream), "matmul");
 }
 
+/* The table types of the gather kernel (kernels/embed.h): GGUF layouts. */
+static bool embed_readable(uint32_t type) {
+  switch (type) {
+  case BRISK_DTYPE_F32: case BRISK_DTYPE_F16: case BRISK_DTYPE_BF16: case BRISK_DTYPE_Q8_0:
+  case BRISK_DTYPE_Q4_0: case BRISK_DTYPE_Q4_1: case BRISK_DTYPE_Q5_0: case BRISK_DTYPE_Q5_1:
+  case BRISK_DTYPE_Q4_K: case BRISK_DTYPE_Q5_K: case BRISK_DTYPE_Q6_K: return true;
+  default: return false;
+  }
+}
+
 static brisk_status cuda_embed(brisk_backend *be, uint32_t table_type, const void *table,
                                int64_t n_vocab, int64_t n_embd, const int32_t *tokens,
                                int32_t n_tokens, float *out) {
   cuda_backend *cb = cb_of(be);
-  brisk_status st = brisk_check_embed(brisk_kembed_supported(table_type), table_type, table,
+  brisk_status st = brisk_check_embed(embed_readable(table_type), table_type, table,
                                       n_vocab, n_embd, tokens, n_tokens, out, NULL);
   if (st || n_tokens == 0) return st;
   const void *src[] = {tokens};
@@ -272,18 +282,17 @@ static brisk_status cuda_rope(brisk_backend *be, float *x, int32_t n_tokens, int
   brisk_status st = brisk_check_rope(x, n_tokens, token_stride, n_heads, head_dim, positions, p,
                                      inv_freq, &mscale);
   if (st || n_tokens == 0) return st;
-  /* The angles' frequencies are computed once on the host in float64 (the
-   * rule every backend shares), then rounded once. */
-  float freq[BRISK_MAX_HEAD_DIM / 2];
-  for (int32_t i = 0; i < p->n_rot / 2; i++) freq[i] = (float)inv_freq[i];
-  const void *src[] = {positions, freq};
-  size_t bytes[] = {(size_t)n_tokens * sizeof *positions, (size_t)(p->n_rot / 2) * sizeof *freq};
+  /* The frequencies are computed once on the host in float64 (the rule
+   * every backend shares) and go to the device as they are. */
+  const void *src[] = {positions, inv_freq};
+  size_t bytes[] = {(size_t)n_tokens * sizeof *positions,
+                    (size_t)(p->n_rot / 2) * sizeof *inv_freq};
   void *dev[2];
   if ((st = mirror(cb, 2, src, bytes, dev))) return st;
   return launched(cb,
-                  brisk_krope(x, n_tokens, token_stride, n_heads, head_dim, p->n_rot,
-                              p->layout == BRISK_ROPE_NEOX, dev[0], dev[1], (float)mscale,
-                              cb->stream),
+                  brisk_krope(x, n_tokens, token_stride, n_heads, head_dim, dev[0],
+                              p->layout == BRISK_ROPE_NEOX ? BRISK_KROPE_NEOX : BRISK_KROPE_NORMAL,
+                              p->n_rot, dev[1], mscale, cb->stream),
                   "rope");
 }
 
@@ -292,7 +301,10 @@ static brisk_status cuda_glu(brisk_backend *be, brisk_glu_kind kind, const float
   cuda_backend *cb = cb_of(be);
   brisk_status st = brisk_check_glu(kind, gate, up, n, out);
   if (st || n == 0) return st;
-  return launched(cb, brisk_kglu(kind == BRISK_GLU_GEGLU, gate, up, n, out, cb->stream), "glu");
+  return launched(cb,
+                  brisk_kglu(kind == BRISK_GLU_GEGLU ? BRISK_KGLU_GEGLU : BRISK_KGLU_SWIGLU, gate,
+                             up, n, out, cb->stream),
+                  "glu");
 }
 
 static brisk_status cuda_add(brisk_backend *be, const float *a, const float *b, int64_t n_rows,
@@ -331,7 +343,7 @@ static brisk_status cuda_kv_write(brisk_backend *be, const brisk_kv_layout *kv, 
   void *dev[1];
   if ((st = mirror(cb, 1, src, bytes, dev))) return st;
   return launched(cb,
-                  brisk_kkv_write(kv->dtype == BRISK_DTYPE_F16, kv->n_kv_heads, kv->block_size,
+                  brisk_kkv_write(kv->dtype, kv->n_kv_heads, kv->block_size,
                                   kv->head_dim, k_cache, v_cache, k, v, dev[0], n_tokens,
                                   cb->stream),
                   "kv_write");
@@ -340,17 +352,16 @@ static brisk_status cuda_kv_write(brisk_backend *be, const brisk_kv_layout *kv, 
 static brisk_status cuda_kv_copy_blocks(brisk_backend *be, const brisk_kv_layout *kv, void *cache,
                                         const int32_t *pairs, int32_t n_pairs) {
   cuda_backend *cb = cb_of(be);
-  size_t block_bytes = 0;
-  brisk_status st = brisk_check_kv_copy_blocks(kv, cache, pairs, n_pairs, &block_bytes);
+  brisk_status st = brisk_check_kv_copy_blocks(kv, cache, pairs, n_pairs, NULL);
   if (st || n_pairs == 0) return st;
-  /* In order, so a later pair may read what an earlier one wrote. */
-  for (int32_t i = 0; i < n_pairs && !st; i++)
-    st = rt_status(cb,
-                   cb->rt->memcpy_async((char *)cache + (size_t)pairs[2 * i + 1] * block_bytes,
-                                        (const char *)cache + (size_t)pairs[2 * i] * block_bytes,
-                                        block_bytes, BRISK_CUDA_D2D, cb->stream),
-                   "kv_copy_blocks");
-  return st;
+  const void *src[] = {pairs};
+  size_t bytes[] = {(size_t)n_pairs * 2 * sizeof *pairs};
+  void *dev[1];
+  if ((st = mirror(cb, 1, src, bytes, dev))) return st;
+  return launched(cb,
+                  brisk_kkv_copy_blocks(kv->dtype, kv->n_kv_heads, kv->block_size, kv->head_dim,
+                                        cache, dev[0], n_pairs, cb->stream),
+                  "kv_copy_blocks");
 }
 
 /* Decode (split-KV) when every query is the last of its sequence in this
