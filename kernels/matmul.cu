@@ -11,6 +11,7 @@
  *   Q8_0   16 (half block) 16            d of its block
  *   Q4_0   32 (a block)    16            d
  *   Q4_K   32              16            the super-block's 16-byte record
+ *   Q5_K   32              16 + 16 qh    the super-block's 16-byte record
  *   Q6_K   64              3 x 16        4 int8 scales + d
  *
  * GEMV: one warp per weight row, lane l takes units l, l + 32, ...: the
@@ -34,7 +35,7 @@ namespace {
 
 constexpr int kF32 = BRISK_KR_F32, kF16 = BRISK_KR_F16, kBF16 = BRISK_KR_BF16;
 constexpr int kQ8_0 = BRISK_KR_Q8_0, kQ4_0 = BRISK_KR_Q4_0, kQ4_K = BRISK_KR_Q4_K,
-              kQ6_K = BRISK_KR_Q6_K;
+              kQ5_K = BRISK_KR_Q5_K, kQ6_K = BRISK_KR_Q6_K;
 
 /* ---- scalar helpers ----------------------------------------------------- */
 
@@ -98,6 +99,12 @@ __device__ __forceinline__ v16 load16(const uint8_t *p) {
 __device__ __forceinline__ uint32_t byte_of(const v16 &v, int i) {
   return (v.w[i >> 2] >> (8 * (i & 3))) & 0xffu;
 }
+/* Byte i (not a constant) of v, without an indexed (local memory) array. */
+__device__ __forceinline__ uint32_t byte_dyn(const v16 &v, int i) {
+  const int wi = i >> 2;
+  const uint32_t w = wi == 0 ? v.w[0] : wi == 1 ? v.w[1] : wi == 2 ? v.w[2] : v.w[3];
+  return (w >> (8 * (i & 3))) & 0xffu;
+}
 __device__ __forceinline__ uint16_t load_u16(const uint8_t *p) {
   uint16_t u;
   memcpy(&u, p, 2);
@@ -113,6 +120,7 @@ template <> struct unit_info<kBF16> { static constexpr int elems = 8; };
 template <> struct unit_info<kQ8_0> { static constexpr int elems = 16; };
 template <> struct unit_info<kQ4_0> { static constexpr int elems = 32; };
 template <> struct unit_info<kQ4_K> { static constexpr int elems = 32; };
+template <> struct unit_info<kQ5_K> { static constexpr int elems = 32; };
 template <> struct unit_info<kQ6_K> { static constexpr int elems = 64; };
 
 template <int T> __device__ __forceinline__ int64_t units_per_row(int64_t k) {
@@ -154,30 +162,29 @@ __device__ __forceinline__ void for_unit(const uint8_t *w, const brisk_kregroup_
       f(32 * u + i, mul_rn((float)((int)(b & 15) - 8), d));
       f(32 * u + 16 + i, mul_rn((float)((int)(b >> 4) - 8), d));
     }
-  } else if (T == kQ4_K) {
+  } else if (T == kQ4_K || T == kQ5_K) {
     /* Unit c of a super-block: bytes 16c.. of qs; low nibbles are sub-block
-     * 2 (c / 2) at l = 16 (c % 2) + i, high nibbles the next sub-block. */
+     * j = 2 (c / 2) at l = 16 (c % 2) + i, high nibbles sub-block j + 1.
+     * Q5_K: bit j of qh[l] is the 5th bit of element l of sub-block j. */
     const int64_t sb = u / 8;
     const int c = (int)(u % 8), j = 2 * (c / 2), l0 = 16 * (c % 2);
-    const v16 v = load16(q + 16 * u);
+    const uint8_t *qb = q + (T == kQ4_K ? 128 : 160) * sb;
+    const v16 v = load16(qb + 16 * c);
+    const v16 hv = T == kQ5_K ? load16(qb + 128 + l0) : v;
     const v16 rec = load16(w + l.s_offset + (size_t)row * l.s_stride + 16 * sb);
-    uint8_t r[16];
-    memcpy(r, &rec, 16);
-    uint16_t dh, mh;
-    memcpy(&dh, r, 2);
-    memcpy(&mh, r + 2, 2);
-    const float d = f16_bits_to_f32(dh), dmin = f16_bits_to_f32(mh);
-    const uint8_t *scales = r + 4;
-    /* brisk_k4_scale_min for sub-blocks j (< 8, even) and j + 1. */
+    const float d = f16_bits_to_f32((uint16_t)rec.w[0]);
+    const float dmin = f16_bits_to_f32((uint16_t)(rec.w[0] >> 16));
+    /* brisk_k4_scale_min for sub-blocks j (even) and j + 1; scales[i] is
+     * byte 4 + i of the record. */
     uint32_t sc0, mn0, sc1, mn1;
     if (j < 4) {
-      sc0 = scales[j] & 63, mn0 = scales[j + 4] & 63;
-      sc1 = scales[j + 1] & 63, mn1 = scales[j + 5] & 63;
+      sc0 = byte_dyn(rec, 4 + j) & 63, mn0 = byte_dyn(rec, 8 + j) & 63;
+      sc1 = byte_dyn(rec, 5 + j) & 63, mn1 = byte_dyn(rec, 9 + j) & 63;
     } else {
-      sc0 = (scales[j + 4] & 0xf) | ((scales[j - 4] >> 6) << 4);
-      mn0 = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
-      sc1 = (scales[j + 5] & 0xf) | ((scales[j - 3] >> 6) << 4);
-      mn1 = (scales[j + 5] >> 4) | ((scales[j + 1] >> 6) << 4);
+      sc0 = (byte_dyn(rec, 8 + j) & 0xf) | ((byte_dyn(rec, j) >> 6) << 4);
+      mn0 = (byte_dyn(rec, 8 + j) >> 4) | ((byte_dyn(rec, 4 + j) >> 6) << 4);
+      sc1 = (byte_dyn(rec, 9 + j) & 0xf) | ((byte_dyn(rec, 1 + j) >> 6) << 4);
+      mn1 = (byte_dyn(rec, 9 + j) >> 4) | ((byte_dyn(rec, 5 + j) >> 6) << 4);
     }
     const float dl0 = mul_rn(d, (float)sc0), ml0 = mul_rn(dmin, (float)mn0);
     const float dl1 = mul_rn(d, (float)sc1), ml1 = mul_rn(dmin, (float)mn1);
@@ -185,8 +192,13 @@ __device__ __forceinline__ void for_unit(const uint8_t *w, const brisk_kregroup_
 #pragma unroll
     for (int i = 0; i < 16; i++) {
       const uint32_t b = byte_of(v, i);
-      f(e0 + i, sub_rn(mul_rn(dl0, (float)(b & 15)), ml0));
-      f(e0 + 32 + i, sub_rn(mul_rn(dl1, (float)(b >> 4)), ml1));
+      uint32_t q0 = b & 15, q1 = b >> 4;
+      if (T == kQ5_K) {
+        const uint32_t hb = byte_of(hv, i);
+        q0 |= ((hb >> j) & 1) << 4, q1 |= ((hb >> (j + 1)) & 1) << 4;
+      }
+      f(e0 + i, sub_rn(mul_rn(dl0, (float)q0), ml0));
+      f(e0 + 32 + i, sub_rn(mul_rn(dl1, (float)q1), ml1));
     }
   } else if (T == kQ6_K) {
     /* Unit c of a super-block: half h = c / 2, l = 16 (c % 2) + i; element
@@ -414,6 +426,7 @@ int brisk_kmatmul_gemv(uint32_t w_type, const void *w, int64_t n, int64_t k, con
   case kQ8_0: return gemv_launch<kQ8_0>(w, l, n, k, x, m, y, stream);
   case kQ4_0: return gemv_launch<kQ4_0>(w, l, n, k, x, m, y, stream);
   case kQ4_K: return gemv_launch<kQ4_K>(w, l, n, k, x, m, y, stream);
+  case kQ5_K: return gemv_launch<kQ5_K>(w, l, n, k, x, m, y, stream);
   case kQ6_K: return gemv_launch<kQ6_K>(w, l, n, k, x, m, y, stream);
   default: return -1;
   }
@@ -432,6 +445,7 @@ int brisk_kdequant_tile(uint32_t w_type, const void *w, int64_t n, int64_t k, in
   case kQ8_0: return dequant_launch<kQ8_0>(w, l, k, r0, nr, out_type, out, stream);
   case kQ4_0: return dequant_launch<kQ4_0>(w, l, k, r0, nr, out_type, out, stream);
   case kQ4_K: return dequant_launch<kQ4_K>(w, l, k, r0, nr, out_type, out, stream);
+  case kQ5_K: return dequant_launch<kQ5_K>(w, l, k, r0, nr, out_type, out, stream);
   case kQ6_K: return dequant_launch<kQ6_K>(w, l, k, r0, nr, out_type, out, stream);
   default: return -1;
   }

@@ -28,6 +28,9 @@ static bool pieces_of(uint32_t type, type_pieces *t) {
   static const type_pieces q4_0 = {18, {16, 0, 2}, 2, {{0, 2, SEC_D, 0}, {2, 16, SEC_Q, 0}}};
   /* q4_k: d, dmin, scales[12] are the block's first 16 bytes, qs the rest. */
   static const type_pieces q4_k = {144, {128, 16, 0}, 2, {{0, 16, SEC_S, 0}, {16, 128, SEC_Q, 0}}};
+  /* q5_k: d, dmin, scales[12], qh[32], qs[128]. */
+  static const type_pieces q5_k = {
+      176, {160, 16, 0}, 3, {{0, 16, SEC_S, 0}, {48, 128, SEC_Q, 0}, {16, 32, SEC_Q, 128}}};
   /* q6_k: ql[128], qh[64], scales[16], d. */
   static const type_pieces q6_k = {
       210,
@@ -38,6 +41,7 @@ static bool pieces_of(uint32_t type, type_pieces *t) {
   case BRISK_KR_Q8_0: *t = q8_0; return true;
   case BRISK_KR_Q4_0: *t = q4_0; return true;
   case BRISK_KR_Q4_K: *t = q4_k; return true;
+  case BRISK_KR_Q5_K: *t = q5_k; return true;
   case BRISK_KR_Q6_K: *t = q6_k; return true;
   default: return false;
   }

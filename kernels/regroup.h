@@ -16,6 +16,7 @@
  *   Q8_0   32     qs[32]                           -                    d
  *   Q4_0   32     qs[16]                           -                    d
  *   Q4_K   256    qs[128]                          d, dmin, scales[12]  -
+ *   Q5_K   256    qs[128] then qh[32]              d, dmin, scales[12]  -
  *   Q6_K   256    ql[128] then qh[64]              scales[16] (int8)    d
  *
  * Row padding is zero. The values are untouched (no rescaling), so the
@@ -40,6 +41,7 @@ enum {
   BRISK_KR_Q4_0 = 2,
   BRISK_KR_Q8_0 = 8,
   BRISK_KR_Q4_K = 12,
+  BRISK_KR_Q5_K = 13,
   BRISK_KR_Q6_K = 14,
   BRISK_KR_BF16 = 30
 };
@@ -70,6 +72,7 @@ static inline bool brisk_kregroup_layout_of(uint32_t type, int64_t n, int64_t k,
   case BRISK_KR_Q8_0: block = 32, q_per_block = 32, d_per_block = 2; break;
   case BRISK_KR_Q4_0: block = 32, q_per_block = 16, d_per_block = 2; break;
   case BRISK_KR_Q4_K: block = 256, q_per_block = 128, s_per_block = 16; break;
+  case BRISK_KR_Q5_K: block = 256, q_per_block = 160, s_per_block = 16; break;
   case BRISK_KR_Q6_K: block = 256, q_per_block = 192, s_per_block = 16, d_per_block = 2; break;
   default: return false;
   }

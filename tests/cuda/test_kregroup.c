@@ -18,7 +18,7 @@
 
 static const uint32_t types[] = {BRISK_DTYPE_F32,  BRISK_DTYPE_F16,  BRISK_DTYPE_BF16,
                                  BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_K,
-                                 BRISK_DTYPE_Q6_K};
+                                 BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K};
 
 /* Element e of row r, read from the regrouped bytes by the table in
  * regroup.h (not by the code under test). */
@@ -44,7 +44,8 @@ static float regrouped_elem(uint32_t type, const uint8_t *w, const brisk_kregrou
     const uint8_t byte = q[16 * b + j % 16];
     return (float)((j < 16 ? byte & 15 : byte >> 4) - 8) * brisk_f16_to_f32(h);
   }
-  case BRISK_DTYPE_Q4_K: {
+  case BRISK_DTYPE_Q4_K:
+  case BRISK_DTYPE_Q5_K: {
     const int64_t b = e / 256, j = (e % 256) / 32, i = e % 32;
     const uint8_t *rec = s + 16 * b;
     uint16_t dh, mh;
@@ -52,8 +53,9 @@ static float regrouped_elem(uint32_t type, const uint8_t *w, const brisk_kregrou
     memcpy(&mh, rec + 2, 2);
     uint8_t sc, mn;
     brisk_k4_scale_min(rec + 4, (int)j, &sc, &mn);
-    const uint8_t byte = q[128 * b + 32 * (j / 2) + i];
-    const int v = j % 2 ? byte >> 4 : byte & 15;
+    const bool q5 = type == BRISK_DTYPE_Q5_K;
+    const uint8_t *qb = q + (q5 ? 160 : 128) * b, byte = qb[32 * (j / 2) + i];
+    const int v = (j % 2 ? byte >> 4 : byte & 15) | (q5 ? ((qb[128 + i] >> j) & 1) << 4 : 0);
     return brisk_f16_to_f32(dh) * (float)sc * (float)v - brisk_f16_to_f32(mh) * (float)mn;
   }
   case BRISK_DTYPE_Q6_K: {
@@ -83,7 +85,7 @@ static void check_type(uint32_t type, int64_t n, int64_t k, test_rng *rng) {
   for (int64_t r = 0; r < n; r++)
     assert_int_equal(brisk_quantize_row(type, x + r * k, gguf + r * row_bytes, k), BRISK_OK);
   const size_t bytes = brisk_kregroup_bytes(type, n, k);
-  brisk_kregroup_layout l;
+  brisk_kregroup_layout l = {0};
   assert_true(brisk_kregroup_layout_of(type, n, k, &l));
   assert_int_equal(bytes, l.bytes);
   assert_true(l.q_stride % 16 == 0 && l.s_stride % 16 == 0 && l.d_stride % 16 == 0);
@@ -110,8 +112,11 @@ static void check_type(uint32_t type, int64_t n, int64_t k, test_rng *rng) {
                    : (size_t)l.nb * (type == BRISK_DTYPE_Q8_0   ? 32
                                      : type == BRISK_DTYPE_Q4_0 ? 16
                                      : type == BRISK_DTYPE_Q4_K ? 128
+                                     : type == BRISK_DTYPE_Q5_K ? 160
                                                                 : 192),
-      (size_t)l.nb * (type == BRISK_DTYPE_Q4_K || type == BRISK_DTYPE_Q6_K ? 16 : 0),
+      (size_t)l.nb *
+          (type == BRISK_DTYPE_Q4_K || type == BRISK_DTYPE_Q5_K || type == BRISK_DTYPE_Q6_K ? 16
+                                                                                            : 0),
       (size_t)l.nb *
           (type == BRISK_DTYPE_Q8_0 || type == BRISK_DTYPE_Q4_0 || type == BRISK_DTYPE_Q6_K ? 2
                                                                                             : 0)};
@@ -147,7 +152,7 @@ static void test_undefined_layouts(void **state) {
   uint8_t src[64] = {0}, dst[64];
   /* Types without a layout, k not a multiple of the block, bad sizes. */
   assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q4_1, 4, 256), 0);
-  assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q5_K, 4, 256), 0);
+  assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q3_K, 4, 256), 0);
   assert_int_equal(brisk_kregroup_bytes(999, 4, 256), 0);
   assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q8_0, 4, 48), 0);
   assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q4_K, 4, 128), 0);
