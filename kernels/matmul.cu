@@ -96,6 +96,15 @@ __device__ __forceinline__ v16 load16(const uint8_t *p) {
   return v;
 #endif
 }
+/* 4 floats from a 16-byte aligned address. */
+__device__ __forceinline__ void load_x4(const float *p, float *v) {
+#ifdef __CUDACC__
+  const float4 f = __ldg(reinterpret_cast<const float4 *>(p));
+  v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+#else
+  memcpy(v, p, 16);
+#endif
+}
 __device__ __forceinline__ uint32_t byte_of(const v16 &v, int i) {
   return (v.w[i >> 2] >> (8 * (i & 3))) & 0xffu;
 }
@@ -113,55 +122,59 @@ __device__ __forceinline__ uint16_t load_u16(const uint8_t *p) {
 
 /* ---- units ---------------------------------------------------------------- */
 
+/* A unit's elements come in runs of consecutive elements: `runs` runs of
+ * `run` elements (a multiple of 4). */
 template <int T> struct unit_info;
-template <> struct unit_info<kF32> { static constexpr int elems = 4; };
-template <> struct unit_info<kF16> { static constexpr int elems = 8; };
-template <> struct unit_info<kBF16> { static constexpr int elems = 8; };
-template <> struct unit_info<kQ8_0> { static constexpr int elems = 16; };
-template <> struct unit_info<kQ4_0> { static constexpr int elems = 32; };
-template <> struct unit_info<kQ4_K> { static constexpr int elems = 32; };
-template <> struct unit_info<kQ5_K> { static constexpr int elems = 32; };
-template <> struct unit_info<kQ6_K> { static constexpr int elems = 64; };
+template <> struct unit_info<kF32> { static constexpr int elems = 4, run = 4; };
+template <> struct unit_info<kF16> { static constexpr int elems = 8, run = 8; };
+template <> struct unit_info<kBF16> { static constexpr int elems = 8, run = 8; };
+template <> struct unit_info<kQ8_0> { static constexpr int elems = 16, run = 16; };
+template <> struct unit_info<kQ4_0> { static constexpr int elems = 32, run = 16; };
+template <> struct unit_info<kQ4_K> { static constexpr int elems = 32, run = 16; };
+template <> struct unit_info<kQ5_K> { static constexpr int elems = 32, run = 16; };
+template <> struct unit_info<kQ6_K> { static constexpr int elems = 64, run = 16; };
 
 template <int T> __device__ __forceinline__ int64_t units_per_row(int64_t k) {
   return (k + unit_info<T>::elems - 1) / unit_info<T>::elems;
 }
 
-/* Calls f(e, value) for every element e < k of unit u of weight row `row`. */
-template <int T, class F>
-__device__ __forceinline__ void for_unit(const uint8_t *w, const brisk_kregroup_layout &l,
-                                         int64_t row, int64_t u, int64_t k, F &&f) {
+/* The values of unit u of weight row `row`: v[run * j + i] is element
+ * e0 + stride * j + i. Values past k (plain types' padding) are 0. */
+template <int T>
+__device__ __forceinline__ void dequant_unit(const uint8_t *w, const brisk_kregroup_layout &l,
+                                             int64_t row, int64_t u, float *v, int64_t *e0,
+                                             int *stride) {
   const uint8_t *q = w + (size_t)row * l.q_stride;
   if (T == kF32) {
-    const v16 v = load16(q + 16 * u);
+    const v16 x = load16(q + 16 * u);
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      float x;
-      memcpy(&x, &v.w[i], 4);
-      if (4 * u + i < k) f(4 * u + i, x);
-    }
+    for (int i = 0; i < 4; i++) memcpy(&v[i], &x.w[i], 4);
+    *e0 = 4 * u, *stride = 0;
   } else if (T == kF16 || T == kBF16) {
-    const v16 v = load16(q + 16 * u);
+    const v16 x = load16(q + 16 * u);
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-      const uint16_t h = (uint16_t)(v.w[i >> 1] >> (16 * (i & 1)));
-      if (8 * u + i < k) f(8 * u + i, T == kF16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h));
+      const uint16_t h = (uint16_t)(x.w[i >> 1] >> (16 * (i & 1)));
+      v[i] = T == kF16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
     }
+    *e0 = 8 * u, *stride = 0;
   } else if (T == kQ8_0) {
-    const v16 v = load16(q + 16 * u);
+    const v16 x = load16(q + 16 * u);
     const float d =
         f16_bits_to_f32(load_u16(w + l.d_offset + (size_t)row * l.d_stride + 2 * (u / 2)));
 #pragma unroll
-    for (int i = 0; i < 16; i++) f(16 * u + i, mul_rn((float)(int8_t)byte_of(v, i), d));
+    for (int i = 0; i < 16; i++) v[i] = mul_rn((float)(int8_t)byte_of(x, i), d);
+    *e0 = 16 * u, *stride = 0;
   } else if (T == kQ4_0) {
-    const v16 v = load16(q + 16 * u);
+    const v16 x = load16(q + 16 * u);
     const float d = f16_bits_to_f32(load_u16(w + l.d_offset + (size_t)row * l.d_stride + 2 * u));
 #pragma unroll
     for (int i = 0; i < 16; i++) {
-      const uint32_t b = byte_of(v, i);
-      f(32 * u + i, mul_rn((float)((int)(b & 15) - 8), d));
-      f(32 * u + 16 + i, mul_rn((float)((int)(b >> 4) - 8), d));
+      const uint32_t b = byte_of(x, i);
+      v[i] = mul_rn((float)((int)(b & 15) - 8), d);
+      v[16 + i] = mul_rn((float)((int)(b >> 4) - 8), d);
     }
+    *e0 = 32 * u, *stride = 16;
   } else if (T == kQ4_K || T == kQ5_K) {
     /* Unit c of a super-block: bytes 16c.. of qs; low nibbles are sub-block
      * j = 2 (c / 2) at l = 16 (c % 2) + i, high nibbles sub-block j + 1.
@@ -169,8 +182,8 @@ __device__ __forceinline__ void for_unit(const uint8_t *w, const brisk_kregroup_
     const int64_t sb = u / 8;
     const int c = (int)(u % 8), j = 2 * (c / 2), l0 = 16 * (c % 2);
     const uint8_t *qb = q + (T == kQ4_K ? 128 : 160) * sb;
-    const v16 v = load16(qb + 16 * c);
-    const v16 hv = T == kQ5_K ? load16(qb + 128 + l0) : v;
+    const v16 x = load16(qb + 16 * c);
+    const v16 hv = T == kQ5_K ? load16(qb + 128 + l0) : x;
     const v16 rec = load16(w + l.s_offset + (size_t)row * l.s_stride + 16 * sb);
     const float d = f16_bits_to_f32((uint16_t)rec.w[0]);
     const float dmin = f16_bits_to_f32((uint16_t)(rec.w[0] >> 16));
@@ -188,18 +201,18 @@ __device__ __forceinline__ void for_unit(const uint8_t *w, const brisk_kregroup_
     }
     const float dl0 = mul_rn(d, (float)sc0), ml0 = mul_rn(dmin, (float)mn0);
     const float dl1 = mul_rn(d, (float)sc1), ml1 = mul_rn(dmin, (float)mn1);
-    const int64_t e0 = 256 * sb + 32 * j + l0;
 #pragma unroll
     for (int i = 0; i < 16; i++) {
-      const uint32_t b = byte_of(v, i);
+      const uint32_t b = byte_of(x, i);
       uint32_t q0 = b & 15, q1 = b >> 4;
       if (T == kQ5_K) {
         const uint32_t hb = byte_of(hv, i);
         q0 |= ((hb >> j) & 1) << 4, q1 |= ((hb >> (j + 1)) & 1) << 4;
       }
-      f(e0 + i, sub_rn(mul_rn(dl0, (float)q0), ml0));
-      f(e0 + 32 + i, sub_rn(mul_rn(dl1, (float)q1), ml1));
+      v[i] = sub_rn(mul_rn(dl0, (float)q0), ml0);
+      v[16 + i] = sub_rn(mul_rn(dl1, (float)q1), ml1);
     }
+    *e0 = 256 * sb + 32 * j + l0, *stride = 32;
   } else if (T == kQ6_K) {
     /* Unit c of a super-block: half h = c / 2, l = 16 (c % 2) + i; element
      * 128 h + 32 s + l takes ql[64 h + l + 32 (s % 2)] nibble s / 2 and
@@ -214,20 +227,35 @@ __device__ __forceinline__ void for_unit(const uint8_t *w, const brisk_kregroup_
     float ds[4];
 #pragma unroll
     for (int s = 0; s < 4; s++) ds[s] = mul_rn(d, (float)(int8_t)sp[2 * s]);
-    const int64_t e0 = 256 * sb + 128 * h + 16 * lb;
 #pragma unroll
     for (int i = 0; i < 16; i++) {
       const uint32_t a = byte_of(qa, i), b = byte_of(qc, i), hi = byte_of(qh, i);
-      const int v0 = (int)((a & 15) | ((hi & 3) << 4)) - 32;
-      const int v1 = (int)((b & 15) | (((hi >> 2) & 3) << 4)) - 32;
-      const int v2 = (int)((a >> 4) | (((hi >> 4) & 3) << 4)) - 32;
-      const int v3 = (int)((b >> 4) | (((hi >> 6) & 3) << 4)) - 32;
-      f(e0 + i, mul_rn(ds[0], (float)v0));
-      f(e0 + 32 + i, mul_rn(ds[1], (float)v1));
-      f(e0 + 64 + i, mul_rn(ds[2], (float)v2));
-      f(e0 + 96 + i, mul_rn(ds[3], (float)v3));
+      v[i] = mul_rn(ds[0], (float)((int)((a & 15) | ((hi & 3) << 4)) - 32));
+      v[16 + i] = mul_rn(ds[1], (float)((int)((b & 15) | (((hi >> 2) & 3) << 4)) - 32));
+      v[32 + i] = mul_rn(ds[2], (float)((int)((a >> 4) | (((hi >> 4) & 3) << 4)) - 32));
+      v[48 + i] = mul_rn(ds[3], (float)((int)((b >> 4) | (((hi >> 6) & 3) << 4)) - 32));
     }
+    *e0 = 256 * sb + 128 * h + 16 * lb, *stride = 32;
   }
+}
+
+/* Calls f(e, v) for each group of 4 consecutive elements e .. e + 3 of unit
+ * u with e < k (v: their values; only plain types can have e + 3 >= k). */
+template <int T, class F>
+__device__ __forceinline__ void for_unit(const uint8_t *w, const brisk_kregroup_layout &l,
+                                         int64_t row, int64_t u, int64_t k, F &&f) {
+  constexpr int n = unit_info<T>::elems, run = unit_info<T>::run;
+  float v[n];
+  int64_t e0;
+  int stride;
+  dequant_unit<T>(w, l, row, u, v, &e0, &stride);
+#pragma unroll
+  for (int j = 0; j < n / run; j++)
+#pragma unroll
+    for (int g = 0; g < run; g += 4) {
+      const int64_t e = e0 + (int64_t)stride * j + g;
+      if (e < k) f(e, v + run * j + g);
+    }
 }
 
 /* ---- GEMV --------------------------------------------------------------- */
@@ -238,8 +266,8 @@ template <int T>
 __global__ void gemv_kernel(const uint8_t *__restrict__ w, // regrouped [n][k]
                             brisk_kregroup_layout l, int64_t n, int64_t k,
                             const float *__restrict__ x, // [m][k]
-                            int m,
-                            float *__restrict__ y, // [m][ldy]
+                            int m, bool vec_x,           /* x rows 16-byte aligned, k % 4 == 0 */
+                            float *__restrict__ y,       // [m][ldy]
                             int64_t ldy) {
   const int lane = threadIdx.x;
   const int64_t row = (int64_t)blockIdx.x * kGemvWarps + threadIdx.y;
@@ -249,10 +277,21 @@ __global__ void gemv_kernel(const uint8_t *__restrict__ w, // regrouped [n][k]
   for (int r = 0; r < BRISK_KMATMUL_GEMV_ROWS; r++) acc[r] = 0.0f;
   const int64_t units = units_per_row<T>(k);
   for (int64_t u = lane; u < units; u += 32)
-    for_unit<T>(w, l, row, u, k, [&](int64_t e, float v) {
+    for_unit<T>(w, l, row, u, k, [&](int64_t e, const float *v) {
 #pragma unroll
-      for (int r = 0; r < BRISK_KMATMUL_GEMV_ROWS; r++)
-        if (r < m) acc[r] = fmaf(v, __ldg(x + (size_t)r * (size_t)k + e), acc[r]);
+      for (int r = 0; r < BRISK_KMATMUL_GEMV_ROWS; r++) {
+        if (r >= m) break;
+        const float *xr = x + (size_t)r * (size_t)k + e;
+        float xv[4];
+        if (vec_x) {
+          load_x4(xr, xv);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; i++) xv[i] = e + i < k ? __ldg(xr + i) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[r] = fmaf(v[i], xv[i], acc[r]);
+      }
     });
 #pragma unroll
   for (int r = 0; r < BRISK_KMATMUL_GEMV_ROWS; r++) {
@@ -268,10 +307,11 @@ template <int T>
 int gemv_launch(const void *w, const brisk_kregroup_layout &l, int64_t n, int64_t k, const float *x,
                 int64_t m, float *y, brisk_kstream stream) {
   const dim3 grid((unsigned)((n + kGemvWarps - 1) / kGemvWarps)), block(32, kGemvWarps);
+  const bool vec_x = k % 4 == 0 && (uintptr_t)x % 16 == 0;
   for (int64_t r0 = 0; r0 < m; r0 += BRISK_KMATMUL_GEMV_ROWS) {
     const int mm = (int)(m - r0 < BRISK_KMATMUL_GEMV_ROWS ? m - r0 : BRISK_KMATMUL_GEMV_ROWS);
     int st = BRISK_LAUNCH(gemv_kernel<T>, grid, block, 0, stream, (const uint8_t *)w, l, n, k,
-                          x + (size_t)r0 * (size_t)k, mm, y + (size_t)r0 * (size_t)n, n);
+                          x + (size_t)r0 * (size_t)k, mm, vec_x, y + (size_t)r0 * (size_t)n, n);
     if (st) return st;
   }
   return 0;
@@ -289,13 +329,17 @@ __global__ void dequant_kernel(const uint8_t *__restrict__ w, // regrouped [n][k
   for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += step) {
     const int64_t r = g / units, u = g % units;
     const size_t base = (size_t)r * (size_t)k;
-    for_unit<T>(w, l, r0 + r, u, k, [&](int64_t e, float v) {
-      if (out_type == kF32)
-        ((float *)out)[base + e] = v;
-      else if (out_type == kF16)
-        ((uint16_t *)out)[base + e] = f32_to_f16_bits(v);
-      else
-        ((uint16_t *)out)[base + e] = f32_to_bf16_bits(v);
+    for_unit<T>(w, l, r0 + r, u, k, [&](int64_t e, const float *v) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        if (e + i >= k) break;
+        if (out_type == kF32)
+          ((float *)out)[base + e + i] = v[i];
+        else if (out_type == kF16)
+          ((uint16_t *)out)[base + e + i] = f32_to_f16_bits(v[i]);
+        else
+          ((uint16_t *)out)[base + e + i] = f32_to_bf16_bits(v[i]);
+      }
     });
   }
 }
