@@ -213,10 +213,13 @@ prefill_kernel(kparams P,
   const int kvh = blockIdx.y / P.n_hgroups, hg = blockIdx.y % P.n_hgroups;
   const int first = hg * hpb, nh = P.group - first < hpb ? P.group - first : hpb;
   const int h0 = kvh * P.group + first;
-  float *sq = sm;                          // [R][hd] scaled queries
-  float *sacc = sq + R * hd;               // [R][hd] accumulators
-  float *tile = sacc + R * hd;             // [tk][hd] K or V rows
-  float *ss = tile + tk * hd;              // [R][tk] scores, then probabilities
+  /* Query and K/V rows are ld = hd + 1 floats apart, so that threads taking
+   * different rows at the same i read different shared-memory banks. */
+  const int ld = hd + 1;
+  float *sq = sm;                          // [R][ld] scaled queries
+  float *sacc = sq + R * ld;               // [R][hd] accumulators
+  float *tile = sacc + R * hd;             // [tk][ld] K or V rows
+  float *ss = tile + tk * ld;              // [R][tk] scores, then probabilities
   float *rm = ss + R * tk;                 // [R] running max
   float *rl = rm + R;                      // [R] running sum
   float *ralpha = rl + R;                  // [R] this tile's rescale factor
@@ -234,9 +237,10 @@ prefill_kernel(kparams P,
   }
   for (int idx = tid; idx < R * hd; idx += blockDim.x) {
     const int r = idx / hd, j = r / hpb, g = r % hpb;
-    sq[idx] = t0 + j < P.n_tokens && g < nh
-                  ? q[((size_t)(t0 + j) * P.n_heads + h0 + g) * hd + idx % hd] * P.scale
-                  : 0.0f;
+    sq[r * ld + idx % hd] =
+        t0 + j < P.n_tokens && g < nh
+            ? q[((size_t)(t0 + j) * P.n_heads + h0 + g) * hd + idx % hd] * P.scale
+            : 0.0f;
     sacc[idx] = 0.0f;
   }
   for (int r = tid; r < R; r += blockDim.x) rm[r] = -INFINITY, rl[r] = 0.0f;
@@ -270,7 +274,8 @@ prefill_kernel(kparams P,
       if (!any) continue; /* the same answer in every thread */
       for (int idx = tid; idx < tk * hd; idx += blockDim.x) {
         const int c = idx / hd;
-        tile[idx] = need[c] ? kv_at<F16>(kc, kv_index(P, table, kvh, kt + c, idx % hd)) : 0.0f;
+        tile[c * ld + idx % hd] =
+            need[c] ? kv_at<F16>(kc, kv_index(P, table, kvh, kt + c, idx % hd)) : 0.0f;
       }
       __syncthreads();
       for (int pr = tid; pr < R * tk; pr += blockDim.x) {
@@ -279,7 +284,7 @@ prefill_kernel(kparams P,
         float sc = -INFINITY;
         if (tseq[jr] == s && r % hpb < nh && tlo[jr] <= pos && pos <= tp[jr]) {
           sc = 0.0f;
-          for (int i = 0; i < hd; i++) sc = fmaf(sq[r * hd + i], tile[c * hd + i], sc);
+          for (int i = 0; i < hd; i++) sc = fmaf(sq[r * ld + i], tile[c * ld + i], sc);
         }
         ss[pr] = sc;
       }
@@ -304,14 +309,15 @@ prefill_kernel(kparams P,
       __syncthreads();
       for (int idx = tid; idx < tk * hd; idx += blockDim.x) {
         const int c = idx / hd;
-        tile[idx] = need[c] ? kv_at<F16>(vc, kv_index(P, table, kvh, kt + c, idx % hd)) : 0.0f;
+        tile[c * ld + idx % hd] =
+            need[c] ? kv_at<F16>(vc, kv_index(P, table, kvh, kt + c, idx % hd)) : 0.0f;
       }
       __syncthreads();
       for (int o = tid; o < R * hd; o += blockDim.x) {
         const int r = o / hd, i = o % hd;
         if (!ract[r]) continue;
         float a = sacc[o] * ralpha[r];
-        for (int c = 0; c < tk; c++) a = fmaf(ss[r * tk + c], tile[c * hd + i], a);
+        for (int c = 0; c < tk; c++) a = fmaf(ss[r * tk + c], tile[c * ld + i], a);
         sacc[o] = a;
       }
     }
@@ -354,14 +360,14 @@ size_t decode_config(kparams &P) {
 size_t prefill_config(kparams &P) {
   const int hd = P.head_dim;
   P.tk = hd <= 128 ? 32 : kTileFloats / hd < 4 ? 4 : kTileFloats / hd;
-  const int per_row = 2 * hd + P.tk + 4 + 3; /* floats and ints of one row and its token */
-  int rows = (kSmemFloats - P.tk * hd - P.tk) / per_row;
+  const int per_row = 2 * hd + 1 + P.tk + 4 + 3; /* floats and ints of a row and its token */
+  int rows = (kSmemFloats - P.tk * (hd + 1) - P.tk) / per_row;
   rows = rows < 1 ? 1 : rows;
   P.hpb = rows < P.group ? rows : P.group;
   P.n_hgroups = (P.group + P.hpb - 1) / P.hpb;
   P.bq = rows / P.hpb;
   const int R = P.bq * P.hpb;
-  return (size_t)(2 * R * hd + P.tk * hd + R * P.tk + 4 * R) * sizeof(float) +
+  return (size_t)(R * (2 * hd + 1) + P.tk * (hd + 1) + R * P.tk + 4 * R) * sizeof(float) +
          (size_t)(3 * P.bq + P.tk) * sizeof(int32_t);
 }
 
