@@ -10,6 +10,9 @@
  *   BF16   8               16            -
  *   Q8_0   16 (half block) 16            d of its block
  *   Q4_0   32 (a block)    16            d
+ *   Q4_1   32              16            d, m
+ *   Q5_0   32              16            qh, d
+ *   Q5_1   32              16            qh, d, m
  *   Q4_K   32              16            the super-block's 16-byte record
  *   Q5_K   32              16 + 16 qh    the super-block's 16-byte record
  *   Q6_K   64              3 x 16        4 int8 scales + d
@@ -34,7 +37,8 @@
 namespace {
 
 constexpr int kF32 = BRISK_KR_F32, kF16 = BRISK_KR_F16, kBF16 = BRISK_KR_BF16;
-constexpr int kQ8_0 = BRISK_KR_Q8_0, kQ4_0 = BRISK_KR_Q4_0, kQ4_K = BRISK_KR_Q4_K,
+constexpr int kQ8_0 = BRISK_KR_Q8_0, kQ4_0 = BRISK_KR_Q4_0, kQ4_1 = BRISK_KR_Q4_1,
+              kQ5_0 = BRISK_KR_Q5_0, kQ5_1 = BRISK_KR_Q5_1, kQ4_K = BRISK_KR_Q4_K,
               kQ5_K = BRISK_KR_Q5_K, kQ6_K = BRISK_KR_Q6_K;
 
 /* ---- scalar helpers ----------------------------------------------------- */
@@ -46,6 +50,13 @@ __device__ __forceinline__ float mul_rn(float a, float b) {
   return __fmul_rn(a, b);
 #else
   return a * b;
+#endif
+}
+__device__ __forceinline__ float add_rn(float a, float b) {
+#ifdef __CUDACC__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
 #endif
 }
 __device__ __forceinline__ float sub_rn(float a, float b) {
@@ -130,6 +141,9 @@ template <> struct unit_info<kF16> { static constexpr int elems = 8, run = 8; };
 template <> struct unit_info<kBF16> { static constexpr int elems = 8, run = 8; };
 template <> struct unit_info<kQ8_0> { static constexpr int elems = 16, run = 16; };
 template <> struct unit_info<kQ4_0> { static constexpr int elems = 32, run = 16; };
+template <> struct unit_info<kQ4_1> { static constexpr int elems = 32, run = 16; };
+template <> struct unit_info<kQ5_0> { static constexpr int elems = 32, run = 16; };
+template <> struct unit_info<kQ5_1> { static constexpr int elems = 32, run = 16; };
 template <> struct unit_info<kQ4_K> { static constexpr int elems = 32, run = 16; };
 template <> struct unit_info<kQ5_K> { static constexpr int elems = 32, run = 16; };
 template <> struct unit_info<kQ6_K> { static constexpr int elems = 64, run = 16; };
@@ -165,14 +179,29 @@ __device__ __forceinline__ void dequant_unit(const uint8_t *w, const brisk_kregr
 #pragma unroll
     for (int i = 0; i < 16; i++) v[i] = mul_rn((float)(int8_t)byte_of(x, i), d);
     *e0 = 16 * u, *stride = 0;
-  } else if (T == kQ4_0) {
+  } else if (T == kQ4_0 || T == kQ4_1 || T == kQ5_0 || T == kQ5_1) {
+    /* Byte i: element i in the low nibble, i + 16 in the high one; Q5_x:
+     * bit e of the block's 32-bit qh is element e's 5th bit. */
+    constexpr bool has_m = T == kQ4_1 || T == kQ5_1, has_h = T == kQ5_0 || T == kQ5_1;
+    constexpr int zero = T == kQ4_0 ? 8 : T == kQ5_0 ? 16 : 0;
     const v16 x = load16(q + 16 * u);
-    const float d = f16_bits_to_f32(load_u16(w + l.d_offset + (size_t)row * l.d_stride + 2 * u));
+    const uint8_t *dp = w + l.d_offset + (size_t)row * l.d_stride + (has_m ? 4 : 2) * u;
+    const float d = f16_bits_to_f32(load_u16(dp));
+    const float mn = has_m ? f16_bits_to_f32(load_u16(dp + 2)) : 0.0f;
+    uint32_t h = 0;
+    if (has_h) memcpy(&h, w + l.s_offset + (size_t)row * l.s_stride + 4 * u, 4);
 #pragma unroll
     for (int i = 0; i < 16; i++) {
       const uint32_t b = byte_of(x, i);
-      v[i] = mul_rn((float)((int)(b & 15) - 8), d);
-      v[16 + i] = mul_rn((float)((int)(b >> 4) - 8), d);
+      const int q0 = (int)((b & 15) | ((h >> i) & 1) << 4);
+      const int q1 = (int)((b >> 4) | ((h >> (i + 16)) & 1) << 4);
+      if (has_m) {
+        v[i] = add_rn(mul_rn((float)q0, d), mn);
+        v[16 + i] = add_rn(mul_rn((float)q1, d), mn);
+      } else {
+        v[i] = mul_rn((float)(q0 - zero), d);
+        v[16 + i] = mul_rn((float)(q1 - zero), d);
+      }
     }
     *e0 = 32 * u, *stride = 16;
   } else if (T == kQ4_K || T == kQ5_K) {
@@ -469,6 +498,9 @@ int brisk_kmatmul_gemv(uint32_t w_type, const void *w, int64_t n, int64_t k, con
   case kBF16: return gemv_launch<kBF16>(w, l, n, k, x, m, y, stream);
   case kQ8_0: return gemv_launch<kQ8_0>(w, l, n, k, x, m, y, stream);
   case kQ4_0: return gemv_launch<kQ4_0>(w, l, n, k, x, m, y, stream);
+  case kQ4_1: return gemv_launch<kQ4_1>(w, l, n, k, x, m, y, stream);
+  case kQ5_0: return gemv_launch<kQ5_0>(w, l, n, k, x, m, y, stream);
+  case kQ5_1: return gemv_launch<kQ5_1>(w, l, n, k, x, m, y, stream);
   case kQ4_K: return gemv_launch<kQ4_K>(w, l, n, k, x, m, y, stream);
   case kQ5_K: return gemv_launch<kQ5_K>(w, l, n, k, x, m, y, stream);
   case kQ6_K: return gemv_launch<kQ6_K>(w, l, n, k, x, m, y, stream);
@@ -488,6 +520,9 @@ int brisk_kdequant_tile(uint32_t w_type, const void *w, int64_t n, int64_t k, in
   case kBF16: return dequant_launch<kBF16>(w, l, k, r0, nr, out_type, out, stream);
   case kQ8_0: return dequant_launch<kQ8_0>(w, l, k, r0, nr, out_type, out, stream);
   case kQ4_0: return dequant_launch<kQ4_0>(w, l, k, r0, nr, out_type, out, stream);
+  case kQ4_1: return dequant_launch<kQ4_1>(w, l, k, r0, nr, out_type, out, stream);
+  case kQ5_0: return dequant_launch<kQ5_0>(w, l, k, r0, nr, out_type, out, stream);
+  case kQ5_1: return dequant_launch<kQ5_1>(w, l, k, r0, nr, out_type, out, stream);
   case kQ4_K: return dequant_launch<kQ4_K>(w, l, k, r0, nr, out_type, out, stream);
   case kQ5_K: return dequant_launch<kQ5_K>(w, l, k, r0, nr, out_type, out, stream);
   case kQ6_K: return dequant_launch<kQ6_K>(w, l, k, r0, nr, out_type, out, stream);

@@ -1,5 +1,6 @@
 /* Matmul kernels: y[m][n] = x[m][k] . W[n][k]^T with W in the regrouped
- * layout of kernels/regroup.h (types F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K).
+ * layout of kernels/regroup.h (types F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+ * Q6_K).
  *
  *  - brisk_kmatmul_gemv: small batches, the decode path. Reads W once per 8
  *    activation rows, fp32 accumulation.

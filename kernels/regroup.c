@@ -26,6 +26,11 @@ typedef struct type_pieces {
 static bool pieces_of(uint32_t type, type_pieces *t) {
   static const type_pieces q8_0 = {34, {32, 0, 2}, 2, {{0, 2, SEC_D, 0}, {2, 32, SEC_Q, 0}}};
   static const type_pieces q4_0 = {18, {16, 0, 2}, 2, {{0, 2, SEC_D, 0}, {2, 16, SEC_Q, 0}}};
+  static const type_pieces q4_1 = {20, {16, 0, 4}, 2, {{0, 4, SEC_D, 0}, {4, 16, SEC_Q, 0}}};
+  static const type_pieces q5_0 = {
+      22, {16, 4, 2}, 3, {{0, 2, SEC_D, 0}, {2, 4, SEC_S, 0}, {6, 16, SEC_Q, 0}}};
+  static const type_pieces q5_1 = {
+      24, {16, 4, 4}, 3, {{0, 4, SEC_D, 0}, {4, 4, SEC_S, 0}, {8, 16, SEC_Q, 0}}};
   /* q4_k: d, dmin, scales[12] are the block's first 16 bytes, qs the rest. */
   static const type_pieces q4_k = {144, {128, 16, 0}, 2, {{0, 16, SEC_S, 0}, {16, 128, SEC_Q, 0}}};
   /* q5_k: d, dmin, scales[12], qh[32], qs[128]. */
@@ -40,6 +45,9 @@ static bool pieces_of(uint32_t type, type_pieces *t) {
   switch (type) {
   case BRISK_KR_Q8_0: *t = q8_0; return true;
   case BRISK_KR_Q4_0: *t = q4_0; return true;
+  case BRISK_KR_Q4_1: *t = q4_1; return true;
+  case BRISK_KR_Q5_0: *t = q5_0; return true;
+  case BRISK_KR_Q5_1: *t = q5_1; return true;
   case BRISK_KR_Q4_K: *t = q4_k; return true;
   case BRISK_KR_Q5_K: *t = q5_k; return true;
   case BRISK_KR_Q6_K: *t = q6_k; return true;

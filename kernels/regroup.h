@@ -6,8 +6,9 @@
  *
  *   Q  the quants (or the plain values of F32/F16/BF16 rows), per block in
  *      the GGUF order except as noted;            [n][q_stride] bytes
- *   S  one 16-byte scale record per super-block;  [n][s_stride] bytes
- *   D  one binary16 block scale d per block;      [n][d_stride] bytes
+ *   S  a per-block record: the 16-byte scale record of a super-block, or
+ *      the 4 qh bytes of a Q5_0/Q5_1 block;       [n][s_stride] bytes
+ *   D  the binary16 block scale d (and min m);   [n][d_stride] bytes
  *
  *   type   block  Q per block                      S per block          D
  *   F32    1      the float (rows padded to 16 B)  -                    -
@@ -15,6 +16,9 @@
  *   BF16   1      the bfloat16                     -                    -
  *   Q8_0   32     qs[32]                           -                    d
  *   Q4_0   32     qs[16]                           -                    d
+ *   Q4_1   32     qs[16]                           -                    d, m
+ *   Q5_0   32     qs[16]                           qh[4]                d
+ *   Q5_1   32     qs[16]                           qh[4]                d, m
  *   Q4_K   256    qs[128]                          d, dmin, scales[12]  -
  *   Q5_K   256    qs[128] then qh[32]              d, dmin, scales[12]  -
  *   Q6_K   256    ql[128] then qh[64]              scales[16] (int8)    d
@@ -39,6 +43,9 @@ enum {
   BRISK_KR_F32 = 0,
   BRISK_KR_F16 = 1,
   BRISK_KR_Q4_0 = 2,
+  BRISK_KR_Q4_1 = 3,
+  BRISK_KR_Q5_0 = 6,
+  BRISK_KR_Q5_1 = 7,
   BRISK_KR_Q8_0 = 8,
   BRISK_KR_Q4_K = 12,
   BRISK_KR_Q5_K = 13,
@@ -71,6 +78,9 @@ static inline bool brisk_kregroup_layout_of(uint32_t type, int64_t n, int64_t k,
   case BRISK_KR_BF16: block = 1, q_per_block = 2; break;
   case BRISK_KR_Q8_0: block = 32, q_per_block = 32, d_per_block = 2; break;
   case BRISK_KR_Q4_0: block = 32, q_per_block = 16, d_per_block = 2; break;
+  case BRISK_KR_Q4_1: block = 32, q_per_block = 16, d_per_block = 4; break;
+  case BRISK_KR_Q5_0: block = 32, q_per_block = 16, s_per_block = 4, d_per_block = 2; break;
+  case BRISK_KR_Q5_1: block = 32, q_per_block = 16, s_per_block = 4, d_per_block = 4; break;
   case BRISK_KR_Q4_K: block = 256, q_per_block = 128, s_per_block = 16; break;
   case BRISK_KR_Q5_K: block = 256, q_per_block = 160, s_per_block = 16; break;
   case BRISK_KR_Q6_K: block = 256, q_per_block = 192, s_per_block = 16, d_per_block = 2; break;

@@ -16,9 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const uint32_t types[] = {BRISK_DTYPE_F32,  BRISK_DTYPE_F16,  BRISK_DTYPE_BF16,
-                                 BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_K,
-                                 BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K};
+static const uint32_t types[] = {
+    BRISK_DTYPE_F32,  BRISK_DTYPE_F16,  BRISK_DTYPE_BF16, BRISK_DTYPE_Q8_0,
+    BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1,
+    BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K,
+};
 
 /* Element e of row r, read from the regrouped bytes by the table in
  * regroup.h (not by the code under test). */
@@ -38,11 +40,21 @@ static float regrouped_elem(uint32_t type, const uint8_t *w, const brisk_kregrou
   case BRISK_DTYPE_Q8_0:
     memcpy(&h, d + 2 * (e / 32), 2);
     return (float)(int8_t)q[e] * brisk_f16_to_f32(h);
-  case BRISK_DTYPE_Q4_0: {
+  case BRISK_DTYPE_Q4_0:
+  case BRISK_DTYPE_Q4_1:
+  case BRISK_DTYPE_Q5_0:
+  case BRISK_DTYPE_Q5_1: {
     const int64_t b = e / 32, j = e % 32;
-    memcpy(&h, d + 2 * b, 2);
+    const bool with_m = type == BRISK_DTYPE_Q4_1 || type == BRISK_DTYPE_Q5_1;
+    const bool five = type == BRISK_DTYPE_Q5_0 || type == BRISK_DTYPE_Q5_1;
+    uint16_t mh = 0;
+    memcpy(&h, d + (with_m ? 4 : 2) * b, 2);
+    if (with_m) memcpy(&mh, d + 4 * b + 2, 2);
     const uint8_t byte = q[16 * b + j % 16];
-    return (float)((j < 16 ? byte & 15 : byte >> 4) - 8) * brisk_f16_to_f32(h);
+    int v = j < 16 ? byte & 15 : byte >> 4;
+    if (five) v |= ((s[4 * b + j / 8] >> (j % 8)) & 1) << 4; /* little-endian 32-bit qh */
+    if (with_m) return (float)v * brisk_f16_to_f32(h) + brisk_f16_to_f32(mh);
+    return (float)(v - (five ? 16 : 8)) * brisk_f16_to_f32(h);
   }
   case BRISK_DTYPE_Q4_K:
   case BRISK_DTYPE_Q5_K: {
@@ -68,6 +80,10 @@ static float regrouped_elem(uint32_t type, const uint8_t *w, const brisk_kregrou
   }
   default: fail(); return 0;
   }
+}
+
+static size_t stride_of(const brisk_kregroup_layout *l, int sec) {
+  return sec == 0 ? l->q_stride : sec == 1 ? l->s_stride : l->d_stride;
 }
 
 static bool zero_between(const uint8_t *p, size_t from, size_t to) {
@@ -107,19 +123,22 @@ static void check_type(uint32_t type, int64_t n, int64_t k, test_rng *rng) {
     }
   }
   /* Padding after each row's used bytes in each section. */
-  const size_t used[3] = {
-      l.block == 1 ? (size_t)row_bytes
-                   : (size_t)l.nb * (type == BRISK_DTYPE_Q8_0   ? 32
-                                     : type == BRISK_DTYPE_Q4_0 ? 16
-                                     : type == BRISK_DTYPE_Q4_K ? 128
-                                     : type == BRISK_DTYPE_Q5_K ? 160
-                                                                : 192),
-      (size_t)l.nb *
-          (type == BRISK_DTYPE_Q4_K || type == BRISK_DTYPE_Q5_K || type == BRISK_DTYPE_Q6_K ? 16
-                                                                                            : 0),
-      (size_t)l.nb *
-          (type == BRISK_DTYPE_Q8_0 || type == BRISK_DTYPE_Q4_0 || type == BRISK_DTYPE_Q6_K ? 2
-                                                                                            : 0)};
+  /* Bytes per block in Q, S, D, from the table of regroup.h. */
+  size_t per[3] = {0, 0, 0};
+  switch (type) {
+  case BRISK_DTYPE_Q8_0: per[0] = 32, per[2] = 2; break;
+  case BRISK_DTYPE_Q4_0: per[0] = 16, per[2] = 2; break;
+  case BRISK_DTYPE_Q4_1: per[0] = 16, per[2] = 4; break;
+  case BRISK_DTYPE_Q5_0: per[0] = 16, per[1] = 4, per[2] = 2; break;
+  case BRISK_DTYPE_Q5_1: per[0] = 16, per[1] = 4, per[2] = 4; break;
+  case BRISK_DTYPE_Q4_K: per[0] = 128, per[1] = 16; break;
+  case BRISK_DTYPE_Q5_K: per[0] = 160, per[1] = 16; break;
+  case BRISK_DTYPE_Q6_K: per[0] = 192, per[1] = 16, per[2] = 2; break;
+  default: per[0] = (size_t)row_bytes / (size_t)k; break; /* plain types */
+  }
+  const size_t used[3] = {per[0] * (size_t)l.nb, per[1] * (size_t)l.nb, per[2] * (size_t)l.nb};
+  for (int sec = 0; sec < 3; sec++)
+    assert_int_equal(stride_of(&l, sec), (used[sec] + 15) / 16 * 16);
   const size_t stride[3] = {l.q_stride, l.s_stride, l.d_stride};
   const size_t off[3] = {0, l.s_offset, l.d_offset};
   for (int sec = 0; sec < 3; sec++)
@@ -151,7 +170,8 @@ static void test_undefined_layouts(void **state) {
   (void)state;
   uint8_t src[64] = {0}, dst[64];
   /* Types without a layout, k not a multiple of the block, bad sizes. */
-  assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q4_1, 4, 256), 0);
+  assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q8_1, 4, 256), 0);
+  assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q2_K, 4, 256), 0);
   assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q3_K, 4, 256), 0);
   assert_int_equal(brisk_kregroup_bytes(999, 4, 256), 0);
   assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_Q8_0, 4, 48), 0);
@@ -160,7 +180,7 @@ static void test_undefined_layouts(void **state) {
   assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_F32, 4, 0), 0);
   assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_F32, INT64_MAX, INT64_MAX / 2), 0);
   assert_int_equal(brisk_kregroup_bytes(BRISK_DTYPE_F32, (int64_t)1 << 40, (int64_t)1 << 40), 0);
-  assert_int_equal(brisk_kregroup(BRISK_DTYPE_Q4_1, src, 1, 32, dst), -1);
+  assert_int_equal(brisk_kregroup(BRISK_DTYPE_Q8_1, src, 1, 32, dst), -1);
   assert_int_equal(brisk_kregroup(BRISK_DTYPE_Q8_0, src, 1, 33, dst), -1);
   assert_int_equal(brisk_kregroup(BRISK_DTYPE_F32, NULL, 1, 4, dst), -1);
   assert_int_equal(brisk_kregroup(BRISK_DTYPE_F32, src, 1, 4, NULL), -1);
