@@ -148,6 +148,9 @@ template <> struct unit_info<kQ4_K> { static constexpr int elems = 32, run = 16;
 template <> struct unit_info<kQ5_K> { static constexpr int elems = 32, run = 16; };
 template <> struct unit_info<kQ6_K> { static constexpr int elems = 64, run = 16; };
 
+/* Plain (unquantized) types: k may be any size, so x may lack alignment. */
+template <int T> constexpr bool kPlain = T == kF32 || T == kF16 || T == kBF16;
+
 template <int T> __device__ __forceinline__ int64_t units_per_row(int64_t k) {
   return (k + unit_info<T>::elems - 1) / unit_info<T>::elems;
 }
@@ -312,7 +315,9 @@ __global__ void gemv_kernel(const uint8_t *__restrict__ w, // regrouped [n][k]
         if (r >= m) break;
         const float *xr = x + (size_t)r * (size_t)k + e;
         float xv[4];
-        if (vec_x) {
+        if constexpr (!kPlain<T>) {
+          load_x4(xr, xv);
+        } else if (vec_x) {
           load_x4(xr, xv);
         } else {
 #pragma unroll
@@ -337,6 +342,7 @@ int gemv_launch(const void *w, const brisk_kregroup_layout &l, int64_t n, int64_
                 int64_t m, float *y, brisk_kstream stream) {
   const dim3 grid((unsigned)((n + kGemvWarps - 1) / kGemvWarps)), block(32, kGemvWarps);
   const bool vec_x = k % 4 == 0 && (uintptr_t)x % 16 == 0;
+  if (!kPlain<T> && !vec_x) return -1; /* quantized types need 16-byte aligned x */
   for (int64_t r0 = 0; r0 < m; r0 += BRISK_KMATMUL_GEMV_ROWS) {
     const int mm = (int)(m - r0 < BRISK_KMATMUL_GEMV_ROWS ? m - r0 : BRISK_KMATMUL_GEMV_ROWS);
     int st = BRISK_LAUNCH(gemv_kernel<T>, grid, block, 0, stream, (const uint8_t *)w, l, n, k,

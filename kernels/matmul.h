@@ -35,7 +35,9 @@ bool brisk_kmatmul_supported(uint32_t w_type);
 /* y[r][c] = sum_i x[r][i] * W[c][i], dequantized weights exactly as
  * lib/quant, fp32 fused multiply-adds: each lane of a warp sums its share of
  * the row in order, then a butterfly over the warp. The result of a row
- * depends only on its inputs (not on m or on what else is in x). */
+ * depends only on its inputs (not on m or on what else is in x). w must be
+ * 16-byte aligned, and so must x for the quantized types (-1 otherwise; rows
+ * of k floats keep it, k being a multiple of 32). */
 int brisk_kmatmul_gemv(uint32_t w_type, const void *w /* regrouped [n][k] */, int64_t n, int64_t k,
                        const float *x /* [m][k] */, int64_t m, float *y /* [m][n] */,
                        brisk_kstream stream);
