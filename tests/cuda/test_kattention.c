@@ -15,7 +15,7 @@
  * online rescales and the sums over n keys add <= (2n + 16) u max_j |v_j|.
  * So each is within B = max|v| (2 ds + (2n + 16) u) of the exact value and
  * they are within 2B (x 1.1) of each other. */
-#include "test_support.h"
+#include "cuda_test.h"
 
 #include "backend/backend.h"
 #include "backend/cpu/ops/cpu_backend.h"
@@ -32,10 +32,6 @@ static void *dev_alloc(size_t bytes) {
   /* Exact sizes, so that the sanitizers see any access past the end. */
   assert_int_equal(posix_memalign(&p, 64, bytes ? bytes : 1), 0);
   return p;
-}
-
-static int32_t rand_int(test_rng *r, int32_t lo, int32_t hi) {
-  return lo + (int32_t)(test_rng_u64(r) % (uint64_t)(hi - lo + 1));
 }
 
 typedef struct acase {
@@ -170,9 +166,8 @@ static void run_kernel(const asetup *S, const acase *c, const brisk_kattn_desc *
                        const int32_t *positions, const int32_t *seq_of, const float *q,
                        int32_t max_ctx, float *out) {
   if (c->prefill) {
-    assert_int_equal(
-        brisk_kattn_prefill(d, S->k_cache, S->v_cache, q, positions, seq_of, S->tables, out, NULL),
-        0);
+    ASSERT_LAUNCH(
+        brisk_kattn_prefill(d, S->k_cache, S->v_cache, q, positions, seq_of, S->tables, out, NULL));
     return;
   }
   const size_t ws_bytes =
@@ -180,9 +175,8 @@ static void run_kernel(const asetup *S, const acase *c, const brisk_kattn_desc *
   assert_true(ws_bytes > 0);
   void *ws = dev_alloc(ws_bytes);
   memset(ws, 0xff, ws_bytes);
-  assert_int_equal(brisk_kattn_decode(d, S->k_cache, S->v_cache, q, positions, seq_of, S->tables,
-                                      max_ctx, ws, out, NULL),
-                   0);
+  ASSERT_LAUNCH(brisk_kattn_decode(d, S->k_cache, S->v_cache, q, positions, seq_of, S->tables,
+                                   max_ctx, ws, out, NULL));
   free(ws);
 }
 

@@ -18,7 +18,7 @@
  *    at most 2^-7 + 2^-16 relative from the two roundings, plus the chain.
  *  - tile dequantization and casts: bitwise (brisk_f32_to_f16/bf16 of the
  *    exact values). */
-#include "test_support.h"
+#include "cuda_test.h"
 
 #include "backend/backend.h"
 #include "backend/cpu/ops/cpu_backend.h"
@@ -104,7 +104,7 @@ static void check_gemv(brisk_backend *cpu, const wcase *c, int64_t m, test_rng *
   float *y = dev_alloc((size_t)(m * n) * sizeof *y), *y1 = dev_alloc((size_t)n * sizeof *y1);
   float *ycpu = malloc((size_t)(m * n) * sizeof *ycpu);
   for (int64_t i = 0; i < m * k; i++) x[i] = (float)test_rng_normal(r);
-  assert_int_equal(brisk_kmatmul_gemv(c->type, c->reg, n, k, x, m, y, NULL), 0);
+  ASSERT_LAUNCH(brisk_kmatmul_gemv(c->type, c->reg, n, k, x, m, y, NULL));
   assert_int_equal(cpu->matmul(cpu, c->type, c->gguf, n, k, x, m, ycpu), BRISK_OK);
   const double u = ldexp(1, -24);
   double *step = malloc((size_t)k * sizeof *step);
@@ -133,7 +133,7 @@ static void check_gemv(brisk_backend *cpu, const wcase *c, int64_t m, test_rng *
   free(step);
   /* A row's result does not depend on the rest of the batch: the last row
    * alone gives the same bits. */
-  assert_int_equal(brisk_kmatmul_gemv(c->type, c->reg, n, k, x + (m - 1) * k, 1, y1, NULL), 0);
+  ASSERT_LAUNCH(brisk_kmatmul_gemv(c->type, c->reg, n, k, x + (m - 1) * k, 1, y1, NULL));
   assert_memory_equal(y1, y + (m - 1) * n, (size_t)n * sizeof *y1);
   free(x), free(y), free(y1), free(ycpu);
 }
@@ -175,7 +175,7 @@ static void test_dequant_tile(void **state) {
       const size_t elem = outs[o] == BRISK_DTYPE_F32 ? 4 : 2;
       uint8_t *tile = dev_alloc((size_t)(nr * k) * elem + 64);
       memset(tile, 0x5a, (size_t)(nr * k) * elem + 64);
-      assert_int_equal(brisk_kdequant_tile(c.type, c.reg, n, k, r0, nr, outs[o], tile, NULL), 0);
+      ASSERT_LAUNCH(brisk_kdequant_tile(c.type, c.reg, n, k, r0, nr, outs[o], tile, NULL));
       for (int64_t i = 0; i < nr * k; i++) {
         const float v = c.wd[r0 * k + i];
         if (elem == 4) {
@@ -207,9 +207,9 @@ static void test_cast(void **state) {
     x[i] =
         i % 97 == 0 ? (float)ldexp(test_rng_normal(&r), -20) : (float)(test_rng_normal(&r) * 1e3);
   x[0] = INFINITY, x[1] = -0.0f, x[2] = 70000.0f, x[3] = NAN;
-  assert_int_equal(brisk_kcast_f32(BRISK_DTYPE_F16, x, n, h, NULL), 0);
+  ASSERT_LAUNCH(brisk_kcast_f32(BRISK_DTYPE_F16, x, n, h, NULL));
   for (int64_t i = 0; i < n; i++) assert_int_equal(h[i], brisk_f32_to_f16(x[i]));
-  assert_int_equal(brisk_kcast_f32(BRISK_DTYPE_BF16, x, n, h, NULL), 0);
+  ASSERT_LAUNCH(brisk_kcast_f32(BRISK_DTYPE_BF16, x, n, h, NULL));
   for (int64_t i = 0; i < n; i++) assert_int_equal(h[i], brisk_f32_to_bf16(x[i]));
   assert_int_equal(brisk_kcast_f32(BRISK_DTYPE_Q8_0, x, n, h, NULL), -1);
   free(x), free(h);
@@ -251,7 +251,7 @@ static void test_simt_gemm(void **state) {
          *b = rand_matrix(&r, pairs[pi][1], n * k, bv);
     float *c = dev_alloc((size_t)(m * ldc) * 4);
     for (int64_t i = 0; i < m * ldc; i++) c[i] = -777.0f;
-    assert_int_equal(brisk_kgemm(pairs[pi][0], a, pairs[pi][1], b, m, n, k, c, ldc, NULL), 0);
+    ASSERT_LAUNCH(brisk_kgemm(pairs[pi][0], a, pairs[pi][1], b, m, n, k, c, ldc, NULL));
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < ldc; j++) {
         if (j >= n) {
@@ -296,7 +296,7 @@ static void test_prefill_route(void **state) {
     float *ycpu = malloc((size_t)(m * n) * 4);
     uint16_t *xb = dev_alloc((size_t)(m * k) * 2);
     for (int64_t i = 0; i < m * k; i++) x[i] = (float)test_rng_normal(&r);
-    assert_int_equal(brisk_kcast_f32(BRISK_DTYPE_BF16, x, m * k, xb, NULL), 0);
+    ASSERT_LAUNCH(brisk_kcast_f32(BRISK_DTYPE_BF16, x, m * k, xb, NULL));
     const int64_t tile_rows = rand_range(&r, 7, 33);
     uint16_t *tile = dev_alloc((size_t)(tile_rows * k) * 2);
     for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
@@ -346,7 +346,7 @@ static void test_unsupported(void **state) {
   float xs[40] __attribute__((aligned(16))) = {0};
   assert_int_equal(brisk_kmatmul_gemv(BRISK_DTYPE_Q8_0, w, 1, 32, xs + 1, 1, &y, NULL), -1);
   /* Empty products launch nothing. */
-  assert_int_equal(brisk_kmatmul_gemv(BRISK_DTYPE_F32, w, 1, 4, &x, 0, &y, NULL), 0);
+  ASSERT_LAUNCH(brisk_kmatmul_gemv(BRISK_DTYPE_F32, w, 1, 4, &x, 0, &y, NULL));
   assert_true(y == 0);
 }
 
