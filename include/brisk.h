@@ -14,8 +14,17 @@
  *    nothing the call allocated is leaked.
  *  - Parameter structs begin with `uint32_t struct_size`, are filled by their
  *    brisk_*_params_init() function, and are always passed by pointer. Fields
- *    are only ever appended, so a binary built against an older header keeps
- *    working: the library reads only the first struct_size bytes.
+ *    are only ever appended, and every call applies one rule to struct_size:
+ *    a smaller value (a caller built against an older header) is accepted,
+ *    the fields it does not cover taking their defaults; a larger one (a
+ *    newer header) is accepted when all bytes past the fields this library
+ *    knows are zero, and refused with BRISK_E_INVALID_ARGUMENT otherwise (the
+ *    caller asks for something this version cannot do). Structs the library
+ *    fills (stats, infos) carry the caller's struct_size in the same way: only
+ *    the first struct_size bytes are written, and struct_size is set to the
+ *    number of bytes written (less than the caller's when the library is
+ *    older). A struct_size below 4, above 4096 or ending inside a field is
+ *    BRISK_E_INVALID_ARGUMENT.
  *  - brisk_*_free(NULL) is a harmless no-op.
  *  - Strings passed in are NUL-terminated UTF-8 and are copied if kept.
  *    Strings returned are owned by the library; their lifetime is stated.
@@ -1495,6 +1504,15 @@ typedef struct brisk_engine_counters {
  * struct_size too small. */
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *engine, brisk_engine_counters *stats);
 
+
+/* ------------------------------------------------------------------------ */
+/* Experimental API: may change in any release                              */
+/* ------------------------------------------------------------------------ */
+#ifdef BRISK_EXPERIMENTAL
+
+/* Engine serving metrics: the set of latencies, rates and utilizations is
+ * still growing with the scheduler, so its struct is not frozen for 1.0. */
+
 /* One latency over the requests completed in the metrics window, in
  * nanoseconds. Percentiles are by nearest rank (the sample of rank
  * ceil(q * count)) from a fixed-size log-linear histogram, within 0.8%
@@ -1575,11 +1593,6 @@ BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *engine,
  * concurrently with brisk_engine_step. */
 BRISK_API brisk_status brisk_engine_reset_metrics(brisk_engine *engine);
 
-/* ------------------------------------------------------------------------ */
-/* Experimental API: may change in any release                              */
-/* ------------------------------------------------------------------------ */
-#ifdef BRISK_EXPERIMENTAL
-/* (nothing experimental yet) */
 #endif /* BRISK_EXPERIMENTAL */
 
 #ifdef __cplusplus

@@ -2,6 +2,7 @@
  * points), and statistics. The scheduler is in step.c, events in events.c. */
 #include "engine/engine_internal.h"
 
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/checked.h"
 #include "core/clock.h"
@@ -42,10 +43,8 @@ BRISK_API void brisk_request_params_init(brisk_request_params *p) {
 static brisk_status read_params(const brisk_engine_params *in, brisk_engine_params *out) {
   brisk_engine_params_init(out);
   if (!in) return BRISK_OK;
-  if (in->struct_size < offsetof(brisk_engine_params, prefill_chunk) + sizeof in->prefill_chunk)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: struct_size %u is too small",
-                       in->struct_size);
-  memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
+  brisk_status st = brisk_abi_read(&brisk_abi_engine_params, in, out);
+  if (st) return st;
   if (out->max_running < 1)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: max_running %d must be >= 1",
                        out->max_running);
@@ -293,12 +292,7 @@ static brisk_status make_completion(brisk_engine *e, const brisk_request_params 
   }
   brisk_sampler_params sp;
   brisk_sampler_params_init(&sp);
-  if (p->sampler) {
-    /* The caller's size decides how much to read; brisk_sampler_create
-     * checks it. */
-    uint32_t size = p->sampler->struct_size;
-    memcpy(&sp, p->sampler, size < sizeof sp ? size : sizeof sp);
-  }
+  if (p->sampler && (st = brisk_abi_read(&brisk_abi_sampler_params, p->sampler, &sp))) return st;
   sp.seed += (uint64_t)index;
   if ((st = brisk_sampler_create(e->model, &sp, &r->sampler))) return st;
   /* Models without a vocabulary still generate token ids, without text.
@@ -383,14 +377,10 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_
                        "brisk_engine_submit: engine, params and id must be set");
   brisk_request_params p;
   brisk_request_params_init(&p);
-  if (params->struct_size < offsetof(brisk_request_params, user_data) + sizeof(void *))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_engine_submit: params struct_size %u is too small",
-                       params->struct_size);
-  memcpy(&p, params, params->struct_size < sizeof p ? params->struct_size : sizeof p);
-  brisk_engine_request *first = NULL, *last = NULL;
-  brisk_status st = make_request(e, &p, &first, &last);
+  brisk_status st = brisk_abi_read(&brisk_abi_request_params, params, &p);
   if (st) return st;
+  brisk_engine_request *first = NULL, *last = NULL;
+  if ((st = make_request(e, &p, &first, &last))) return st;
   uint64_t now = brisk_now_ns();
   pthread_mutex_lock(&e->mu);
   uint64_t rid = ++e->last_id;
@@ -470,45 +460,41 @@ static void fill_request_stats(const brisk_engine_request *leader, brisk_request
   s->queue_ns = mr.t_admit ? mr.t_admit - mr.t_submit : 0;
   s->ttft_ns = mr.t_first ? mr.t_first - mr.t_submit : 0;
   s->e2e_ns = mr.t_finish ? mr.t_finish - mr.t_submit : 0;
-  /* Later fields only for callers whose struct has them. */
-  if (s->struct_size >= offsetof(brisk_request_stats, tpot_ns) + sizeof s->tpot_ns)
-    s->tpot_ns = brisk_metrics_tpot_ns(&mr);
-  if (s->struct_size >= offsetof(brisk_request_stats, n_spec_accepted) + sizeof(uint64_t)) {
-    s->n_spec_drafted = drafted;
-    s->n_spec_accepted = accepted;
-  }
+  s->tpot_ns = brisk_metrics_tpot_ns(&mr);
+  s->n_spec_drafted = drafted;
+  s->n_spec_accepted = accepted;
 }
 
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
                                                   brisk_request_stats *s) {
-  /* Callers built before tpot_ns (a smaller struct_size) are served. */
-  if (!e || !s || s->struct_size < offsetof(brisk_request_stats, tpot_ns))
-    return brisk_error(
-        BRISK_E_INVALID_ARGUMENT,
-        "brisk_engine_request_stats: engine and stats (with struct_size) must be set");
+  if (!e || !s)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_request_stats: engine and stats must be set");
+  brisk_status st = brisk_abi_check_out(&brisk_abi_request_stats, s);
+  if (st) return st;
+  brisk_request_stats full = {.struct_size = sizeof full};
   for (const brisk_engine_request *r = e->head; r; r = r->next)
     if (r->id == id) {
-      fill_request_stats(r, s);
-      return BRISK_OK;
+      fill_request_stats(r, &full);
+      return brisk_abi_write(&brisk_abi_request_stats, s, &full);
     }
   int found = 0;
   pthread_mutex_lock(&e->mu);
   for (const brisk_engine_request *r = e->in_head; r && !found; r = r->next)
     if (r->id == id) {
-      fill_request_stats(r, s);
+      fill_request_stats(r, &full);
       found = 1;
     }
   pthread_mutex_unlock(&e->mu);
-  if (found) return BRISK_OK;
+  if (found) return brisk_abi_write(&brisk_abi_request_stats, s, &full);
   return brisk_error(BRISK_E_NOT_FOUND, "brisk_engine_request_stats: no live request has id %llu",
                      (unsigned long long)id);
 }
 
-BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters *s) {
-  /* Callers built before the swap counters pass a smaller struct. */
-  if (!e || !s || s->struct_size < offsetof(brisk_engine_counters, n_swapped_out))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_engine_stats: engine and stats (with struct_size) must be set");
+BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters *out) {
+  if (!e || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_stats: engine and stats must be set");
+  brisk_engine_counters full = {.struct_size = sizeof full}, *s = &full;
   brisk_kv_stats ks = {.struct_size = sizeof ks};
   brisk_status st = brisk_context_kv_stats(e->ctx, &ks);
   if (st) return st;
@@ -528,22 +514,15 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
   s->n_waiting = e->n_waiting + incoming;
   s->n_kv_blocks = ks.n_blocks;
   s->n_free_kv_blocks = ks.n_free_blocks;
-  /* Later fields only for callers whose struct has them. */
-  if (s->struct_size < offsetof(brisk_engine_counters, n_swap_fallbacks) + sizeof(uint64_t))
-    return BRISK_OK;
   s->n_swapped_out = e->n_swapped_out;
   s->n_swapped_in = e->n_swapped_in;
   s->swap_out_bytes = e->swap_out_bytes;
   s->swap_in_bytes = e->swap_in_bytes;
   s->swap_bytes_used = e->swap_used;
   s->n_swap_fallbacks = e->n_swap_fallbacks;
-  if (s->struct_size < offsetof(brisk_engine_counters, n_prefix_hit_tokens) + sizeof(uint64_t))
-    return BRISK_OK;
   s->n_prefix_lookup_tokens = e->n_prefix_lookup_tokens;
   s->n_prefix_hit_tokens = e->n_prefix_hit_tokens;
-  if (s->struct_size < offsetof(brisk_engine_counters, n_spec_accepted) + sizeof(uint64_t))
-    return BRISK_OK;
   s->n_spec_drafted = e->n_spec_drafted;
   s->n_spec_accepted = e->n_spec_accepted;
-  return BRISK_OK;
+  return brisk_abi_write(&brisk_abi_engine_counters, out, s);
 }

@@ -2,6 +2,7 @@
 #include "model/load.h"
 #include "model/source.h"
 
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/checked.h"
 #include "core/dtype.h"
@@ -23,17 +24,7 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params) {
 static brisk_status copy_params(const brisk_model_params *in, brisk_model_params *out) {
   brisk_model_params_init(out);
   if (!in) return BRISK_OK;
-  /* The first released layout ends after use_mmap: no caller has less. */
-  if (in->struct_size < offsetof(brisk_model_params, use_mmap) + sizeof in->use_mmap ||
-      in->struct_size > 4096)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_model_params.struct_size %u is invalid (call "
-                       "brisk_model_params_init)",
-                       in->struct_size);
-  size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
-  memcpy(out, in, n);
-  out->struct_size = sizeof *out;
-  return BRISK_OK;
+  return brisk_abi_read(&brisk_abi_model_params, in, out);
 }
 
 brisk_status brisk_model_report_progress(const brisk_model_params *params, float fraction) {
@@ -215,12 +206,10 @@ BRISK_API brisk_status brisk_model_tensor(const brisk_model *m, int64_t index,
                                           brisk_tensor_info *info) {
   if (!m || !info)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_tensor: model and info must be set");
-  if (info->struct_size < sizeof *info)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_tensor_info.struct_size %u is too small",
-                       info->struct_size);
   if (index < 0 || index >= brisk_model_source_n_tensors(m->source))
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "tensor index %lld is out of range [0, %lld)",
                        (long long)index, (long long)brisk_model_source_n_tensors(m->source));
-  brisk_model_source_tensor(m->source, index, info);
-  return BRISK_OK;
+  brisk_tensor_info t = {.struct_size = sizeof t};
+  brisk_model_source_tensor(m->source, index, &t);
+  return brisk_abi_write(&brisk_abi_tensor_info, info, &t);
 }

@@ -3,6 +3,7 @@
 #include "spec/spec_internal.h"
 
 #include "context/context.h"
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "sample/sampler.h"
@@ -27,10 +28,8 @@ BRISK_API void brisk_spec_params_init(brisk_spec_params *p) {
 static brisk_status copy_params(const brisk_spec_params *in, brisk_spec_params *p) {
   brisk_spec_params_init(p);
   if (!in) return BRISK_OK;
-  if (in->struct_size < sizeof *p || in->struct_size > 4096)
-    return BAD("struct_size %u is invalid (call brisk_spec_params_init)", in->struct_size);
-  memcpy(p, in, sizeof *p);
-  p->struct_size = sizeof *p;
+  brisk_status st = brisk_abi_read(&brisk_abi_spec_params, in, p);
+  if (st) return st;
   if (p->drafter != BRISK_SPEC_PROMPT_LOOKUP && p->drafter != BRISK_SPEC_DRAFT_MODEL)
     return BAD("drafter %d is not a brisk_spec_drafter", (int)p->drafter);
   if (p->n_draft < 1 || p->n_draft > MAX_DRAFT)
@@ -250,9 +249,5 @@ BRISK_API brisk_status brisk_spec_get_stats(const brisk_spec *sp, brisk_spec_sta
   if (!sp || !stats)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_spec_get_stats: spec and stats must be set");
-  if (stats->struct_size < sizeof *stats)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_spec_get_stats: struct_size %u < %zu",
-                       stats->struct_size, sizeof *stats);
-  *stats = sp->stats;
-  return BRISK_OK;
+  return brisk_abi_write(&brisk_abi_spec_stats, stats, &sp->stats);
 }
