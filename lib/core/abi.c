@@ -24,9 +24,9 @@ static brisk_status check_size(const brisk_abi_layout *l, uint32_t s) {
     const brisk_abi_field *f = &l->fields[i];
     if (s > f->offset && s < (uint32_t)f->offset + f->size)
       return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                         "%s.struct_size %u ends inside the field at bytes [%u, %u): no "
+                         "%s.struct_size %u ends inside field %s (bytes [%u, %u)): no "
                          "version of brisk.h declares that size",
-                         l->name, s, f->offset, f->offset + f->size);
+                         l->name, s, f->name, f->offset, f->offset + f->size);
   }
   return BRISK_OK;
 }

@@ -28,6 +28,7 @@
 
 typedef struct brisk_abi_field {
   uint16_t offset, size;
+  const char *name;
 } brisk_abi_field;
 
 typedef struct brisk_abi_layout {
@@ -38,7 +39,7 @@ typedef struct brisk_abi_layout {
 } brisk_abi_layout;
 
 #define BRISK_ABI_FIELD(type, field)                                                               \
-  { offsetof(type, field), sizeof(((type *)0)->field) }
+  { offsetof(type, field), sizeof(((type *)0)->field), #field }
 
 /* Every public struct that starts with struct_size (abi_layout.c). */
 extern const brisk_abi_layout brisk_abi_allocator, brisk_abi_model_params, brisk_abi_tensor_info,

@@ -1,0 +1,272 @@
+"""Tests of the Python bindings against the C API (bindings/tests/c_reference
+and c_layout, built by meson). Run by `meson test python_binding`, or by hand:
+    BRISK_LIBRARY=build/libbrisk.so BRISK_C_REFERENCE=build/bindings/c_reference \
+    BRISK_C_LAYOUT=build/bindings/c_layout PYTHONPATH=bindings/python \
+    python3 -m unittest discover -s bindings/python/tests -v
+"""
+import asyncio
+import ctypes
+import gc
+import os
+import re
+import struct
+import subprocess
+import threading
+import tracemalloc
+import unittest
+
+import brisk
+from brisk import _ffi
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL = os.environ.get("BRISK_TEST_MODEL") or os.path.join(
+    HERE, "..", "..", "..", "..", "shared", "models", "stories260K.gguf")
+PROMPT = "Once upon a time"
+HAVE_MODEL = os.path.isfile(MODEL)
+
+
+def c_reference():
+    exe = os.environ.get("BRISK_C_REFERENCE")
+    if not exe or not HAVE_MODEL:
+        return None
+    out = subprocess.run([exe, MODEL, PROMPT], check=True, capture_output=True, text=True).stdout
+    ref = {}
+    for line in out.splitlines():
+        key, _, rest = line.partition(" ")
+        ref[key] = rest
+    return ref
+
+
+REF = c_reference()
+
+
+def f32(x):
+    return struct.unpack("f", struct.pack("f", float(x)))[0]
+
+
+def ints(s):
+    return [int(x) for x in s.split()]
+
+
+class Layout(unittest.TestCase):
+    def test_structs_match_c(self):
+        exe = os.environ.get("BRISK_C_LAYOUT")
+        if not exe:
+            self.skipTest("BRISK_C_LAYOUT (bindings/tests/c_layout) not given")
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+        sizes, fields = {}, {}
+        for line in out.splitlines():
+            kind, name, *nums = line.split()
+            if kind == "struct":
+                sizes[name] = int(nums[0])
+            else:
+                fields[name] = int(nums[0])
+        for cname, cls in _ffi.STRUCTS.items():
+            self.assertIn(cname, sizes, cname)
+            self.assertEqual(ctypes.sizeof(cls), sizes[cname], cname)
+            declared = [f for f, _ in cls._fields_]
+            c_fields = [k.split(".", 1)[1] for k in fields if k.startswith(cname + ".")]
+            self.assertEqual(declared, c_fields, cname)
+            for f in declared:
+                self.assertEqual(getattr(cls, f).offset, fields[cname + "." + f], cname + "." + f)
+
+
+@unittest.skipUnless(REF, "needs ../shared/models/stories260K.gguf and BRISK_C_REFERENCE")
+class AgainstC(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model = brisk.Model(MODEL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.model.close()
+
+    def test_tokenize_detokenize(self):
+        toks = self.model.tokenize(PROMPT)
+        self.assertEqual(toks, ints(REF["tokens"]))
+        self.assertEqual(self.model.detokenize(toks, remove_special=True), PROMPT)
+        self.assertEqual(self.model.n_vocab, int(REF["n_vocab"]))
+        greedy = ints(REF["greedy"])
+        self.assertEqual(self.model.detokenize(greedy).encode(), bytes.fromhex(REF["text"]))
+
+    def test_logits(self):
+        toks = self.model.tokenize(PROMPT)
+        with brisk.Context(self.model) as ctx:
+            b = brisk.Batch(len(toks))
+            b.add_sequence(toks)
+            ctx.decode(b)
+            logits = ctx.logits(len(toks) - 1)
+            want = [f32(x) for x in REF["logits"].split()]
+            self.assertEqual(len(logits), len(want))
+            self.assertEqual([float(x) for x in logits], want)  # bit for bit
+            with self.assertRaises(brisk.InvalidArgumentError):
+                ctx.logits(0)  # no logits asked for entry 0
+
+    def _decode_loop(self, **sampling):
+        toks = self.model.tokenize(PROMPT)
+        out = []
+        with brisk.Context(self.model) as ctx:
+            s = brisk.Sampler(self.model, **sampling)
+            b = brisk.Batch(len(toks))
+            b.add_sequence(toks)
+            ctx.decode(b)
+            i = len(toks) - 1
+            for _ in range(16):
+                t = s.sample(ctx, i)
+                s.accept(t)
+                out.append(t)
+                b.clear()
+                b.add(t, len(toks) + len(out) - 1, 0, True)
+                ctx.decode(b)
+                i = 0
+            s.close()
+        return out
+
+    def test_greedy_and_sampled_tokens(self):
+        self.assertEqual(self._decode_loop(temperature=0), ints(REF["greedy"]))
+        self.assertEqual(self._decode_loop(temperature=0.8, top_p=0.9, seed=42),
+                         ints(REF["sampled"]))
+
+    def test_generate_streams_the_greedy_text(self):
+        pieces = list(self.model.generate(PROMPT, max_tokens=16, temperature=0))
+        self.assertGreater(len(pieces), 1)
+        want = bytes.fromhex(REF["text"]).decode("utf-8", "replace")
+        self.assertEqual("".join(pieces), want)
+        # A stop string ends the stream before it.
+        stop = want[5:8]
+        text = "".join(self.model.generate(PROMPT, max_tokens=16, temperature=0, stop=[stop]))
+        self.assertEqual(text, want[:want.index(stop)])
+
+    def test_engine_stream_and_events(self):
+        with brisk.Engine(self.model, kv_tokens=1024) as e:
+            a = e.submit(ints(REF["tokens"]), max_tokens=16, temperature=0, stop_at_eog=False)
+            b = e.submit(PROMPT, max_tokens=16, temperature=0, stop_at_eog=False)
+            got = [ev.token for ev in e.stream(a) if ev.token >= 0]
+            self.assertEqual(got, ints(REF["engine"]))
+            rest = [ev for ev in e.stream(b)]
+            self.assertEqual([ev.token for ev in rest if ev.token >= 0], ints(REF["engine"]))
+            self.assertTrue(rest[-1].finished)
+            self.assertEqual(rest[-1].reason, "length")
+            self.assertEqual(e.stats()["n_finished"], 2)
+            # step/poll by hand, and a cancellation.
+            c = e.submit(PROMPT, max_tokens=100)
+            e.step()
+            e.cancel(c)
+            evs = list(e.events())
+            self.assertTrue(evs[-1].finished)
+            self.assertEqual(evs[-1].reason, "cancelled")
+            with self.assertRaises(brisk.NotFoundError):
+                e.cancel(12345)
+
+    def test_engine_asyncio(self):
+        async def main(e):
+            ids = [e.submit(PROMPT, max_tokens=16, temperature=0, stop_at_eog=False)
+                   for _ in range(3)]
+
+            async def collect(i):
+                return [ev.token async for ev in e.astream(i) if ev.token >= 0]
+
+            return await asyncio.gather(*(collect(i) for i in ids))
+
+        with brisk.Engine(self.model, kv_tokens=1024) as e:
+            results = asyncio.run(main(e))
+        for r in results:
+            self.assertEqual(r, ints(REF["engine"]))
+
+    def test_errors_carry_the_message(self):
+        with self.assertRaises(brisk.IOError) as cm:
+            brisk.Model("/nonexistent/model.gguf")
+        self.assertIn("/nonexistent/model.gguf", str(cm.exception))
+        self.assertEqual(cm.exception.status, 3)
+        with self.assertRaises(brisk.InvalidArgumentError) as cm:
+            brisk.Sampler(self.model, temperature=-1)
+        self.assertIn("temperature", str(cm.exception))
+        self.assertIsInstance(cm.exception, ValueError)
+        with self.assertRaises(brisk.InvalidArgumentError):
+            self.model.detokenize([10 ** 6])
+
+    def test_progress_cancels_the_load(self):
+        seen = []
+
+        def progress(f):
+            seen.append(f)
+            return False
+
+        with self.assertRaises(brisk.CancelledError):
+            brisk.Model(MODEL, progress=progress)
+        self.assertTrue(seen)
+
+    def test_abort_from_another_thread(self):
+        stop = threading.Event()
+        calls = []
+
+        def abort():
+            calls.append(1)
+            return stop.is_set()
+
+        toks = self.model.tokenize(PROMPT)
+        with brisk.Context(self.model, abort=abort) as ctx:
+            b = brisk.Batch(len(toks))
+            b.add_sequence(toks)
+            t = threading.Thread(target=stop.set)
+            t.start()
+            t.join()
+            with self.assertRaises(brisk.CancelledError):
+                ctx.decode(b)
+            self.assertEqual(ctx.seq_len(0), 0)  # rolled back
+            stop.clear()
+            ctx.decode(b)
+            self.assertEqual(ctx.seq_len(0), len(toks))
+        self.assertTrue(calls)
+
+    def test_log_callback(self):
+        lines = []
+        brisk.set_log_callback(lambda level, msg: lines.append((level, msg)), 0)
+        try:
+            brisk.Model(MODEL).close()
+        finally:
+            brisk.set_log_callback(None)
+        self.assertTrue(all(isinstance(m, str) for _, m in lines))
+
+    def test_readme_example(self):
+        readme = open(os.path.join(HERE, "..", "README.md")).read()
+        code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+        code = code.replace('"stories260K.gguf"', repr(MODEL))
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+
+
+@unittest.skipUnless(HAVE_MODEL, "needs ../shared/models/stories260K.gguf")
+class NoLeaks(unittest.TestCase):
+    def test_everything_freed(self):
+        gc.collect()
+        base = brisk.memory_allocated()
+        tracemalloc.start()
+        for _ in range(3):
+            m = brisk.Model(MODEL)
+            "".join(m.generate(PROMPT, max_tokens=8, temperature=0))
+            with brisk.Engine(m, kv_tokens=256) as e:
+                rid = e.submit(PROMPT, max_tokens=4)
+                list(e.stream(rid))
+            m.close()
+        gc.collect()
+        snap1 = tracemalloc.take_snapshot()
+        for _ in range(3):
+            m = brisk.Model(MODEL)
+            "".join(m.generate(PROMPT, max_tokens=8, temperature=0))
+            m.close()
+        gc.collect()
+        snap2 = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        growth = sum(s.size_diff for s in snap2.compare_to(snap1, "filename"))
+        self.assertLess(growth, 64 * 1024)
+        self.assertEqual(brisk.memory_allocated(), base)
+
+
+class Abi(unittest.TestCase):
+    def test_abi_version_checked(self):
+        self.assertEqual(brisk._lib.brisk_abi_version(), _ffi.ABI_VERSION)
+        self.assertRegex(brisk.version(), r"^\d+\.\d+\.\d+$")
+
+
+if __name__ == "__main__":
+    unittest.main()
