@@ -12,7 +12,7 @@ python)
   ;;
 rust)
   command -v cargo >/dev/null || { echo "SKIP: cargo is not installed (rustup or Debian's cargo)"; exit 77; }
-  export CARGO_TARGET_DIR="$BRISK_BINDINGS_BUILD/rust-target"
+  export CARGO_TARGET_DIR="$BRISK_BINDINGS_BUILD/rust-target" BRISK_MODEL="$BRISK_TEST_MODEL"
   cd "$here/rust"
   exec cargo test --offline --quiet
   ;;
