@@ -22,6 +22,7 @@ go)
   export GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off
   export CGO_CFLAGS="-I$BRISK_INCLUDE_DIR" CGO_LDFLAGS="-L$BRISK_LIB_DIR -Wl,-rpath,$BRISK_LIB_DIR"
   cd "$here/go"
+  go vet ./...
   exec go test -count=1 -v ./...
   ;;
 *)
