@@ -43,7 +43,8 @@ pub const BRISK_DETOKENIZE_REPLACE_INVALID: u32 = 8;
 
 pub type brisk_log_fn =
     Option<unsafe extern "C" fn(level: brisk_log_level, message: *const c_char, user: *mut c_void)>;
-pub type brisk_progress_fn = Option<unsafe extern "C" fn(fraction: f32, user: *mut c_void) -> c_int>;
+pub type brisk_progress_fn =
+    Option<unsafe extern "C" fn(fraction: f32, user: *mut c_void) -> c_int>;
 pub type brisk_abort_fn = Option<unsafe extern "C" fn(user: *mut c_void) -> c_int>;
 
 #[repr(C)]
@@ -307,55 +308,102 @@ extern "C" {
     pub fn brisk_system_info() -> *const c_char;
     pub fn brisk_status_string(status: brisk_status) -> *const c_char;
     pub fn brisk_last_error() -> *const c_char;
-    pub fn brisk_set_log_callback(fn_: brisk_log_fn, user: *mut c_void, min_level: brisk_log_level)
-        -> brisk_status;
+    pub fn brisk_set_log_callback(
+        fn_: brisk_log_fn,
+        user: *mut c_void,
+        min_level: brisk_log_level,
+    ) -> brisk_status;
     pub fn brisk_memory_allocated() -> u64;
 
     pub fn brisk_model_params_init(params: *mut brisk_model_params);
-    pub fn brisk_model_load(path: *const c_char, params: *const brisk_model_params,
-                            out: *mut *mut brisk_model) -> brisk_status;
+    pub fn brisk_model_load(
+        path: *const c_char,
+        params: *const brisk_model_params,
+        out: *mut *mut brisk_model,
+    ) -> brisk_status;
     pub fn brisk_model_free(model: *mut brisk_model);
     pub fn brisk_model_architecture(model: *const brisk_model) -> *const c_char;
     pub fn brisk_model_n_vocab(model: *const brisk_model) -> i32;
     pub fn brisk_model_n_ctx_train(model: *const brisk_model) -> i32;
     pub fn brisk_model_n_embd(model: *const brisk_model) -> i32;
     pub fn brisk_model_n_layer(model: *const brisk_model) -> i32;
-    pub fn brisk_model_meta(model: *const brisk_model, key: *const c_char, buf: *mut c_char,
-                            capacity: usize, needed: *mut usize) -> brisk_status;
+    pub fn brisk_model_meta(
+        model: *const brisk_model,
+        key: *const c_char,
+        buf: *mut c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> brisk_status;
     pub fn brisk_model_n_tensors(model: *const brisk_model) -> i64;
-    pub fn brisk_model_tensor(model: *const brisk_model, index: i64, info: *mut brisk_tensor_info)
-        -> brisk_status;
+    pub fn brisk_model_tensor(
+        model: *const brisk_model,
+        index: i64,
+        info: *mut brisk_tensor_info,
+    ) -> brisk_status;
 
-    pub fn brisk_tokenize(model: *const brisk_model, text: *const c_char, len: usize,
-                          tokens: *mut i32, capacity: usize, flags: u32, n_tokens: *mut usize)
-        -> brisk_status;
-    pub fn brisk_token_to_piece(model: *const brisk_model, token: i32, flags: u32,
-                                buf: *mut c_char, capacity: usize, n_bytes: *mut usize)
-        -> brisk_status;
-    pub fn brisk_detokenize(model: *const brisk_model, tokens: *const i32, n_tokens: usize,
-                            flags: u32, buf: *mut c_char, capacity: usize, n_bytes: *mut usize)
-        -> brisk_status;
+    pub fn brisk_tokenize(
+        model: *const brisk_model,
+        text: *const c_char,
+        len: usize,
+        tokens: *mut i32,
+        capacity: usize,
+        flags: u32,
+        n_tokens: *mut usize,
+    ) -> brisk_status;
+    pub fn brisk_token_to_piece(
+        model: *const brisk_model,
+        token: i32,
+        flags: u32,
+        buf: *mut c_char,
+        capacity: usize,
+        n_bytes: *mut usize,
+    ) -> brisk_status;
+    pub fn brisk_detokenize(
+        model: *const brisk_model,
+        tokens: *const i32,
+        n_tokens: usize,
+        flags: u32,
+        buf: *mut c_char,
+        capacity: usize,
+        n_bytes: *mut usize,
+    ) -> brisk_status;
     pub fn brisk_model_special_token(model: *const brisk_model, which: brisk_special_token) -> i32;
     pub fn brisk_token_is_eog(model: *const brisk_model, token: i32) -> c_int;
 
-    pub fn brisk_chat_apply(model: *const brisk_model, template_name: *const c_char,
-                            messages: *const brisk_chat_message, n_messages: usize,
-                            add_assistant_prefix: c_int, buf: *mut c_char, capacity: usize,
-                            len: *mut usize) -> brisk_status;
+    pub fn brisk_chat_apply(
+        model: *const brisk_model,
+        template_name: *const c_char,
+        messages: *const brisk_chat_message,
+        n_messages: usize,
+        add_assistant_prefix: c_int,
+        buf: *mut c_char,
+        capacity: usize,
+        len: *mut usize,
+    ) -> brisk_status;
     pub fn brisk_chat_template_name(model: *const brisk_model) -> *const c_char;
 
     pub fn brisk_context_params_init(params: *mut brisk_context_params);
-    pub fn brisk_context_create(model: *const brisk_model, params: *const brisk_context_params,
-                                out: *mut *mut brisk_context) -> brisk_status;
+    pub fn brisk_context_create(
+        model: *const brisk_model,
+        params: *const brisk_context_params,
+        out: *mut *mut brisk_context,
+    ) -> brisk_status;
     pub fn brisk_context_free(ctx: *mut brisk_context);
-    pub fn brisk_context_kv_stats(ctx: *const brisk_context, stats: *mut brisk_kv_stats)
-        -> brisk_status;
+    pub fn brisk_context_kv_stats(
+        ctx: *const brisk_context,
+        stats: *mut brisk_kv_stats,
+    ) -> brisk_status;
     pub fn brisk_batch_create(capacity: i32, out: *mut *mut brisk_batch) -> brisk_status;
     pub fn brisk_batch_free(batch: *mut brisk_batch);
     pub fn brisk_batch_clear(batch: *mut brisk_batch);
     pub fn brisk_batch_size(batch: *const brisk_batch) -> i32;
-    pub fn brisk_batch_add(batch: *mut brisk_batch, token: i32, pos: i32, seq_id: i32,
-                           want_logits: c_int) -> brisk_status;
+    pub fn brisk_batch_add(
+        batch: *mut brisk_batch,
+        token: i32,
+        pos: i32,
+        seq_id: i32,
+        want_logits: c_int,
+    ) -> brisk_status;
     pub fn brisk_decode(ctx: *mut brisk_context, batch: *const brisk_batch) -> brisk_status;
     pub fn brisk_get_logits(ctx: *const brisk_context, i: i32) -> *const f32;
     pub fn brisk_seq_len(ctx: *const brisk_context, seq_id: i32) -> i32;
@@ -363,39 +411,78 @@ extern "C" {
     pub fn brisk_seq_free(ctx: *mut brisk_context, seq_id: i32) -> brisk_status;
 
     pub fn brisk_sampler_params_init(params: *mut brisk_sampler_params);
-    pub fn brisk_sampler_create(model: *const brisk_model, params: *const brisk_sampler_params,
-                                out: *mut *mut brisk_sampler) -> brisk_status;
+    pub fn brisk_sampler_create(
+        model: *const brisk_model,
+        params: *const brisk_sampler_params,
+        out: *mut *mut brisk_sampler,
+    ) -> brisk_status;
     pub fn brisk_sampler_free(sampler: *mut brisk_sampler);
-    pub fn brisk_sampler_sample(sampler: *mut brisk_sampler, ctx: *const brisk_context, i: i32,
-                                token: *mut i32) -> brisk_status;
-    pub fn brisk_sampler_sample_logits(sampler: *mut brisk_sampler, logits: *const f32,
-                                       n_vocab: i32, token: *mut i32) -> brisk_status;
+    pub fn brisk_sampler_sample(
+        sampler: *mut brisk_sampler,
+        ctx: *const brisk_context,
+        i: i32,
+        token: *mut i32,
+    ) -> brisk_status;
+    pub fn brisk_sampler_sample_logits(
+        sampler: *mut brisk_sampler,
+        logits: *const f32,
+        n_vocab: i32,
+        token: *mut i32,
+    ) -> brisk_status;
     pub fn brisk_sampler_accept(sampler: *mut brisk_sampler, token: i32) -> brisk_status;
     pub fn brisk_sampler_reset(sampler: *mut brisk_sampler);
 
     pub fn brisk_stopper_params_init(params: *mut brisk_stopper_params);
-    pub fn brisk_stopper_create(model: *const brisk_model, params: *const brisk_stopper_params,
-                                out: *mut *mut brisk_stopper) -> brisk_status;
+    pub fn brisk_stopper_create(
+        model: *const brisk_model,
+        params: *const brisk_stopper_params,
+        out: *mut *mut brisk_stopper,
+    ) -> brisk_status;
     pub fn brisk_stopper_free(stopper: *mut brisk_stopper);
-    pub fn brisk_stopper_push(stopper: *mut brisk_stopper, token: i32, text: *mut *const c_char,
-                              len: *mut usize, reason: *mut brisk_stop_reason) -> brisk_status;
-    pub fn brisk_stopper_flush(stopper: *mut brisk_stopper, text: *mut *const c_char,
-                               len: *mut usize) -> brisk_status;
+    pub fn brisk_stopper_push(
+        stopper: *mut brisk_stopper,
+        token: i32,
+        text: *mut *const c_char,
+        len: *mut usize,
+        reason: *mut brisk_stop_reason,
+    ) -> brisk_status;
+    pub fn brisk_stopper_flush(
+        stopper: *mut brisk_stopper,
+        text: *mut *const c_char,
+        len: *mut usize,
+    ) -> brisk_status;
 
     pub fn brisk_engine_params_init(params: *mut brisk_engine_params);
-    pub fn brisk_engine_create(model: *const brisk_model, params: *const brisk_engine_params,
-                               out: *mut *mut brisk_engine) -> brisk_status;
+    pub fn brisk_engine_create(
+        model: *const brisk_model,
+        params: *const brisk_engine_params,
+        out: *mut *mut brisk_engine,
+    ) -> brisk_status;
     pub fn brisk_engine_free(engine: *mut brisk_engine);
     pub fn brisk_request_params_init(params: *mut brisk_request_params);
-    pub fn brisk_engine_submit(engine: *mut brisk_engine, params: *const brisk_request_params,
-                               id: *mut u64) -> brisk_status;
+    pub fn brisk_engine_submit(
+        engine: *mut brisk_engine,
+        params: *const brisk_request_params,
+        id: *mut u64,
+    ) -> brisk_status;
     pub fn brisk_engine_cancel(engine: *mut brisk_engine, id: u64) -> brisk_status;
-    pub fn brisk_engine_step(engine: *mut brisk_engine, info: *mut brisk_engine_step_info)
-        -> brisk_status;
-    pub fn brisk_engine_poll(engine: *mut brisk_engine, events: *mut brisk_engine_event,
-                             capacity: usize, n: *mut usize) -> brisk_status;
-    pub fn brisk_engine_request_stats(engine: *mut brisk_engine, id: u64,
-                                      stats: *mut brisk_request_stats) -> brisk_status;
-    pub fn brisk_engine_stats(engine: *mut brisk_engine, stats: *mut brisk_engine_counters)
-        -> brisk_status;
+    pub fn brisk_engine_step(
+        engine: *mut brisk_engine,
+        info: *mut brisk_engine_step_info,
+    ) -> brisk_status;
+    pub fn brisk_engine_poll(
+        engine: *mut brisk_engine,
+        events: *mut brisk_engine_event,
+        capacity: usize,
+        n: *mut usize,
+    ) -> brisk_status;
+    pub fn brisk_engine_request_stats(
+        engine: *mut brisk_engine,
+        id: u64,
+        stats: *mut brisk_request_stats,
+    ) -> brisk_status;
+    pub fn brisk_engine_stats(
+        engine: *mut brisk_engine,
+        stats: *mut brisk_engine_counters,
+    ) -> brisk_status;
 }

@@ -114,8 +114,11 @@ fn check_abi() -> Result<()> {
     } else {
         Err(Error {
             status: Status::Other(-1),
-            message: format!("libbrisk has ABI version {}, these bindings need {}",
-                             unsafe { sys::brisk_abi_version() }, sys::BRISK_ABI_VERSION),
+            message: format!(
+                "libbrisk has ABI version {}, these bindings need {}",
+                unsafe { sys::brisk_abi_version() },
+                sys::BRISK_ABI_VERSION
+            ),
         })
     }
 }
@@ -163,10 +166,18 @@ pub fn set_log_callback(sink: Option<LogSink>, min: LogLevel) -> Result<()> {
     match sink {
         Some(s) => {
             *LOG_SINK.lock().unwrap() = Some(Arc::new(s));
-            check(unsafe { sys::brisk_set_log_callback(Some(log_trampoline), std::ptr::null_mut(), min as c_int) })
+            check(unsafe {
+                sys::brisk_set_log_callback(
+                    Some(log_trampoline),
+                    std::ptr::null_mut(),
+                    min as c_int,
+                )
+            })
         }
         None => {
-            let r = check(unsafe { sys::brisk_set_log_callback(None, std::ptr::null_mut(), min as c_int) });
+            let r = check(unsafe {
+                sys::brisk_set_log_callback(None, std::ptr::null_mut(), min as c_int)
+            });
             *LOG_SINK.lock().unwrap() = None;
             r
         }
@@ -263,8 +274,15 @@ impl Model {
         let mut n = 0usize;
         loop {
             let st = unsafe {
-                sys::brisk_tokenize(self.raw(), text.as_ptr() as *const c_char, text.len(),
-                                    out.as_mut_ptr(), out.len(), flags, &mut n)
+                sys::brisk_tokenize(
+                    self.raw(),
+                    text.as_ptr() as *const c_char,
+                    text.len(),
+                    out.as_mut_ptr(),
+                    out.len(),
+                    flags,
+                    &mut n,
+                )
             };
             if st == sys::BRISK_E_BUFFER_TOO_SMALL {
                 out.resize(n, 0);
@@ -282,8 +300,15 @@ impl Model {
         let mut n = 0usize;
         loop {
             let st = unsafe {
-                sys::brisk_detokenize(self.raw(), tokens.as_ptr(), tokens.len(), flags,
-                                      buf.as_mut_ptr() as *mut c_char, buf.len(), &mut n)
+                sys::brisk_detokenize(
+                    self.raw(),
+                    tokens.as_ptr(),
+                    tokens.len(),
+                    flags,
+                    buf.as_mut_ptr() as *mut c_char,
+                    buf.len(),
+                    &mut n,
+                )
             };
             if st == sys::BRISK_E_BUFFER_TOO_SMALL {
                 buf.resize(n, 0);
@@ -319,16 +344,32 @@ impl Model {
         let tp = tmpl.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
         let mut len = 0usize;
         let st = unsafe {
-            sys::brisk_chat_apply(self.raw(), tp, raw.as_ptr(), raw.len(), 1,
-                                  std::ptr::null_mut(), 0, &mut len)
+            sys::brisk_chat_apply(
+                self.raw(),
+                tp,
+                raw.as_ptr(),
+                raw.len(),
+                1,
+                std::ptr::null_mut(),
+                0,
+                &mut len,
+            )
         };
         if st != sys::BRISK_E_BUFFER_TOO_SMALL {
             check(st)?;
         }
         let mut buf = vec![0u8; len + 1];
         check(unsafe {
-            sys::brisk_chat_apply(self.raw(), tp, raw.as_ptr(), raw.len(), 1,
-                                  buf.as_mut_ptr() as *mut c_char, buf.len(), &mut len)
+            sys::brisk_chat_apply(
+                self.raw(),
+                tp,
+                raw.as_ptr(),
+                raw.len(),
+                1,
+                buf.as_mut_ptr() as *mut c_char,
+                buf.len(),
+                &mut len,
+            )
         })?;
         buf.truncate(len);
         String::from_utf8(buf).map_err(|_| invalid("chat text is not UTF-8"))
@@ -380,7 +421,14 @@ pub struct SamplerOptions {
 
 impl Default for SamplerOptions {
     fn default() -> Self {
-        SamplerOptions { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, repeat_penalty: 1.0, seed: 0 }
+        SamplerOptions {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repeat_penalty: 1.0,
+            seed: 0,
+        }
     }
 }
 
@@ -463,7 +511,13 @@ pub struct ContextOptions {
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { n_threads: 0, kv_tokens: 0, max_batch_tokens: 512, n_seq_max: 64, abort: None }
+        ContextOptions {
+            n_threads: 0,
+            kv_tokens: 0,
+            max_batch_tokens: 512,
+            n_seq_max: 64,
+            abort: None,
+        }
     }
 }
 
@@ -498,7 +552,12 @@ impl Context {
         }
         let mut h = std::ptr::null_mut();
         check(unsafe { sys::brisk_context_create(model.raw(), &p, &mut h) })?;
-        Ok(Context { raw: h, n_vocab: model.n_vocab() as usize, _abort: opts.abort.clone(), _model: model.clone() })
+        Ok(Context {
+            raw: h,
+            n_vocab: model.n_vocab() as usize,
+            _abort: opts.abort.clone(),
+            _model: model.clone(),
+        })
     }
 
     /// Runs the model on `batch`; on error the context is as before.
@@ -527,7 +586,10 @@ impl Context {
         check(unsafe { sys::brisk_seq_free(self.raw, seq) })
     }
     pub fn kv_stats(&self) -> Result<sys::brisk_kv_stats> {
-        let mut s = sys::brisk_kv_stats { struct_size: std::mem::size_of::<sys::brisk_kv_stats>() as u32, ..Default::default() };
+        let mut s = sys::brisk_kv_stats {
+            struct_size: std::mem::size_of::<sys::brisk_kv_stats>() as u32,
+            ..Default::default()
+        };
         check(unsafe { sys::brisk_context_kv_stats(self.raw, &mut s) })?;
         Ok(s)
     }
@@ -656,7 +718,8 @@ impl Generation {
                 return Err(e);
             }
         };
-        let mut g = Generation { ctx, sampler, stopper, batch, pos: n, logits_at: n - 1, done: false };
+        let mut g =
+            Generation { ctx, sampler, stopper, batch, pos: n, logits_at: n - 1, done: false };
         g.batch.add_sequence(&tokens, 0, 0)?;
         g.ctx.decode(&g.batch)?;
         Ok(g)
@@ -667,7 +730,9 @@ impl Generation {
             let tok = self.sampler.sample(&self.ctx, self.logits_at)?;
             self.sampler.accept(tok)?;
             let (mut text, mut len, mut reason) = (std::ptr::null(), 0usize, 0);
-            check(unsafe { sys::brisk_stopper_push(self.stopper, tok, &mut text, &mut len, &mut reason) })?;
+            check(unsafe {
+                sys::brisk_stopper_push(self.stopper, tok, &mut text, &mut len, &mut reason)
+            })?;
             let piece = if len > 0 {
                 let bytes = unsafe { std::slice::from_raw_parts(text as *const u8, len) };
                 String::from_utf8_lossy(bytes).into_owned()
@@ -744,7 +809,13 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { n_threads: 0, kv_tokens: 0, max_batch_tokens: 512, max_running: 64, prefix_cache: true }
+        EngineOptions {
+            n_threads: 0,
+            kv_tokens: 0,
+            max_batch_tokens: 512,
+            max_running: 64,
+            prefix_cache: true,
+        }
     }
 }
 
@@ -764,8 +835,16 @@ pub struct Request {
 
 impl Request {
     pub fn text(prompt: &str) -> Request {
-        Request { prompt: prompt.into(), tokens: Vec::new(), max_tokens: 128, sampler: SamplerOptions::default(),
-                  stop: Vec::new(), stop_at_eog: true, priority: 0, n: 1 }
+        Request {
+            prompt: prompt.into(),
+            tokens: Vec::new(),
+            max_tokens: 128,
+            sampler: SamplerOptions::default(),
+            stop: Vec::new(),
+            stop_at_eog: true,
+            priority: 0,
+            n: 1,
+        }
     }
     pub fn tokens(tokens: &[i32]) -> Request {
         Request { tokens: tokens.to_vec(), ..Request::text("") }
@@ -864,8 +943,11 @@ impl Engine {
         let mut h = std::ptr::null_mut();
         check(unsafe { sys::brisk_engine_create(model.raw(), &p, &mut h) })?;
         let empty = unsafe { std::mem::zeroed::<sys::brisk_engine_event>() };
-        Ok(Engine { inner: Arc::new(EngineInner { raw: h, _model: model.clone() }), buf: vec![empty; 256],
-                    pending: Default::default() })
+        Ok(Engine {
+            inner: Arc::new(EngineInner { raw: h, _model: model.clone() }),
+            buf: vec![empty; 256],
+            pending: Default::default(),
+        })
     }
 
     /// A handle for submitting and cancelling from other threads.
@@ -883,7 +965,8 @@ impl Engine {
 
     /// One scheduler iteration.
     pub fn step(&mut self) -> Result<StepInfo> {
-        let mut info = StepInfo { struct_size: std::mem::size_of::<StepInfo>() as u32, ..Default::default() };
+        let mut info =
+            StepInfo { struct_size: std::mem::size_of::<StepInfo>() as u32, ..Default::default() };
         check(unsafe { sys::brisk_engine_step(self.inner.raw, &mut info) })?;
         Ok(info)
     }
@@ -899,10 +982,18 @@ impl Engine {
         let mut out = Vec::new();
         loop {
             let mut n = 0usize;
-            check(unsafe { sys::brisk_engine_poll(self.inner.raw, self.buf.as_mut_ptr(), self.buf.len(), &mut n) })?;
+            check(unsafe {
+                sys::brisk_engine_poll(
+                    self.inner.raw,
+                    self.buf.as_mut_ptr(),
+                    self.buf.len(),
+                    &mut n,
+                )
+            })?;
             for ev in &self.buf[..n] {
                 let text = if ev.text_len > 0 {
-                    let b = unsafe { std::slice::from_raw_parts(ev.text as *const u8, ev.text_len) };
+                    let b =
+                        unsafe { std::slice::from_raw_parts(ev.text as *const u8, ev.text_len) };
                     String::from_utf8_lossy(b).into_owned()
                 } else {
                     String::new()
@@ -915,7 +1006,13 @@ impl Engine {
                     5 => Finish::Stop,
                     r => Finish::Other(r),
                 });
-                out.push(Event { id: ev.id, index: ev.index, token: (ev.token >= 0).then_some(ev.token), text, finished });
+                out.push(Event {
+                    id: ev.id,
+                    index: ev.index,
+                    token: (ev.token >= 0).then_some(ev.token),
+                    text,
+                    finished,
+                });
             }
             if n < self.buf.len() {
                 return Ok(out);
@@ -924,7 +1021,10 @@ impl Engine {
     }
 
     pub fn stats(&self) -> Result<sys::brisk_engine_counters> {
-        let mut c = sys::brisk_engine_counters { struct_size: std::mem::size_of::<sys::brisk_engine_counters>() as u32, ..Default::default() };
+        let mut c = sys::brisk_engine_counters {
+            struct_size: std::mem::size_of::<sys::brisk_engine_counters>() as u32,
+            ..Default::default()
+        };
         check(unsafe { sys::brisk_engine_stats(self.inner.raw, &mut c) })?;
         Ok(c)
     }
@@ -999,8 +1099,10 @@ impl Iterator for Events<'_> {
                 Ok(false) => {
                     self.done = true;
                     let id = self.only.unwrap_or(0);
-                    return Some(Err(Error { status: Status::NotFound,
-                                            message: format!("request {id} is not running") }));
+                    return Some(Err(Error {
+                        status: Status::NotFound,
+                        message: format!("request {id} is not running"),
+                    }));
                 }
                 Err(e) => return Some(Err(e)),
             }

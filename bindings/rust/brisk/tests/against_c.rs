@@ -64,7 +64,8 @@ fn tokens_logits_and_generation_match_c() {
     let mut batch = Batch::new(toks.len()).unwrap();
     batch.add_sequence(&toks, 0, 0).unwrap();
     ctx.decode(&batch).unwrap();
-    let want: Vec<f32> = r["logits"].split_whitespace().map(|x| x.parse::<f32>().unwrap()).collect();
+    let want: Vec<f32> =
+        r["logits"].split_whitespace().map(|x| x.parse::<f32>().unwrap()).collect();
     let got = ctx.logits(toks.len() as i32 - 1).unwrap();
     assert_eq!(got.len(), want.len());
     for (a, b) in got.iter().zip(&want) {
@@ -75,7 +76,10 @@ fn tokens_logits_and_generation_match_c() {
 
     for (key, opts) in [
         ("greedy", SamplerOptions::greedy()),
-        ("sampled", SamplerOptions { temperature: 0.8, top_p: 0.9, seed: 42, ..Default::default() }),
+        (
+            "sampled",
+            SamplerOptions { temperature: 0.8, top_p: 0.9, seed: 42, ..Default::default() },
+        ),
     ] {
         let mut ctx = Context::new(&model, &ContextOptions::default()).unwrap();
         let mut s = Sampler::new(&model, &opts).unwrap();
@@ -97,7 +101,8 @@ fn tokens_logits_and_generation_match_c() {
     }
 
     // The iterator of text pieces gives the greedy text.
-    let opts = GenerateOptions { max_tokens: 16, sampler: SamplerOptions::greedy(), ..Default::default() };
+    let opts =
+        GenerateOptions { max_tokens: 16, sampler: SamplerOptions::greedy(), ..Default::default() };
     let pieces: Vec<String> = model.generate(PROMPT, &opts).unwrap().map(|p| p.unwrap()).collect();
     assert!(pieces.len() > 1);
     assert_eq!(pieces.concat(), String::from_utf8_lossy(&hex(&r["text"])));
@@ -107,7 +112,8 @@ fn tokens_logits_and_generation_match_c() {
 fn engine_streams_match_c() {
     let (path, r) = need_reference!();
     let model = Model::load(&path).unwrap();
-    let mut engine = Engine::new(&model, &EngineOptions { kv_tokens: 1024, ..Default::default() }).unwrap();
+    let mut engine =
+        Engine::new(&model, &EngineOptions { kv_tokens: 1024, ..Default::default() }).unwrap();
     let mut req = Request::tokens(&ints(&r["tokens"]));
     req.max_tokens = 16;
     req.sampler = SamplerOptions::greedy();
@@ -143,9 +149,14 @@ fn errors_carry_the_message() {
     let err = Model::load("/nonexistent/model.gguf").err().unwrap();
     assert_eq!(err.status, Status::Io);
     assert!(err.message.contains("/nonexistent/model.gguf"), "{}", err.message);
-    let Some(path) = model_path() else { return };
+    let path = match model_path() {
+        Some(p) => p,
+        None => return,
+    };
     let model = Model::load(&path).unwrap();
-    let err = Sampler::new(&model, &SamplerOptions { temperature: -1.0, ..Default::default() }).err().unwrap();
+    let err = Sampler::new(&model, &SamplerOptions { temperature: -1.0, ..Default::default() })
+        .err()
+        .unwrap();
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("temperature"));
     assert!(model.detokenize(&[1 << 20]).is_err());
@@ -153,20 +164,30 @@ fn errors_carry_the_message() {
 
 #[test]
 fn callbacks() {
-    let Some(path) = model_path() else { return };
+    let path = match model_path() {
+        Some(p) => p,
+        None => return,
+    };
     // Progress: returning false cancels the load.
     let mut seen = 0;
     let mut progress = |_: f32| {
         seen += 1;
         false
     };
-    let err = Model::load_with(&path, LoadOptions { progress: Some(&mut progress), ..Default::default() }).err().unwrap();
+    let err = Model::load_with(
+        &path,
+        LoadOptions { progress: Some(&mut progress), ..Default::default() },
+    )
+    .err()
+    .unwrap();
     assert_eq!(err.status, Status::Cancelled);
     assert!(seen > 0);
     // Abort, set from another thread.
     let model = Model::load(&path).unwrap();
     let flag = Arc::new(AtomicBool::new(false));
-    let mut ctx = Context::new(&model, &ContextOptions { abort: Some(flag.clone()), ..Default::default() }).unwrap();
+    let mut ctx =
+        Context::new(&model, &ContextOptions { abort: Some(flag.clone()), ..Default::default() })
+            .unwrap();
     let toks = model.tokenize(PROMPT, true, false).unwrap();
     let mut b = Batch::new(toks.len()).unwrap();
     b.add_sequence(&toks, 0, 0).unwrap();
@@ -184,14 +205,21 @@ fn callbacks() {
     // The log sink gets lines as Rust strings; a panic in it is contained.
     let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let l2 = lines.clone();
-    set_log_callback(Some(Box::new(move |_, m| l2.lock().unwrap().push(m.to_string()))), LogLevel::Debug).unwrap();
+    set_log_callback(
+        Some(Box::new(move |_, m| l2.lock().unwrap().push(m.to_string()))),
+        LogLevel::Debug,
+    )
+    .unwrap();
     drop(Model::load(&path).unwrap());
     set_log_callback(None, LogLevel::Warn).unwrap();
 }
 
 #[test]
 fn drop_frees_everything() {
-    let Some(path) = model_path() else { return };
+    let path = match model_path() {
+        Some(p) => p,
+        None => return,
+    };
     // Other tests run in parallel threads of this process: measure in a child.
     if std::env::var_os("BRISK_DROP_CHILD").is_none() {
         let exe = std::env::current_exe().unwrap();
@@ -209,7 +237,8 @@ fn drop_frees_everything() {
         let opts = GenerateOptions { max_tokens: 8, ..Default::default() };
         let mut gen = model.generate(PROMPT, &opts).unwrap();
         let _ = gen.next(); // dropped half-way
-        let mut engine = Engine::new(&model, &EngineOptions { kv_tokens: 256, ..Default::default() }).unwrap();
+        let mut engine =
+            Engine::new(&model, &EngineOptions { kv_tokens: 256, ..Default::default() }).unwrap();
         let id = engine.submit(&Request::text(PROMPT)).unwrap();
         let _ = engine.stream(id).next();
         let sub = engine.submitter();
