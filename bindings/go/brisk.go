@@ -307,6 +307,12 @@ type Message struct {
 // ApplyChat formats a conversation in the model's chat format, ending with
 // the opening of the assistant's turn.
 func (m *Model) ApplyChat(messages []Message) (string, error) {
+	return m.ApplyChatTemplate("", messages)
+}
+
+// ApplyChatTemplate is ApplyChat in the named template family ("chatml",
+// ...); "" means the one recognized in the model's template.
+func (m *Model) ApplyChatTemplate(template string, messages []Message) (string, error) {
 	defer locked()()
 	n := len(messages)
 	arr := (*[1 << 20]C.brisk_chat_message)(C.malloc(C.size_t(n+1) * C.sizeof_brisk_chat_message))[: n+1 : n+1]
@@ -317,15 +323,20 @@ func (m *Model) ApplyChat(messages []Message) (string, error) {
 		defer C.free(unsafe.Pointer(arr[i].role))
 		defer C.free(unsafe.Pointer(arr[i].content))
 	}
+	var tmpl *C.char
+	if template != "" {
+		tmpl = C.CString(template)
+		defer C.free(unsafe.Pointer(tmpl))
+	}
 	var need C.size_t
-	st := C.brisk_chat_apply(m.p, nil, &arr[0], C.size_t(n), 1, nil, 0, &need)
+	st := C.brisk_chat_apply(m.p, tmpl, &arr[0], C.size_t(n), 1, nil, 0, &need)
 	if st != C.BRISK_E_BUFFER_TOO_SMALL {
 		if err := check(st); err != nil {
 			return "", err
 		}
 	}
 	buf := make([]byte, int(need)+1)
-	if err := check(C.brisk_chat_apply(m.p, nil, &arr[0], C.size_t(n), 1, (*C.char)(unsafe.Pointer(&buf[0])),
+	if err := check(C.brisk_chat_apply(m.p, tmpl, &arr[0], C.size_t(n), 1, (*C.char)(unsafe.Pointer(&buf[0])),
 		C.size_t(len(buf)), &need)); err != nil {
 		return "", err
 	}

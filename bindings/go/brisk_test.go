@@ -167,6 +167,39 @@ func TestAgainstC(t *testing.T) {
 	}
 }
 
+func TestChatAgainstC(t *testing.T) {
+	path, ref := reference(t)
+	m, _ := LoadModel(path, nil)
+	defer m.Close()
+	conv := []Message{{"system", "Be brief."}, {"user", "Hi there!"}}
+	text, err := m.ApplyChatTemplate("chatml", conv)
+	want, _ := hex.DecodeString(ref["chat"])
+	if err != nil || text != string(want) {
+		t.Fatalf("chat %q (%v), want %q", text, err, want)
+	}
+	if _, err := m.ApplyChat(conv); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("stories260K has no chat template: %v", err)
+	}
+	collect := func(g *Generation, err error) string {
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		var sb strings.Builder
+		for g.Next() {
+			sb.WriteString(g.Text())
+		}
+		return sb.String()
+	}
+	o := DefaultGenerate()
+	o.MaxTokens, o.Sampler, o.Template = 8, Greedy(), "chatml"
+	got := collect(m.Chat(context.Background(), conv, o))
+	o.ParseSpecial = true
+	if plain := collect(m.Generate(context.Background(), text, o)); got != plain {
+		t.Fatalf("chat %q, generate %q", got, plain)
+	}
+}
+
 func TestEngineAgainstC(t *testing.T) {
 	path, ref := reference(t)
 	m, _ := LoadModel(path, nil)

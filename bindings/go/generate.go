@@ -17,7 +17,10 @@ type GenerateOptions struct {
 	Sampler      SamplerOptions
 	Stop         []string
 	ParseSpecial bool
-	NThreads     int
+	// Template is the chat template family for Chat ("chatml", ...); "":
+	// the one recognized in the model's template.
+	Template string
+	NThreads int
 }
 
 // DefaultGenerate: 128 tokens at temperature 0.8, top-p 0.95.
@@ -60,7 +63,7 @@ func (m *Model) Generate(ctx context.Context, prompt string, o GenerateOptions) 
 
 // Chat streams the assistant's answer to a conversation.
 func (m *Model) Chat(ctx context.Context, messages []Message, o GenerateOptions) (*Generation, error) {
-	text, err := m.ApplyChat(messages)
+	text, err := m.ApplyChatTemplate(o.Template, messages)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@
  *   sampled T...           16 tokens, temperature 0.8, top_p 0.9, seed 42
  *   engine T...            16 tokens of a greedy engine request
  *   text HEX               the greedy tokens detokenized, as hex bytes
+ *   chat HEX               a system + user conversation in the chatml format
  * Usage: c_reference MODEL PROMPT */
 #include "brisk.h"
 
@@ -126,6 +127,11 @@ int main(int argc, char **argv) {
   size_t nb = 0;
   if (brisk_detokenize(m, greedy, N_GEN, 0, buf, sizeof buf, &nb)) return die("detokenize");
   printf("text ");
+  for (size_t i = 0; i < nb; i++) printf("%02x", (unsigned char)buf[i]);
+  printf("\n");
+  const brisk_chat_message conv[] = {{"system", "Be brief."}, {"user", "Hi there!"}};
+  if (brisk_chat_apply(m, "chatml", conv, 2, 1, buf, sizeof buf, &nb)) return die("chat");
+  printf("chat ");
   for (size_t i = 0; i < nb; i++) printf("%02x", (unsigned char)buf[i]);
   printf("\n");
   brisk_engine_free(e);

@@ -89,6 +89,16 @@ class AgainstC(unittest.TestCase):
         greedy = ints(REF["greedy"])
         self.assertEqual(self.model.detokenize(greedy).encode(), bytes.fromhex(REF["text"]))
 
+    def test_chat(self):
+        conv = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there!"}]
+        text = self.model.apply_chat(conv, template="chatml")
+        self.assertEqual(text.encode(), bytes.fromhex(REF["chat"]))
+        with self.assertRaises(brisk.UnsupportedError):
+            self.model.apply_chat(conv)  # stories260K has no chat template
+        got = "".join(self.model.chat(conv, template="chatml", max_tokens=8, temperature=0))
+        want = "".join(self.model.generate(text, max_tokens=8, temperature=0, parse_special=True))
+        self.assertEqual(got, want)
+
     def test_logits(self):
         toks = self.model.tokenize(PROMPT)
         with brisk.Context(self.model) as ctx:
@@ -99,6 +109,11 @@ class AgainstC(unittest.TestCase):
             want = [f32(x) for x in REF["logits"].split()]
             self.assertEqual(len(logits), len(want))
             self.assertEqual([float(x) for x in logits], want)  # bit for bit
+            # No copy: the array is the library's buffer.
+            addr = ctypes.cast(brisk._lib.brisk_get_logits(ctx._h, len(toks) - 1), ctypes.c_void_p)
+            if hasattr(logits, "ctypes"):
+                self.assertEqual(logits.ctypes.data, addr.value)
+                self.assertEqual(str(logits.dtype), "float32")
             with self.assertRaises(brisk.InvalidArgumentError):
                 ctx.logits(0)  # no logits asked for entry 0
 
@@ -157,6 +172,15 @@ class AgainstC(unittest.TestCase):
             self.assertEqual(evs[-1].reason, "cancelled")
             with self.assertRaises(brisk.NotFoundError):
                 e.cancel(12345)
+            # Cancelled from another thread while this one steps.
+            d = e.submit(PROMPT, max_tokens=200, stop_at_eog=False)
+            e.step()
+            t = threading.Thread(target=e.cancel, args=(d,))
+            t.start()
+            t.join()
+            evs = list(e.stream(d))
+            self.assertEqual(evs[-1].reason, "cancelled")
+            self.assertLess(len(evs), 200)
 
     def test_engine_asyncio(self):
         async def main(e):

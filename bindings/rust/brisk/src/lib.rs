@@ -384,7 +384,7 @@ impl Model {
 
     /// Streams the assistant's answer to a conversation.
     pub fn chat(&self, messages: &[ChatMessage], opts: &GenerateOptions) -> Result<Generation> {
-        let text = self.apply_chat(messages, None)?;
+        let text = self.apply_chat(messages, opts.template.as_deref())?;
         let tokens = self.tokenize(&text, true, true)?;
         Generation::new(self, tokens, opts)
     }
@@ -652,6 +652,9 @@ pub struct GenerateOptions {
     pub sampler: SamplerOptions,
     pub stop: Vec<String>,
     pub parse_special: bool,
+    /// The chat template family for [`Model::chat`] ("chatml", ...); None:
+    /// the one recognized in the model's template.
+    pub template: Option<String>,
     pub n_threads: i32,
     /// Set it from another thread to stop the generation (the iterator then
     /// yields one Err with Status::Cancelled).
@@ -665,6 +668,7 @@ impl Default for GenerateOptions {
             sampler: SamplerOptions { temperature: 0.8, top_p: 0.95, ..Default::default() },
             stop: Vec::new(),
             parse_special: false,
+            template: None,
             n_threads: 0,
             cancel: None,
         }

@@ -109,6 +109,26 @@ fn tokens_logits_and_generation_match_c() {
 }
 
 #[test]
+fn chat_matches_c() {
+    let (path, r) = need_reference!();
+    let model = Model::load(&path).unwrap();
+    let conv = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Hi there!")];
+    let text = model.apply_chat(&conv, Some("chatml")).unwrap();
+    assert_eq!(text.as_bytes(), &hex(&r["chat"])[..]);
+    assert_eq!(model.apply_chat(&conv, None).unwrap_err().status, Status::Unsupported);
+    let opts = GenerateOptions {
+        max_tokens: 8,
+        sampler: SamplerOptions::greedy(),
+        template: Some("chatml".into()),
+        ..Default::default()
+    };
+    let got: String = model.chat(&conv, &opts).unwrap().map(|p| p.unwrap()).collect();
+    let plain = GenerateOptions { parse_special: true, ..opts };
+    let want: String = model.generate(&text, &plain).unwrap().map(|p| p.unwrap()).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
 fn engine_streams_match_c() {
     let (path, r) = need_reference!();
     let model = Model::load(&path).unwrap();
