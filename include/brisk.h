@@ -209,8 +209,8 @@ typedef struct brisk_allocator {
  * library's malloc/realloc/free when `allocator` is NULL. Must be called
  * while the library holds no memory (before the first handle is created or
  * after the last one is freed): otherwise returns BRISK_E_INVALID_STATE and
- * changes nothing. BRISK_E_INVALID_ARGUMENT if a function pointer is NULL or
- * struct_size is too small.
+ * changes nothing. BRISK_E_INVALID_ARGUMENT if a function pointer is NULL
+ * (also one beyond a smaller struct_size) or struct_size is bad.
  */
 BRISK_API brisk_status brisk_set_allocator(const brisk_allocator *allocator);
 
@@ -368,7 +368,7 @@ BRISK_API int64_t brisk_model_n_tensors(const brisk_model *model);
 /*
  * Describes tensor `index` (0 <= index < brisk_model_n_tensors) into *info,
  * whose struct_size the caller sets. BRISK_E_INVALID_ARGUMENT for a NULL
- * argument, an index out of range or a struct_size too small.
+ * argument, an index out of range or a bad struct_size.
  */
 BRISK_API brisk_status brisk_model_tensor(const brisk_model *model, int64_t index,
                                           brisk_tensor_info *info);
@@ -635,7 +635,7 @@ typedef struct brisk_kv_stats {
 
 /* Fills *stats (whose struct_size the caller sets; a struct_size from an
  * older header without the later fields is accepted and only its fields are
- * written). BRISK_E_INVALID_ARGUMENT for NULL arguments or a smaller size. */
+ * written). BRISK_E_INVALID_ARGUMENT for NULL arguments or a bad size. */
 BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *ctx, brisk_kv_stats *stats);
 
 /*
@@ -1097,7 +1097,7 @@ typedef struct brisk_spec_stats {
 } brisk_spec_stats;
 
 /* Fills *stats (whose struct_size the caller sets). BRISK_E_INVALID_ARGUMENT
- * for NULL pointers or a struct_size too small. */
+ * for NULL pointers or a bad struct_size. */
 BRISK_API brisk_status brisk_spec_get_stats(const brisk_spec *spec, brisk_spec_stats *stats);
 
 /* ------------------------------------------------------------------------ */
@@ -1463,7 +1463,7 @@ typedef struct brisk_request_stats {
  * brisk_engine_poll call after the one that delivered its last finished
  * event.
  * BRISK_E_NOT_FOUND otherwise; BRISK_E_INVALID_ARGUMENT for NULL arguments
- * or a struct_size too small.
+ * or a bad struct_size.
  */
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *engine, uint64_t id,
                                                   brisk_request_stats *stats);
@@ -1500,8 +1500,8 @@ typedef struct brisk_engine_counters {
   uint64_t n_spec_accepted;
 } brisk_engine_counters;
 
-/* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
- * struct_size too small. */
+/* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a bad
+ * struct_size. */
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *engine, brisk_engine_counters *stats);
 
 
@@ -1579,8 +1579,8 @@ typedef struct brisk_engine_metrics {
 } brisk_engine_metrics;
 
 /*
- * Fills *metrics. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
- * struct_size too small. Must not run concurrently with brisk_engine_step
+ * Fills *metrics. BRISK_E_INVALID_ARGUMENT for NULL arguments or a bad
+ * struct_size. Must not run concurrently with brisk_engine_step
  * (see the engine's thread safety). Cost: a scan of four fixed-size
  * histograms (about 4k buckets each).
  */
