@@ -16,6 +16,7 @@ import ctypes
 import glob
 import os
 import threading
+import weakref
 from ctypes import byref, c_char_p, c_float, c_int, c_int32, c_size_t, c_uint64, c_void_p
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
@@ -210,15 +211,24 @@ class Model:
         _check(st)
         self._h = h
         self.path = path
+        self._users: "weakref.WeakSet" = weakref.WeakSet()
 
     def close(self) -> None:
-        """Frees the model now (also done when it is garbage-collected)."""
+        """Frees the model now (also done when it is garbage-collected).
+        Raises InvalidStateError while a Context, Sampler or Engine made from
+        it is still open: the library requires the model to outlive them."""
         if self._h:
+            if any(u._h for u in list(self._users)):
+                raise InvalidStateError("close the contexts, samplers and engines of this model "
+                                        "first", 9)
             _lib.brisk_model_free(self._h)
             self._h = None
 
     def __del__(self):
-        self.close()
+        # Dependents hold a reference, so none is alive here.
+        if getattr(self, "_h", None):
+            _lib.brisk_model_free(self._h)
+            self._h = None
 
     def __enter__(self) -> "Model":
         return self
@@ -389,6 +399,7 @@ class _Stopper:
         _check(_lib.brisk_stopper_create(model.handle, byref(p), byref(h)))
         self._h = h
         self._model = model
+        model._users.add(self)
 
     def push(self, token: int):
         text, n, reason = c_void_p(), c_size_t(), c_int()
@@ -470,6 +481,7 @@ class Context:
         _check(_lib.brisk_context_create(model.handle, byref(p), byref(h)))
         self._h = h
         self.model = model
+        model._users.add(self)
         self.n_vocab = model.n_vocab
 
     def decode(self, batch: Batch) -> None:
@@ -529,6 +541,8 @@ class Sampler:
         _check(_lib.brisk_sampler_create(model.handle, byref(p), byref(h)))
         self._h = h
         self.n_vocab = model.n_vocab
+        self.model = model
+        model._users.add(self)
 
     def sample(self, ctx: Context, i: int) -> int:
         """A token from entry i of ctx's last decode (not accepted: see accept)."""
@@ -602,6 +616,7 @@ class Engine:
         _check(_lib.brisk_engine_create(model.handle, byref(p), byref(h)))
         self._h = h
         self.model = model
+        model._users.add(self)
         self._events = (_ffi.EngineEvent * 256)()
         self._pending: Dict[int, List[Event]] = {}
         self._lock = threading.Lock()

@@ -243,6 +243,32 @@ class AgainstC(unittest.TestCase):
             self.assertEqual(ctx.seq_len(0), len(toks))
         self.assertTrue(calls)
 
+    def test_model_outlives_its_users(self):
+        m = brisk.Model(MODEL)
+        ctx = brisk.Context(m)
+        with self.assertRaises(brisk.InvalidStateError):
+            m.close()
+        ctx.close()
+        m.close()
+        gen = self.model.generate(PROMPT, max_tokens=4)
+        next(gen)  # a generation in progress holds its own context
+        gen.close()
+
+    def test_default_model_path(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            os.symlink(os.path.abspath(MODEL), os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf"))
+            old = os.environ.get("BRISK_CACHE_DIR")
+            os.environ["BRISK_CACHE_DIR"] = d
+            try:
+                with brisk.Model() as m:
+                    self.assertEqual(m.tokenize(PROMPT), ints(REF["tokens"]))
+            finally:
+                if old is None:
+                    del os.environ["BRISK_CACHE_DIR"]
+                else:
+                    os.environ["BRISK_CACHE_DIR"] = old
+
     def test_log_callback(self):
         lines = []
         brisk.set_log_callback(lambda level, msg: lines.append((level, msg)), 0)
