@@ -42,7 +42,6 @@ static brisk_status copy_params(const brisk_spec_params *in, brisk_spec_params *
   if (p->drafter == BRISK_SPEC_DRAFT_MODEL && !p->draft_model)
     return BAD("draft_model is NULL with drafter BRISK_SPEC_DRAFT_MODEL");
   if (p->drafter != BRISK_SPEC_DRAFT_MODEL) p->draft_model = NULL;
-  p->draft_context_params = NULL; /* used during create only */
   return BRISK_OK;
 }
 
@@ -86,6 +85,9 @@ BRISK_API brisk_status brisk_spec_create(brisk_context *target, const brisk_spec
   brisk_spec_params p;
   brisk_status st = copy_params(params, &p);
   if (st) return st;
+  /* Read from the copy: a caller's struct may end before the field. */
+  const brisk_context_params *draft_params = p.draft_context_params;
+  p.draft_context_params = NULL; /* used during create only */
   const brisk_model *tm = brisk_context_model(target);
   int32_t n_vocab = brisk_model_n_vocab(tm);
   if (p.draft_model && (st = brisk_spec_check_vocab(tm, p.draft_model))) return st;
@@ -110,7 +112,7 @@ BRISK_API brisk_status brisk_spec_create(brisk_context *target, const brisk_spec
   for (int32_t i = 0; i < sp->n_seq_max; i++) sp->seqs[i].k = p.n_draft;
   int32_t cap = sp->max_batch < p.n_draft + 1 ? sp->max_batch : p.n_draft + 1;
   if ((st = brisk_batch_create(cap, &sp->batch))) goto fail;
-  if (p.draft_model && (st = create_draft(sp, params->draft_context_params))) goto fail;
+  if (p.draft_model && (st = create_draft(sp, draft_params))) goto fail;
   *out = sp;
   return BRISK_OK;
 fail:

@@ -205,6 +205,14 @@ static void init_context(void *p) { brisk_context_params_init(p); }
 static void init_sampler(void *p) { brisk_sampler_params_init(p); }
 static void init_stopper(void *p) { brisk_stopper_params_init(p); }
 static void init_spec(void *p) { brisk_spec_params_init(p); }
+/* A draft model (the model itself: same vocabulary), so that the draft
+ * context's params pointer is used. */
+static void init_spec_draft(void *p) {
+  brisk_spec_params *s = p;
+  brisk_spec_params_init(s);
+  s->drafter = BRISK_SPEC_DRAFT_MODEL;
+  s->draft_model = model;
+}
 static void init_engine(void *p) {
   brisk_engine_params *e = p;
   brisk_engine_params_init(e);
@@ -330,6 +338,8 @@ static void test_public_params(void **state) {
       {&brisk_abi_sampler_params, init_sampler, call_submit_sampler, 0},
       {&brisk_abi_stopper_params, init_stopper, call_stopper, 0},
       {&brisk_abi_spec_params, init_spec, call_spec, 0},
+      {&brisk_abi_spec_params, init_spec_draft, call_spec,
+       offsetof(brisk_spec_params, draft_model) + sizeof(void *)},
       {&brisk_abi_engine_params, init_engine, call_engine, 0},
       {&brisk_abi_request_params, init_request, call_submit, prompt_end},
   };
