@@ -698,8 +698,7 @@ class Engine:
                 yield ev
                 if ev.finished:
                     return
-            self.step()
-            self._dispatch(self.poll())
+            self._step_and_dispatch()
 
     async def astream(self, request_id: int):
         """`async for ev in engine.astream(id)`: as stream(), with each step run
@@ -723,7 +722,8 @@ class Engine:
             self._pending.setdefault(ev.id, []).append(ev)
 
     def _take(self, request_id: int) -> List[Event]:
-        return self._pending.pop(request_id, [])
+        with self._lock:  # a worker thread may be dispatching
+            return self._pending.pop(request_id, [])
 
     def close(self) -> None:
         if self._h:
