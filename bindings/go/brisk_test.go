@@ -436,3 +436,24 @@ func TestReadmeExample(t *testing.T) {
 		t.Fatalf("README chat example printed %q", out)
 	}
 }
+
+// A library of another ABI version (a stand-in preloaded over libbrisk's
+// brisk_abi_version) is refused with a message, in a child process.
+func TestOtherABIRefused(t *testing.T) {
+	if os.Getenv("BRISK_ABI_CHILD") != "" {
+		_, err := LoadModel("/nonexistent", nil)
+		if err == nil || !strings.Contains(err.Error(), "ABI version 1, this package needs 0") {
+			t.Fatalf("load with another ABI: %v", err)
+		}
+		return
+	}
+	fake := os.Getenv("BRISK_FAKE_ABI_LIBRARY")
+	if fake == "" {
+		t.Skip("BRISK_FAKE_ABI_LIBRARY not given")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestOtherABIRefused$")
+	cmd.Env = append(os.Environ(), "BRISK_ABI_CHILD=1", "LD_PRELOAD="+fake)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}

@@ -11,6 +11,7 @@ import os
 import re
 import struct
 import subprocess
+import sys
 import threading
 import tracemalloc
 import unittest
@@ -329,6 +330,17 @@ class Abi(unittest.TestCase):
     def test_abi_version_checked(self):
         self.assertEqual(brisk._lib.brisk_abi_version(), _ffi.ABI_VERSION)
         self.assertRegex(brisk.version(), r"^\d+\.\d+\.\d+$")
+
+    def test_other_abi_refused(self):
+        fake = os.environ.get("BRISK_FAKE_ABI_LIBRARY")
+        if not fake:
+            self.skipTest("BRISK_FAKE_ABI_LIBRARY (bindings/tests/fake_abi.c) not given")
+        env = dict(os.environ, BRISK_LIBRARY=fake)
+        r = subprocess.run([sys.executable, "-c", "import brisk"], env=env, capture_output=True,
+                           text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ImportError", r.stderr)
+        self.assertIn("ABI version 1, these bindings need 0", r.stderr)
 
 
 if __name__ == "__main__":

@@ -300,3 +300,28 @@ fn readme_chat_with_the_default_model() {
     let text: String = model.chat(&msgs, &opts).unwrap().map(|p| p.unwrap()).collect();
     assert!(text.contains("Paris"), "{text}");
 }
+
+/// A library of another ABI version (a stand-in preloaded over libbrisk's
+/// brisk_abi_version) is refused with a message, in a child process.
+#[test]
+fn other_abi_refused() {
+    if std::env::var_os("BRISK_ABI_CHILD").is_some() {
+        let err = Model::load("/nonexistent").err().unwrap();
+        assert!(err.message.contains("ABI version 1, these bindings need 0"), "{}", err.message);
+        return;
+    }
+    let fake = match std::env::var_os("BRISK_FAKE_ABI_LIBRARY") {
+        Some(f) => f,
+        None => {
+            eprintln!("SKIP: BRISK_FAKE_ABI_LIBRARY not given");
+            return;
+        }
+    };
+    let st = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "other_abi_refused", "--test-threads=1"])
+        .env("BRISK_ABI_CHILD", "1")
+        .env("LD_PRELOAD", fake)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
