@@ -141,6 +141,15 @@ func (g *Generation) Next() bool {
 		g.text = C.GoStringN(text, C.int(n))
 		if reason != C.BRISK_STOP_NONE {
 			g.done = true
+			if reason != C.BRISK_STOP_STRING {
+				// Ended otherwise: release what was held back as a
+				// possible stop string.
+				if err = check(C.brisk_stopper_flush(g.stopper, &text, &n)); err != nil {
+					g.err = err
+					return false
+				}
+				g.text += C.GoStringN(text, C.int(n))
+			}
 			return g.text != ""
 		}
 		g.b.Clear()

@@ -369,10 +369,12 @@ def _generate(model: Model, tokens: List[int], max_tokens: int, sp: dict, stop: 
         while True:
             tok = sampler.sample(ctx, i)
             sampler.accept(tok)
-            text, stopped = stopper.push(tok)
+            text, reason = stopper.push(tok)
+            if reason not in (0, 3):  # ended otherwise than by a stop string
+                text += stopper.flush()  # what was held back as a possible one
             if text:
                 yield text
-            if stopped:
+            if reason:
                 return
             batch.clear()
             batch.add(tok, pos, 0, True)
@@ -406,7 +408,12 @@ class _Stopper:
         text, n, reason = c_void_p(), c_size_t(), c_int()
         _check(_lib.brisk_stopper_push(self._h, token, byref(text), byref(n), byref(reason)))
         s = ctypes.string_at(text, n.value).decode("utf-8", "replace") if n.value else ""
-        return s, reason.value != 0
+        return s, reason.value
+
+    def flush(self) -> str:
+        text, n = c_void_p(), c_size_t()
+        _check(_lib.brisk_stopper_flush(self._h, byref(text), byref(n)))
+        return ctypes.string_at(text, n.value).decode("utf-8", "replace") if n.value else ""
 
     def close(self):
         if self._h:

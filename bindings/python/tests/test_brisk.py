@@ -158,6 +158,11 @@ class AgainstC(unittest.TestCase):
         stop = want[5:8]
         text = "".join(self.model.generate(PROMPT, max_tokens=16, temperature=0, stop=[stop]))
         self.assertEqual(text, want[:want.index(stop)])
+        # The end of the text may start a stop string: held back, then
+        # released when generation ends otherwise, and never twice.
+        almost = want[-3:] + "\u2603"
+        text = "".join(self.model.generate(PROMPT, max_tokens=16, temperature=0, stop=[almost]))
+        self.assertEqual(text, want)
 
     def test_engine_stream_and_events(self):
         with brisk.Engine(self.model, kv_tokens=1024) as e:

@@ -763,7 +763,7 @@ impl Generation {
             check(unsafe {
                 sys::brisk_stopper_push(self.stopper, tok, &mut text, &mut len, &mut reason)
             })?;
-            let piece = if len > 0 {
+            let mut piece = if len > 0 {
                 let bytes = unsafe { std::slice::from_raw_parts(text as *const u8, len) };
                 String::from_utf8_lossy(bytes).into_owned()
             } else {
@@ -771,6 +771,15 @@ impl Generation {
             };
             if reason != 0 {
                 self.done = true;
+                if reason != 3 {
+                    // Ended otherwise than by a stop string: release what was
+                    // held back as a possible one.
+                    check(unsafe { sys::brisk_stopper_flush(self.stopper, &mut text, &mut len) })?;
+                    if len > 0 {
+                        let bytes = unsafe { std::slice::from_raw_parts(text as *const u8, len) };
+                        piece.push_str(&String::from_utf8_lossy(bytes));
+                    }
+                }
                 return Ok(if piece.is_empty() { None } else { Some(piece) });
             }
             self.batch.clear();
