@@ -700,25 +700,39 @@ class Engine:
 
     def stream(self, request_id: int) -> Iterator[Event]:
         """Steps the engine and yields request_id's events until it finishes;
-        other requests' events are kept for their own stream()."""
-        while True:
-            for ev in self._take(request_id):
-                yield ev
-                if ev.finished:
-                    return
-            self._step_and_dispatch()
+        other requests' events are kept for their own stream(). Leaving the
+        loop early (break, an exception) cancels the request."""
+        finished = False
+        try:
+            while True:
+                for ev in self._take(request_id):
+                    yield ev
+                    if ev.finished:
+                        finished = True
+                        return
+                self._step_and_dispatch()
+        finally:
+            if not finished and self._h:
+                self.cancel(request_id)
 
     async def astream(self, request_id: int):
         """`async for ev in engine.astream(id)`: as stream(), with each step run
-        in a worker thread so the event loop keeps running."""
+        in a worker thread so the event loop keeps running. Cancelling the
+        task (or leaving the loop early) cancels the request."""
         import asyncio
         loop = asyncio.get_running_loop()
-        while True:
-            for ev in self._take(request_id):
-                yield ev
-                if ev.finished:
-                    return
-            await loop.run_in_executor(None, self._step_and_dispatch)
+        finished = False
+        try:
+            while True:
+                for ev in self._take(request_id):
+                    yield ev
+                    if ev.finished:
+                        finished = True
+                        return
+                await loop.run_in_executor(None, self._step_and_dispatch)
+        finally:  # the task was cancelled or the loop left early
+            if not finished and self._h:
+                self.cancel(request_id)
 
     def _step_and_dispatch(self) -> None:
         with self._lock:

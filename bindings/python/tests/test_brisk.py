@@ -209,6 +209,32 @@ class AgainstC(unittest.TestCase):
         for r in results:
             self.assertEqual(r, ints(REF["engine"]))
 
+    def test_leaving_a_stream_cancels_its_request(self):
+        with brisk.Engine(self.model, kv_tokens=1024) as e:
+            a = e.submit(PROMPT, max_tokens=100, stop_at_eog=False)
+            for ev in e.stream(a):
+                break
+            rest = list(e.events())
+            self.assertEqual([ev.reason for ev in rest if ev.finished], ["cancelled"])
+
+            async def first_then_cancel():
+                b = e.submit(PROMPT, max_tokens=100, stop_at_eog=False)
+
+                async def consume():
+                    async for _ in e.astream(b):
+                        await asyncio.sleep(10)
+
+                task = asyncio.ensure_future(consume())
+                await asyncio.sleep(0.2)
+                task.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await task
+
+            asyncio.run(first_then_cancel())
+            rest = list(e.events())
+            self.assertEqual([ev.reason for ev in rest if ev.finished], ["cancelled"])
+            self.assertEqual(e.stats()["n_cancelled"], 2)
+
     def test_errors_carry_the_message(self):
         with self.assertRaises(brisk.IOError) as cm:
             brisk.Model("/nonexistent/model.gguf")
