@@ -1080,7 +1080,8 @@ impl Engine {
     }
 
     /// Steps until request `id` finished, yielding its events; other
-    /// requests' events stay queued for the next poll.
+    /// requests' events stay queued for the next poll. Dropping the iterator
+    /// before the request finished cancels it.
     pub fn stream(&mut self, id: u64) -> Events<'_> {
         Events { engine: self, queue: Default::default(), only: Some(id), done: false }
     }
@@ -1092,6 +1093,14 @@ pub struct Events<'a> {
     queue: std::collections::VecDeque<Event>,
     only: Option<u64>,
     done: bool,
+}
+
+impl Drop for Events<'_> {
+    fn drop(&mut self) {
+        if let (Some(id), false) = (self.only, self.done) {
+            let _ = self.engine.cancel(id); // finished meanwhile: a no-op
+        }
+    }
 }
 
 impl Iterator for Events<'_> {

@@ -159,6 +159,16 @@ fn engine_streams_match_c() {
     engine.cancel(c).unwrap();
     let evs: Vec<Event> = engine.events().map(|e| e.unwrap()).collect();
     assert_eq!(evs.last().unwrap().finished, Some(Finish::Cancelled));
+    // Dropping a stream early cancels its request.
+    let mut long = Request::text(PROMPT);
+    long.max_tokens = 100;
+    long.stop_at_eog = false;
+    let d = engine.submit(&long).unwrap();
+    let first = engine.stream(d).next().unwrap().unwrap();
+    assert_eq!(first.id, d);
+    let evs: Vec<Event> = engine.events().map(|e| e.unwrap()).collect();
+    assert_eq!(evs.last().unwrap().finished, Some(Finish::Cancelled));
+    assert!(evs.len() < 100);
     let err = engine.cancel(987654).unwrap_err();
     assert_eq!(err.status, Status::NotFound);
     assert!(!err.message.is_empty());
