@@ -235,6 +235,43 @@ class AgainstC(unittest.TestCase):
             self.assertEqual([ev.reason for ev in rest if ev.finished], ["cancelled"])
             self.assertEqual(e.stats()["n_cancelled"], 2)
 
+    def test_older_and_newer_structs(self):
+        """The struct_size rule seen from a binding: declarations older than
+        the library (fewer fields) get defaults, newer ones (more fields) are
+        accepted while the fields the library lacks are zero."""
+        class OldSampler(ctypes.Structure):  # without n_logprobs and logit bias
+            _fields_ = _ffi.SamplerParams._fields_[:11]
+
+        class NewSampler(ctypes.Structure):  # a field this library lacks
+            _fields_ = _ffi.SamplerParams._fields_ + [("future", ctypes.c_uint64)]
+
+        lib, h = brisk._lib, ctypes.c_void_p()
+        old = OldSampler(struct_size=ctypes.sizeof(OldSampler), temperature=0.5, top_p=1,
+                         typical_p=1, repeat_penalty=1)
+        self.assertEqual(lib.brisk_sampler_create(self.model.handle, ctypes.cast(
+            ctypes.byref(old), ctypes.POINTER(_ffi.SamplerParams)), ctypes.byref(h)), 0)
+        lib.brisk_sampler_free(h)
+        new = NewSampler()
+        lib.brisk_sampler_params_init(ctypes.cast(ctypes.byref(new),
+                                                  ctypes.POINTER(_ffi.SamplerParams)))
+        new.struct_size = ctypes.sizeof(NewSampler)
+        ptr = ctypes.cast(ctypes.byref(new), ctypes.POINTER(_ffi.SamplerParams))
+        self.assertEqual(lib.brisk_sampler_create(self.model.handle, ptr, ctypes.byref(h)), 0)
+        lib.brisk_sampler_free(h)
+        new.future = 7
+        self.assertEqual(lib.brisk_sampler_create(self.model.handle, ptr, ctypes.byref(h)), 1)
+        self.assertIn("not zero", lib.brisk_last_error().decode())
+        # An output struct: an older KVStats is filled up to its size.
+        class OldKV(ctypes.Structure):
+            _fields_ = _ffi.KVStats._fields_[:-1]
+
+        with brisk.Context(self.model) as ctx:
+            kv = OldKV(struct_size=ctypes.sizeof(OldKV))
+            self.assertEqual(lib.brisk_context_kv_stats(ctx._h, ctypes.cast(
+                ctypes.byref(kv), ctypes.POINTER(_ffi.KVStats))), 0)
+            self.assertEqual(kv.struct_size, ctypes.sizeof(OldKV))
+            self.assertEqual(kv.n_blocks, ctx.kv_stats()["n_blocks"])
+
     def test_errors_carry_the_message(self):
         with self.assertRaises(brisk.IOError) as cm:
             brisk.Model("/nonexistent/model.gguf")
