@@ -14,8 +14,17 @@
  *    nothing the call allocated is leaked.
  *  - Parameter structs begin with `uint32_t struct_size`, are filled by their
  *    brisk_*_params_init() function, and are always passed by pointer. Fields
- *    are only ever appended, so a binary built against an older header keeps
- *    working: the library reads only the first struct_size bytes.
+ *    are only ever appended, and every call applies one rule to struct_size:
+ *    a smaller value (a caller built against an older header) is accepted,
+ *    the fields it does not cover taking their defaults; a larger one (a
+ *    newer header) is accepted when all bytes past the fields this library
+ *    knows are zero, and refused with BRISK_E_INVALID_ARGUMENT otherwise (the
+ *    caller asks for something this version cannot do). Structs the library
+ *    fills (stats, infos) carry the caller's struct_size in the same way: only
+ *    the first struct_size bytes are written, and struct_size is set to the
+ *    number of bytes written (less than the caller's when the library is
+ *    older). A struct_size below 4, above 4096 or ending inside a field is
+ *    BRISK_E_INVALID_ARGUMENT.
  *  - brisk_*_free(NULL) is a harmless no-op.
  *  - Strings passed in are NUL-terminated UTF-8 and are copied if kept.
  *    Strings returned are owned by the library; their lifetime is stated.
@@ -203,8 +212,8 @@ typedef struct brisk_allocator {
  * library's malloc/realloc/free when `allocator` is NULL. Must be called
  * while the library holds no memory (before the first handle is created or
  * after the last one is freed): otherwise returns BRISK_E_INVALID_STATE and
- * changes nothing. BRISK_E_INVALID_ARGUMENT if a function pointer is NULL or
- * struct_size is too small.
+ * changes nothing. BRISK_E_INVALID_ARGUMENT if a function pointer is NULL
+ * (also one beyond a smaller struct_size) or struct_size is bad.
  */
 BRISK_API brisk_status brisk_set_allocator(const brisk_allocator *allocator);
 
@@ -309,13 +318,13 @@ typedef enum brisk_device_kind {
 typedef struct brisk_device_props {
   uint32_t struct_size; /* sizeof(brisk_device_props), set by the caller */
   brisk_device_kind kind;
-  int32_t index;        /* N of "cuda:N"; 0 for the CPU */
-  char id[32];          /* the name brisk_model_params.device takes: "cpu", "cuda:0" */
-  char name[128];       /* the processor's or GPU's model name */
-  uint64_t total_memory; /* bytes: the GPU's memory, or the host's physical memory */
-  uint64_t free_memory;  /* bytes free now (for the CPU: available to this process) */
+  int32_t index;         /* N of "cuda:N"; 0 for the CPU */
   int32_t compute_major; /* CUDA compute capability (9.0 for an H100); 0 for the CPU */
   int32_t compute_minor;
+  uint64_t total_memory; /* bytes: the GPU's memory, or the host's physical memory */
+  uint64_t free_memory;  /* bytes free now (for the CPU: available to this process) */
+  char id[32];           /* the name brisk_model_params.device takes: "cpu", "cuda:0" */
+  char name[128];        /* the processor's or GPU's model name */
 } brisk_device_props;
 
 /*
@@ -329,8 +338,8 @@ BRISK_API int32_t brisk_device_count(void);
 
 /*
  * Fills *props for device i (0 <= i < brisk_device_count()), up to
- * props->struct_size bytes. BRISK_E_INVALID_ARGUMENT for a NULL props, a
- * struct_size smaller than the fields up to `name`, or i out of range.
+ * props->struct_size bytes (the struct_size rule above). BRISK_E_INVALID_ARGUMENT
+ * for a NULL props, a bad struct_size, or i out of range.
  * Thread-safe.
  */
 BRISK_API brisk_status brisk_device_info(int32_t i, brisk_device_props *props);
@@ -478,7 +487,7 @@ BRISK_API int64_t brisk_model_n_tensors(const brisk_model *model);
 /*
  * Describes tensor `index` (0 <= index < brisk_model_n_tensors) into *info,
  * whose struct_size the caller sets. BRISK_E_INVALID_ARGUMENT for a NULL
- * argument, an index out of range or a struct_size too small.
+ * argument, an index out of range or a bad struct_size.
  */
 BRISK_API brisk_status brisk_model_tensor(const brisk_model *model, int64_t index,
                                           brisk_tensor_info *info);
@@ -749,7 +758,7 @@ typedef struct brisk_kv_stats {
 
 /* Fills *stats (whose struct_size the caller sets; a struct_size from an
  * older header without the later fields is accepted and only its fields are
- * written). BRISK_E_INVALID_ARGUMENT for NULL arguments or a smaller size. */
+ * written). BRISK_E_INVALID_ARGUMENT for NULL arguments or a bad size. */
 BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *ctx, brisk_kv_stats *stats);
 
 /*
@@ -1211,7 +1220,7 @@ typedef struct brisk_spec_stats {
 } brisk_spec_stats;
 
 /* Fills *stats (whose struct_size the caller sets). BRISK_E_INVALID_ARGUMENT
- * for NULL pointers or a struct_size too small. */
+ * for NULL pointers or a bad struct_size. */
 BRISK_API brisk_status brisk_spec_get_stats(const brisk_spec *spec, brisk_spec_stats *stats);
 
 /* ------------------------------------------------------------------------ */
@@ -1595,7 +1604,7 @@ typedef struct brisk_request_stats {
  * brisk_engine_poll call after the one that delivered its last finished
  * event.
  * BRISK_E_NOT_FOUND otherwise; BRISK_E_INVALID_ARGUMENT for NULL arguments
- * or a struct_size too small.
+ * or a bad struct_size.
  */
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *engine, uint64_t id,
                                                   brisk_request_stats *stats);
@@ -1632,9 +1641,18 @@ typedef struct brisk_engine_counters {
   uint64_t n_spec_accepted;
 } brisk_engine_counters;
 
-/* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
- * struct_size too small. */
+/* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a bad
+ * struct_size. */
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *engine, brisk_engine_counters *stats);
+
+
+/* ------------------------------------------------------------------------ */
+/* Experimental API: may change in any release                              */
+/* ------------------------------------------------------------------------ */
+#ifdef BRISK_EXPERIMENTAL
+
+/* Engine serving metrics: the set of latencies, rates and utilizations is
+ * still growing with the scheduler, so its struct is not frozen for 1.0. */
 
 /* One latency over the requests completed in the metrics window, in
  * nanoseconds. Percentiles are by nearest rank (the sample of rank
@@ -1702,8 +1720,8 @@ typedef struct brisk_engine_metrics {
 } brisk_engine_metrics;
 
 /*
- * Fills *metrics. BRISK_E_INVALID_ARGUMENT for NULL arguments or a
- * struct_size too small. Must not run concurrently with brisk_engine_step
+ * Fills *metrics. BRISK_E_INVALID_ARGUMENT for NULL arguments or a bad
+ * struct_size. Must not run concurrently with brisk_engine_step
  * (see the engine's thread safety). Cost: a scan of four fixed-size
  * histograms (about 4k buckets each).
  */
@@ -1716,11 +1734,6 @@ BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *engine,
  * concurrently with brisk_engine_step. */
 BRISK_API brisk_status brisk_engine_reset_metrics(brisk_engine *engine);
 
-/* ------------------------------------------------------------------------ */
-/* Experimental API: may change in any release                              */
-/* ------------------------------------------------------------------------ */
-#ifdef BRISK_EXPERIMENTAL
-/* (nothing experimental yet) */
 #endif /* BRISK_EXPERIMENTAL */
 
 #ifdef __cplusplus

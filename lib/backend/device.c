@@ -4,6 +4,7 @@
 
 #include "backend/cpu/ops/cpu_backend.h"
 #include "backend/plugin.h"
+#include "core/abi.h"
 #include "core/cpu.h"
 #include "core/error.h"
 
@@ -186,22 +187,18 @@ BRISK_API int32_t brisk_device_count(void) {
 }
 
 BRISK_API brisk_status brisk_device_info(int32_t i, brisk_device_props *props) {
-  size_t oldest = offsetof(brisk_device_props, name) + sizeof props->name;
-  if (!props || props->struct_size < oldest)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_device_info: props must be set, with struct_size >= %zu", oldest);
+  if (!props) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_device_info: props is NULL");
+  brisk_status st = brisk_abi_check_out(&brisk_abi_device_props, props);
+  if (st) return st;
   brisk_device_ref d;
   if (nth_device(i, &d))
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_device_info: device %d is outside [0, %d)",
                        (int)i, (int)d.index);
   brisk_device_props p;
   memset(&p, 0, sizeof p);
-  brisk_status st = d.provider->info(d.provider, d.index, &p);
-  if (st) return st;
-  size_t n = props->struct_size < sizeof p ? props->struct_size : sizeof p;
-  p.struct_size = props->struct_size;
-  memcpy(props, &p, n);
-  return BRISK_OK;
+  p.struct_size = sizeof p;
+  if ((st = d.provider->info(d.provider, d.index, &p))) return st;
+  return brisk_abi_write(&brisk_abi_device_props, props, &p);
 }
 
 BRISK_API brisk_status brisk_device_check(const char *device) {

@@ -5,6 +5,7 @@
 #include "context/swap.h"
 
 #include "backend/device.h"
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/checked.h"
 #include "core/dtype.h"
@@ -57,16 +58,8 @@ BRISK_API void brisk_context_params_init(brisk_context_params *p) {
 static brisk_status copy_params(const brisk_context_params *in, brisk_context_params *out) {
   brisk_context_params_init(out);
   if (!in) return BRISK_OK;
-  /* Callers built before prefix_cache was added pass a smaller struct and
-   * get its default. */
-  size_t oldest = offsetof(brisk_context_params, abort_user_data) + sizeof(void *);
-  if (in->struct_size < oldest || in->struct_size > 4096)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_context_params.struct_size %u is invalid (call "
-                       "brisk_context_params_init)",
-                       in->struct_size);
-  memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
-  out->struct_size = sizeof *out;
+  brisk_status st = brisk_abi_read(&brisk_abi_context_params, in, out);
+  if (st) return st;
   if (out->n_threads < 0 || out->n_threads > 1024)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "n_threads %d is outside [0, 1024]",
                        out->n_threads);
@@ -223,12 +216,10 @@ fail:
 }
 
 BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *c, brisk_kv_stats *s) {
-  /* A struct from before n_cached_blocks was added gets the older fields. */
-  size_t oldest = offsetof(brisk_kv_stats, other_bytes) + sizeof(uint64_t);
-  if (!c || !s || s->struct_size < oldest)
+  if (!c || !s)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_context_kv_stats: context and stats (with struct_size) must be set");
-  brisk_kv_stats k = {.struct_size = s->struct_size};
+                       "brisk_context_kv_stats: context and stats must be set");
+  brisk_kv_stats k = {.struct_size = sizeof k};
   k.block_size = brisk_kv_block_size(c->kv);
   k.n_blocks = brisk_kv_n_blocks(c->kv);
   k.n_free_blocks = brisk_kv_n_free_blocks(c->kv);
@@ -238,8 +229,7 @@ BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *c, brisk_kv_s
                   (c->dev_be ? c->dev_be->workspace_bytes(c->dev_be) : 0) +
                   (uint64_t)c->params.max_batch_tokens * c->model->hp.n_vocab * sizeof(float);
   k.n_cached_blocks = brisk_kv_n_cached_blocks(c->kv);
-  memcpy(s, &k, s->struct_size < sizeof k ? s->struct_size : sizeof k);
-  return BRISK_OK;
+  return brisk_abi_write(&brisk_abi_kv_stats, s, &k);
 }
 
 /* Copies whole blocks (every layer, K and V) for copy-on-write. */

@@ -1,5 +1,6 @@
 #include "core/alloc.h"
 
+#include "core/abi.h"
 #include "core/error.h"
 
 #include <stdatomic.h>
@@ -46,10 +47,11 @@ uint64_t brisk_alloc_live_bytes(void) { return atomic_load(&live_bytes); }
 BRISK_API uint64_t brisk_memory_allocated(void) { return atomic_load(&live_bytes); }
 
 BRISK_API brisk_status brisk_set_allocator(const brisk_allocator *allocator) {
+  brisk_allocator a = {0};
   if (allocator) {
-    if (allocator->struct_size < sizeof(brisk_allocator))
-      return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_allocator.struct_size %u is too small",
-                         allocator->struct_size);
+    brisk_status st = brisk_abi_read(&brisk_abi_allocator, allocator, &a);
+    if (st) return st;
+    allocator = &a;
     if (!allocator->malloc_fn || !allocator->realloc_fn || !allocator->free_fn)
       return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_allocator has a NULL function");
   }

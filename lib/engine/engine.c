@@ -2,6 +2,7 @@
  * points), and statistics. The scheduler is in step.c, events in events.c. */
 #include "engine/engine_internal.h"
 
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/checked.h"
 #include "core/clock.h"
@@ -38,79 +39,12 @@ BRISK_API void brisk_request_params_init(brisk_request_params *p) {
   p->spec_ngram_max = 3;
 }
 
-/* A struct_size from a caller's header is the end of one of the struct's
- * fields, or that rounded up to the struct's alignment (the sizeof of an
- * older header); a newer header's is larger, a multiple of the alignment,
- * and at most 4096. One that cuts a field (sizeof - 1) or is garbage
- * (0xFFFFFFFF) is refused. The fields of both params structs, as
- * {offset, size}. */
-#define FIELD(T, f)                                                                                \
-  { offsetof(T, f), sizeof(((T *)0)->f) }
-static const size_t engine_fields[][2] = {
-    FIELD(brisk_engine_params, n_threads),
-    FIELD(brisk_engine_params, kv_tokens),
-    FIELD(brisk_engine_params, kv_bytes),
-    FIELD(brisk_engine_params, block_size),
-    FIELD(brisk_engine_params, kv_type),
-    FIELD(brisk_engine_params, max_batch_tokens),
-    FIELD(brisk_engine_params, max_running),
-    FIELD(brisk_engine_params, prefill_chunk),
-    FIELD(brisk_engine_params, slo_ttft_ms),
-    FIELD(brisk_engine_params, slo_tpot_ms),
-    FIELD(brisk_engine_params, mem_bandwidth_gbs),
-    FIELD(brisk_engine_params, peak_gflops),
-    FIELD(brisk_engine_params, preempt_mode),
-    FIELD(brisk_engine_params, swap_bytes),
-    FIELD(brisk_engine_params, step_time_budget_us),
-    FIELD(brisk_engine_params, prefix_cache),
-    FIELD(brisk_engine_params, reserve_blocks),
-    FIELD(brisk_engine_params, draft_model),
-};
-static const size_t request_fields[][2] = {
-    FIELD(brisk_request_params, prompt_tokens),
-    FIELD(brisk_request_params, n_prompt_tokens),
-    FIELD(brisk_request_params, prompt_text),
-    FIELD(brisk_request_params, sampler),
-    FIELD(brisk_request_params, max_tokens),
-    FIELD(brisk_request_params, stop_at_eog),
-    FIELD(brisk_request_params, priority),
-    FIELD(brisk_request_params, user_data),
-    FIELD(brisk_request_params, stop),
-    FIELD(brisk_request_params, n_stop),
-    FIELD(brisk_request_params, logprobs),
-    FIELD(brisk_request_params, n),
-    FIELD(brisk_request_params, spec_n_draft),
-    FIELD(brisk_request_params, spec_ngram_min),
-    FIELD(brisk_request_params, spec_ngram_max),
-    FIELD(brisk_request_params, spec_adaptive),
-    FIELD(brisk_request_params, spec_draft_model),
-};
-#undef FIELD
-
-static int bad_struct_size(uint32_t size, size_t min, size_t full, size_t align,
-                           const size_t (*fields)[2], size_t n) {
-  if (size < min || size > 4096) return 1;
-  if (size >= full) return size % align != 0;
-  for (size_t i = 0; i < n; i++) {
-    size_t end = fields[i][0] + fields[i][1];
-    if (size == end || size == (end + align - 1) / align * align) return 0;
-  }
-  return 1;
-}
-
 /* Copies the caller's first struct_size bytes over the defaults. */
 static brisk_status read_params(const brisk_engine_params *in, brisk_engine_params *out) {
   brisk_engine_params_init(out);
   if (!in) return BRISK_OK;
-  if (bad_struct_size(in->struct_size,
-                      offsetof(brisk_engine_params, prefill_chunk) + sizeof in->prefill_chunk,
-                      sizeof *out, _Alignof(brisk_engine_params), engine_fields,
-                      sizeof engine_fields / sizeof engine_fields[0]))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "engine params: struct_size %u is not a brisk_engine_params layout (call "
-                       "brisk_engine_params_init)",
-                       in->struct_size);
-  memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
+  brisk_status st = brisk_abi_read(&brisk_abi_engine_params, in, out);
+  if (st) return st;
   if (out->max_running < 1)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: max_running %d must be >= 1",
                        out->max_running);
@@ -374,12 +308,7 @@ static brisk_status make_completion(brisk_engine *e, const brisk_request_params 
   }
   brisk_sampler_params sp;
   brisk_sampler_params_init(&sp);
-  if (p->sampler) {
-    /* The caller's size decides how much to read; brisk_sampler_create
-     * checks it. */
-    uint32_t size = p->sampler->struct_size;
-    memcpy(&sp, p->sampler, size < sizeof sp ? size : sizeof sp);
-  }
+  if (p->sampler && (st = brisk_abi_read(&brisk_abi_sampler_params, p->sampler, &sp))) return st;
   sp.seed += (uint64_t)index;
   if ((st = brisk_sampler_create(e->model, &sp, &r->sampler))) return st;
   /* Models without a vocabulary still generate token ids, without text.
@@ -464,18 +393,10 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_
                        "brisk_engine_submit: engine, params and id must be set");
   brisk_request_params p;
   brisk_request_params_init(&p);
-  if (bad_struct_size(params->struct_size,
-                      offsetof(brisk_request_params, user_data) + sizeof(void *), sizeof p,
-                      _Alignof(brisk_request_params), request_fields,
-                      sizeof request_fields / sizeof request_fields[0]))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_engine_submit: params struct_size %u is not a brisk_request_params "
-                       "layout (call brisk_request_params_init)",
-                       params->struct_size);
-  memcpy(&p, params, params->struct_size < sizeof p ? params->struct_size : sizeof p);
-  brisk_engine_request *first = NULL, *last = NULL;
-  brisk_status st = make_request(e, &p, &first, &last);
+  brisk_status st = brisk_abi_read(&brisk_abi_request_params, params, &p);
   if (st) return st;
+  brisk_engine_request *first = NULL, *last = NULL;
+  if ((st = make_request(e, &p, &first, &last))) return st;
   uint64_t now = brisk_now_ns();
   pthread_mutex_lock(&e->mu);
   uint64_t rid = ++e->last_id;
@@ -555,51 +476,46 @@ static void fill_request_stats(const brisk_engine_request *leader, brisk_request
   s->queue_ns = mr.t_admit ? mr.t_admit - mr.t_submit : 0;
   s->ttft_ns = mr.t_first ? mr.t_first - mr.t_submit : 0;
   s->e2e_ns = mr.t_finish ? mr.t_finish - mr.t_submit : 0;
-  /* Later fields only for callers whose struct has them. */
-  if (s->struct_size >= offsetof(brisk_request_stats, tpot_ns) + sizeof s->tpot_ns)
-    s->tpot_ns = brisk_metrics_tpot_ns(&mr);
-  if (s->struct_size >= offsetof(brisk_request_stats, n_spec_accepted) + sizeof(uint64_t)) {
-    s->n_spec_drafted = drafted;
-    s->n_spec_accepted = accepted;
-  }
-  if (s->struct_size >= offsetof(brisk_request_stats, error) + sizeof s->error) {
-    s->error[0] = 0;
-    r = leader;
-    for (int32_t i = 0; i < leader->n_completions && !s->error[0]; i++, r = r->next)
-      memcpy(s->error, r->error, sizeof s->error);
-  }
+  s->tpot_ns = brisk_metrics_tpot_ns(&mr);
+  s->n_spec_drafted = drafted;
+  s->n_spec_accepted = accepted;
+  s->error[0] = 0;
+  r = leader;
+  for (int32_t i = 0; i < leader->n_completions && !s->error[0]; i++, r = r->next)
+    memcpy(s->error, r->error, sizeof s->error);
 }
 
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,
                                                   brisk_request_stats *s) {
-  /* Callers built before tpot_ns (a smaller struct_size) are served. */
-  if (!e || !s || s->struct_size < offsetof(brisk_request_stats, tpot_ns))
-    return brisk_error(
-        BRISK_E_INVALID_ARGUMENT,
-        "brisk_engine_request_stats: engine and stats (with struct_size) must be set");
+  if (!e || !s)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_request_stats: engine and stats must be set");
+  brisk_status st = brisk_abi_check_out(&brisk_abi_request_stats, s);
+  if (st) return st;
+  brisk_request_stats full = {.struct_size = sizeof full};
   for (const brisk_engine_request *r = e->head; r; r = r->next)
     if (r->id == id) {
-      fill_request_stats(r, s);
-      return BRISK_OK;
+      fill_request_stats(r, &full);
+      return brisk_abi_write(&brisk_abi_request_stats, s, &full);
     }
   int found = 0;
   pthread_mutex_lock(&e->mu);
   for (const brisk_engine_request *r = e->in_head; r && !found; r = r->next)
     if (r->id == id) {
-      fill_request_stats(r, s);
+      fill_request_stats(r, &full);
       found = 1;
     }
   pthread_mutex_unlock(&e->mu);
-  if (found) return BRISK_OK;
+  if (found) return brisk_abi_write(&brisk_abi_request_stats, s, &full);
   return brisk_error(BRISK_E_NOT_FOUND, "brisk_engine_request_stats: no live request has id %llu",
                      (unsigned long long)id);
 }
 
-BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters *s) {
-  /* Callers built before the swap counters pass a smaller struct. */
-  if (!e || !s || s->struct_size < offsetof(brisk_engine_counters, n_swapped_out))
+BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters *out) {
+  if (!e || !out)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_engine_stats: engine and stats (with struct_size) must be set");
+                       "brisk_engine_stats: engine and stats must be set");
+  brisk_engine_counters full = {.struct_size = sizeof full}, *s = &full;
   brisk_kv_stats ks = {.struct_size = sizeof ks};
   brisk_status st = brisk_context_kv_stats(e->ctx, &ks);
   if (st) return st;
@@ -619,22 +535,15 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
   s->n_waiting = e->n_waiting + incoming;
   s->n_kv_blocks = ks.n_blocks;
   s->n_free_kv_blocks = ks.n_free_blocks;
-  /* Later fields only for callers whose struct has them. */
-  if (s->struct_size < offsetof(brisk_engine_counters, n_swap_fallbacks) + sizeof(uint64_t))
-    return BRISK_OK;
   s->n_swapped_out = e->n_swapped_out;
   s->n_swapped_in = e->n_swapped_in;
   s->swap_out_bytes = e->swap_out_bytes;
   s->swap_in_bytes = e->swap_in_bytes;
   s->swap_bytes_used = e->swap_used;
   s->n_swap_fallbacks = e->n_swap_fallbacks;
-  if (s->struct_size < offsetof(brisk_engine_counters, n_prefix_hit_tokens) + sizeof(uint64_t))
-    return BRISK_OK;
   s->n_prefix_lookup_tokens = e->n_prefix_lookup_tokens;
   s->n_prefix_hit_tokens = e->n_prefix_hit_tokens;
-  if (s->struct_size < offsetof(brisk_engine_counters, n_spec_accepted) + sizeof(uint64_t))
-    return BRISK_OK;
   s->n_spec_drafted = e->n_spec_drafted;
   s->n_spec_accepted = e->n_spec_accepted;
-  return BRISK_OK;
+  return brisk_abi_write(&brisk_abi_engine_counters, out, s);
 }

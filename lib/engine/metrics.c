@@ -2,6 +2,7 @@
  * brisk_engine_get_metrics / brisk_engine_reset_metrics. */
 #include "engine/metrics.h"
 
+#include "core/abi.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/engine_internal.h"
@@ -187,10 +188,10 @@ void brisk_engine_metrics_on_step(brisk_engine *e, const brisk_engine_step_info 
 }
 
 BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *e, brisk_engine_metrics *m) {
-  if (!e || !m || m->struct_size < sizeof *m)
-    return brisk_error(
-        BRISK_E_INVALID_ARGUMENT,
-        "brisk_engine_get_metrics: engine and metrics (with struct_size) must be set");
+  if (!e || !m)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_get_metrics: engine and metrics must be set");
+  brisk_engine_metrics full = {.struct_size = sizeof full};
   uint64_t now = brisk_now_ns();
   pthread_mutex_lock(&e->mu);
   uint64_t first_submit = e->metrics.t_first_submit;
@@ -198,13 +199,14 @@ BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *e, brisk_engine_me
   pthread_mutex_unlock(&e->mu);
   live = live || e->n_running > 0 || e->n_waiting > 0;
   brisk_metrics_report(&e->metrics, first_submit, now, live, kv_util(e),
-                       e->n_preemptions - e->metrics.preemptions_base, m);
-  m->n_prefix_lookup_tokens = e->n_prefix_lookup_tokens - e->metrics.prefix_lookup_base;
-  m->n_prefix_hit_tokens = e->n_prefix_hit_tokens - e->metrics.prefix_hit_base;
-  m->prefix_hit_rate = m->n_prefix_lookup_tokens
-                           ? (double)m->n_prefix_hit_tokens / (double)m->n_prefix_lookup_tokens
-                           : 0;
-  return BRISK_OK;
+                       e->n_preemptions - e->metrics.preemptions_base, &full);
+  full.n_prefix_lookup_tokens = e->n_prefix_lookup_tokens - e->metrics.prefix_lookup_base;
+  full.n_prefix_hit_tokens = e->n_prefix_hit_tokens - e->metrics.prefix_hit_base;
+  full.prefix_hit_rate =
+      full.n_prefix_lookup_tokens
+          ? (double)full.n_prefix_hit_tokens / (double)full.n_prefix_lookup_tokens
+          : 0;
+  return brisk_abi_write(&brisk_abi_engine_metrics, m, &full);
 }
 
 BRISK_API brisk_status brisk_engine_reset_metrics(brisk_engine *e) {

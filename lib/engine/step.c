@@ -11,6 +11,7 @@
  * model (engine/budget.c) predicts still fits. */
 #include "engine/engine_internal.h"
 
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/error.h"
@@ -601,10 +602,9 @@ static void decode_alone(brisk_engine *e, int32_t n_sched, brisk_engine_step_inf
 }
 
 BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info *info) {
-  /* Callers built before the swap and budget fields pass a smaller struct. */
-  if (!e || (info && info->struct_size < offsetof(brisk_engine_step_info, n_swapped_out)))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_engine_step: engine must be set, and info's struct_size");
+  if (!e) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_step: engine is NULL");
+  brisk_status bad = info ? brisk_abi_check_out(&brisk_abi_engine_step_info, info) : BRISK_OK;
+  if (bad) return bad;
   uint64_t t0 = brisk_now_ns();
   e->n_steps_total++;
   brisk_engine_step_info si = {.struct_size = sizeof si};
@@ -651,10 +651,5 @@ BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info
   si.n_swapped_in = (int32_t)(e->n_swapped_in - in_before);
   si.duration_ns = brisk_now_ns() - t0;
   brisk_engine_metrics_on_step(e, &si, n_sched);
-  if (info) {
-    uint32_t size = info->struct_size < sizeof si ? info->struct_size : (uint32_t)sizeof si;
-    memcpy(info, &si, size);
-    info->struct_size = size;
-  }
-  return BRISK_OK;
+  return info ? brisk_abi_write(&brisk_abi_engine_step_info, info, &si) : BRISK_OK;
 }

@@ -2,6 +2,7 @@
 #include "model/load.h"
 #include "model/source.h"
 
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/checked.h"
 #include "core/dtype.h"
@@ -22,36 +23,13 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params) {
   params->n_gpu_layers = -1;
 }
 
-/* The layouts a caller's header can have: the first released one ends
- * after use_mmap; each later one ends after a later field, or is that
- * rounded up to the struct's alignment (its sizeof); a newer header's is
- * larger, a multiple of the alignment, at most 4096. Anything else (sizeof
- * - 1, 0xFFFFFFFF) is no layout. */
-static bool struct_size_ok(uint32_t size) {
-  const size_t a = _Alignof(brisk_model_params);
-  const size_t ends[] = {offsetof(brisk_model_params, use_mmap) + sizeof(int),
-                         offsetof(brisk_model_params, vocab_only) + sizeof(int),
-                         offsetof(brisk_model_params, repack) + sizeof(int)};
-  if (size > 4096) return false;
-  if (size >= sizeof(brisk_model_params)) return size % a == 0;
-  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
-    if (size == ends[i] || size == (ends[i] + a - 1) / a * a) return true;
-  return false;
-}
-
 /* Reads a caller's params struct of any size up to ours: fields the caller's
  * (older) header lacks keep their defaults. */
 static brisk_status copy_params(const brisk_model_params *in, brisk_model_params *out) {
   brisk_model_params_init(out);
   if (!in) return BRISK_OK;
-  if (!struct_size_ok(in->struct_size))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_model_params.struct_size %u is invalid (call "
-                       "brisk_model_params_init)",
-                       in->struct_size);
-  size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
-  memcpy(out, in, n);
-  out->struct_size = sizeof *out;
+  brisk_status st = brisk_abi_read(&brisk_abi_model_params, in, out);
+  if (st) return st;
   if (out->n_gpu_layers < -1)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_model_params.n_gpu_layers %d must be >= 0, or -1 for all",
@@ -223,9 +201,9 @@ BRISK_API void brisk_model_free(brisk_model *m) {
 
 /* Where a load reads from: a path, a caller's buffer, or a reader. */
 typedef struct load_from {
-  const char *path;                /* a file or folder, or NULL */
-  const void *data;                /* a caller's GGUF image, or NULL */
-  size_t size;                     /* its bytes */
+  const char *path;                 /* a file or folder, or NULL */
+  const void *data;                 /* a caller's GGUF image, or NULL */
+  size_t size;                      /* its bytes */
   const brisk_model_reader *reader; /* or a reader */
 } load_from;
 
@@ -321,12 +299,15 @@ BRISK_API brisk_status brisk_model_load_from_memory(const void *data, size_t siz
 BRISK_API brisk_status brisk_model_load_from_reader(const brisk_model_reader *reader,
                                                     const brisk_model_params *params,
                                                     brisk_model **out) {
-  if (!reader || !reader->read || !out ||
-      reader->struct_size < offsetof(brisk_model_reader, user_data) + sizeof(void *))
+  if (!reader || !out)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_model_load_from_reader: reader (with struct_size and read) and out "
-                       "must be set");
-  load_from from = {.reader = reader};
+                       "brisk_model_load_from_reader: reader and out must be set");
+  brisk_model_reader r = {.struct_size = sizeof r};
+  brisk_status st = brisk_abi_read(&brisk_abi_model_reader, reader, &r);
+  if (st) return st;
+  if (!r.read)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_load_from_reader: read is NULL");
+  load_from from = {.reader = &r};
   return load(&from, "(reader)", params, out);
 }
 
@@ -372,12 +353,10 @@ BRISK_API brisk_status brisk_model_tensor(const brisk_model *m, int64_t index,
                                           brisk_tensor_info *info) {
   if (!m || !info)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_tensor: model and info must be set");
-  if (info->struct_size < sizeof *info)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_tensor_info.struct_size %u is too small",
-                       info->struct_size);
   if (index < 0 || index >= brisk_model_source_n_tensors(m->source))
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "tensor index %lld is out of range [0, %lld)",
                        (long long)index, (long long)brisk_model_source_n_tensors(m->source));
-  brisk_model_source_tensor(m->source, index, info);
-  return BRISK_OK;
+  brisk_tensor_info t = {.struct_size = sizeof t};
+  brisk_model_source_tensor(m->source, index, &t);
+  return brisk_abi_write(&brisk_abi_tensor_info, info, &t);
 }

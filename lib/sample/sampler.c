@@ -2,6 +2,7 @@
  * log-probabilities of the last sample. The chain itself is in chain.c. */
 #include "sample/sampler.h"
 
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/error.h"
 
@@ -26,10 +27,8 @@ static brisk_status copy_params(const brisk_sampler_params *in, int32_t n_vocab,
                                 brisk_sampler_params *p) {
   brisk_sampler_params_init(p);
   if (!in) return BRISK_OK;
-  if (in->struct_size < sizeof *p || in->struct_size > 4096)
-    return BAD("struct_size %u is invalid (call brisk_sampler_params_init)", in->struct_size);
-  memcpy(p, in, sizeof *p);
-  p->struct_size = sizeof *p;
+  brisk_status st = brisk_abi_read(&brisk_abi_sampler_params, in, p);
+  if (st) return st;
   /* Written so that NaN fails every test. */
   if (!(p->temperature >= 0 && isfinite(p->temperature)))
     return BAD("temperature %g is not a finite value >= 0", (double)p->temperature);

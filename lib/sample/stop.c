@@ -4,6 +4,7 @@
  * a stop string split across tokens is caught before any of it is shown. */
 #include "brisk.h"
 
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/error.h"
 
@@ -49,9 +50,6 @@ BRISK_API void brisk_stopper_free(brisk_stopper *s) {
 }
 
 static brisk_status check_params(const brisk_model *m, const brisk_stopper_params *p) {
-  if (p->struct_size < sizeof *p)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_stopper_params.struct_size %u is invalid",
-                       p->struct_size);
   if (p->max_tokens < 0)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "max_tokens %d is negative", p->max_tokens);
   if ((p->n_stop_tokens && !p->stop_tokens) || (p->n_stop_strings && !p->stop_strings))
@@ -74,12 +72,12 @@ BRISK_API brisk_status brisk_stopper_create(const brisk_model *m, const brisk_st
                                             brisk_stopper **out) {
   if (!m || !out)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_stopper_create: model and out must be set");
-  brisk_stopper_params defaults;
-  if (!p) {
-    brisk_stopper_params_init(&defaults);
-    p = &defaults;
-  }
-  brisk_status st = check_params(m, p);
+  brisk_stopper_params params;
+  brisk_stopper_params_init(&params);
+  brisk_status st;
+  if (p && (st = brisk_abi_read(&brisk_abi_stopper_params, p, &params))) return st;
+  p = &params;
+  if ((st = check_params(m, p))) return st;
   if (st) return st;
   brisk_stopper *s = brisk_calloc(1, sizeof *s);
   if (!s) return brisk_error_oom();

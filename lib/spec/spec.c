@@ -3,6 +3,7 @@
 #include "spec/spec_internal.h"
 
 #include "context/context.h"
+#include "core/abi.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "sample/sampler.h"
@@ -27,10 +28,8 @@ BRISK_API void brisk_spec_params_init(brisk_spec_params *p) {
 static brisk_status copy_params(const brisk_spec_params *in, brisk_spec_params *p) {
   brisk_spec_params_init(p);
   if (!in) return BRISK_OK;
-  if (in->struct_size < sizeof *p || in->struct_size > 4096)
-    return BAD("struct_size %u is invalid (call brisk_spec_params_init)", in->struct_size);
-  memcpy(p, in, sizeof *p);
-  p->struct_size = sizeof *p;
+  brisk_status st = brisk_abi_read(&brisk_abi_spec_params, in, p);
+  if (st) return st;
   if (p->drafter != BRISK_SPEC_PROMPT_LOOKUP && p->drafter != BRISK_SPEC_DRAFT_MODEL)
     return BAD("drafter %d is not a brisk_spec_drafter", (int)p->drafter);
   if (p->n_draft < 1 || p->n_draft > MAX_DRAFT)
@@ -43,7 +42,6 @@ static brisk_status copy_params(const brisk_spec_params *in, brisk_spec_params *
   if (p->drafter == BRISK_SPEC_DRAFT_MODEL && !p->draft_model)
     return BAD("draft_model is NULL with drafter BRISK_SPEC_DRAFT_MODEL");
   if (p->drafter != BRISK_SPEC_DRAFT_MODEL) p->draft_model = NULL;
-  p->draft_context_params = NULL; /* used during create only */
   return BRISK_OK;
 }
 
@@ -87,6 +85,9 @@ BRISK_API brisk_status brisk_spec_create(brisk_context *target, const brisk_spec
   brisk_spec_params p;
   brisk_status st = copy_params(params, &p);
   if (st) return st;
+  /* Read from the copy: a caller's struct may end before the field. */
+  const brisk_context_params *draft_params = p.draft_context_params;
+  p.draft_context_params = NULL; /* used during create only */
   const brisk_model *tm = brisk_context_model(target);
   int32_t n_vocab = brisk_model_n_vocab(tm);
   if (p.draft_model && (st = brisk_spec_check_vocab(tm, p.draft_model))) return st;
@@ -111,7 +112,7 @@ BRISK_API brisk_status brisk_spec_create(brisk_context *target, const brisk_spec
   for (int32_t i = 0; i < sp->n_seq_max; i++) sp->seqs[i].k = p.n_draft;
   int32_t cap = sp->max_batch < p.n_draft + 1 ? sp->max_batch : p.n_draft + 1;
   if ((st = brisk_batch_create(cap, &sp->batch))) goto fail;
-  if (p.draft_model && (st = create_draft(sp, params->draft_context_params))) goto fail;
+  if (p.draft_model && (st = create_draft(sp, draft_params))) goto fail;
   *out = sp;
   return BRISK_OK;
 fail:
@@ -250,9 +251,5 @@ BRISK_API brisk_status brisk_spec_get_stats(const brisk_spec *sp, brisk_spec_sta
   if (!sp || !stats)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_spec_get_stats: spec and stats must be set");
-  if (stats->struct_size < sizeof *stats)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_spec_get_stats: struct_size %u < %zu",
-                       stats->struct_size, sizeof *stats);
-  *stats = sp->stats;
-  return BRISK_OK;
+  return brisk_abi_write(&brisk_abi_spec_stats, stats, &sp->stats);
 }

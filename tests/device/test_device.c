@@ -231,15 +231,16 @@ static void test_cpu_is_device_zero(void **state) {
   assert_int_equal(brisk_device_info(n, &p), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(brisk_device_info(-1, &p), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(brisk_device_info(0, NULL), BRISK_E_INVALID_ARGUMENT);
-  /* An older, smaller struct (up to `name`) is written up to its size. */
+  /* An older, smaller struct (up to `id`) is written up to its size. */
   unsigned char buf[sizeof p + 16];
   memset(buf, 0x5a, sizeof buf);
   brisk_device_props *small = (brisk_device_props *)(void *)buf;
-  size_t oldest = offsetof(brisk_device_props, name) + sizeof small->name;
+  size_t oldest = offsetof(brisk_device_props, id) + sizeof small->id;
   small->struct_size = (uint32_t)oldest;
   assert_int_equal(brisk_device_info(0, small), BRISK_OK);
   assert_string_equal(small->id, "cpu");
   for (size_t i = oldest; i < sizeof buf; i++) assert_int_equal(buf[i], 0x5a);
+  /* One that ends inside a field is refused. */
   small->struct_size = (uint32_t)oldest - 1;
   assert_int_equal(brisk_device_info(0, small), BRISK_E_INVALID_ARGUMENT);
 }

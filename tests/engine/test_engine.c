@@ -585,11 +585,12 @@ static void test_stats(void **state) {
   }
   brisk_request_stats rs = {.struct_size = sizeof rs};
   assert_int_equal(brisk_engine_request_stats(e, 999, &rs), BRISK_E_NOT_FOUND);
-  rs.struct_size = 4;
+  /* Sizes that end inside a field are no header's. */
+  rs.struct_size = 6;
   assert_int_equal(brisk_engine_request_stats(e, jobs[0].id, &rs), BRISK_E_INVALID_ARGUMENT);
-  c.struct_size = 4;
+  c.struct_size = 12;
   assert_int_equal(brisk_engine_stats(e, &c), BRISK_E_INVALID_ARGUMENT);
-  si.struct_size = 4;
+  si.struct_size = 6;
   assert_int_equal(brisk_engine_step(e, &si), BRISK_E_INVALID_ARGUMENT);
   brisk_engine_free(e);
 }
@@ -616,7 +617,7 @@ static void test_arguments(void **state) {
   assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_E_INVALID_ARGUMENT);
   assert_non_null(strstr(brisk_last_error(), "reserve_blocks"));
   brisk_engine_params_init(&p);
-  p.struct_size = 8;
+  p.struct_size = 6; /* ends inside n_threads */
   assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_E_INVALID_ARGUMENT);
   assert_null(e);
   e = make_engine(64, 4, 16, 2, 0);
@@ -647,7 +648,7 @@ static void test_arguments(void **state) {
   rp.sampler = NULL;
   rp.prompt_tokens = NULL;
   assert_int_equal(brisk_engine_submit(e, &rp, &id), BRISK_E_INVALID_ARGUMENT);
-  rp.struct_size = 4;
+  rp.struct_size = 12; /* ends inside prompt_tokens */
   assert_int_equal(brisk_engine_submit(e, &rp, &id), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(brisk_engine_submit(e, NULL, &id), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(brisk_engine_submit(NULL, &rp, &id), BRISK_E_INVALID_ARGUMENT);

@@ -292,7 +292,7 @@ static void test_params(void **state) {
   assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_E_INVALID_ARGUMENT);
   assert_null(e);
   /* A step_info from before the swap and budget fields is filled up to its
-   * size; one smaller than that is refused. */
+   * size; one ending inside a field is refused. */
   p.step_time_budget_us = 0;
   assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_OK);
   brisk_engine_step_info si;
@@ -301,7 +301,7 @@ static void test_params(void **state) {
   assert_int_equal(brisk_engine_step(e, &si), BRISK_OK);
   assert_int_equal(si.n_tokens, 0);
   assert_int_equal(si.n_swapped_in, (int32_t)0xabababab); /* untouched */
-  si.struct_size = (uint32_t)offsetof(brisk_engine_step_info, duration_ns);
+  si.struct_size = (uint32_t)offsetof(brisk_engine_step_info, duration_ns) + 4;
   assert_int_equal(brisk_engine_step(e, &si), BRISK_E_INVALID_ARGUMENT);
   brisk_engine_free(e);
 }

@@ -565,7 +565,7 @@ static void test_params(void **state) {
   assert_int_equal(brisk_engine_stats(e, &c), BRISK_OK);
   assert_int_equal(c.n_kv_blocks, 4);
   assert_int_equal(c.n_swapped_out, 0xababababababababull); /* untouched */
-  c.struct_size = (uint32_t)offsetof(brisk_engine_counters, n_free_kv_blocks);
+  c.struct_size = (uint32_t)offsetof(brisk_engine_counters, n_swapped_out) + 4;
   assert_int_equal(brisk_engine_stats(e, &c), BRISK_E_INVALID_ARGUMENT);
   brisk_engine_free(e);
 }

@@ -399,7 +399,7 @@ static void test_context_params(void **state) {
   p.kv_type = (brisk_kv_type)7;
   assert_int_equal(brisk_context_create(m, &p, &c), BRISK_E_INVALID_ARGUMENT);
   brisk_context_params_init(&p);
-  p.struct_size = 8;
+  p.struct_size = 6; /* ends inside n_threads */
   assert_int_equal(brisk_context_create(m, &p, &c), BRISK_E_INVALID_ARGUMENT);
   brisk_context_params_init(&p);
   p.kv_bytes = 10; /* less than a block */

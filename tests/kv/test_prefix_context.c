@@ -225,7 +225,15 @@ static void test_cache_off_and_errors(void **state) {
   assert_int_equal(brisk_context_kv_stats(c, &old), BRISK_OK);
   assert_int_equal(old.n_free_blocks, 1);
   assert_int_equal(old.n_cached_blocks, (int32_t)0xabababab);
+  /* So is an even older one, filled up to its size. */
+  memset(&old, 0xab, sizeof old);
   old.struct_size = (uint32_t)offsetof(brisk_kv_stats, other_bytes);
+  assert_int_equal(brisk_context_kv_stats(c, &old), BRISK_OK);
+  assert_int_equal(old.struct_size, offsetof(brisk_kv_stats, other_bytes));
+  assert_int_equal(old.n_free_blocks, 1);
+  assert_int_equal(old.other_bytes, 0xababababababababull);
+  /* A size ending inside a field is no header's. */
+  old.struct_size = (uint32_t)offsetof(brisk_kv_stats, other_bytes) + 4;
   assert_int_equal(brisk_context_kv_stats(c, &old), BRISK_E_INVALID_ARGUMENT);
   brisk_context_free(c);
 }

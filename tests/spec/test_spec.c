@@ -648,7 +648,7 @@ static void test_arguments(void **state) {
              {"draft_model", "draft_model is NULL"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     brisk_spec_params_init(&p);
-    if (i == 0) p.struct_size = 4;
+    if (i == 0) p.struct_size = 6; /* ends inside drafter */
     if (i == 1) p.drafter = (brisk_spec_drafter)7;
     if (i == 2) p.n_draft = 65;
     if (i == 3) p.n_draft_min = 9;
@@ -684,7 +684,7 @@ static void test_arguments(void **state) {
   assert_int_equal(brisk_seq_len(c, 0), 1);
   assert_int_equal(brisk_spec_seq_reset(spec, -1), BRISK_E_INVALID_ARGUMENT);
   assert_int_equal(brisk_spec_seq_reset(NULL, 0), BRISK_E_INVALID_ARGUMENT);
-  brisk_spec_stats st = {.struct_size = 4};
+  brisk_spec_stats st = {.struct_size = 12}; /* ends inside n_rounds */
   assert_int_equal(brisk_spec_get_stats(spec, &st), BRISK_E_INVALID_ARGUMENT);
   st.struct_size = sizeof st;
   assert_int_equal(brisk_spec_get_stats(spec, &st), BRISK_OK);
