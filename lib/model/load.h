@@ -16,6 +16,11 @@ brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
                                  const brisk_model_params *params, void ***owned, size_t *n_owned,
                                  size_t *cap_owned);
 
+/* brisk_model_load over a GGUF file in memory (which must outlive the
+ * model), with repack off: for fuzzing the loader without files. */
+brisk_status brisk_model_load_memory(const void *data, size_t size,
+                                     const brisk_model_params *params, brisk_model **out);
+
 /* Validates hyper-parameters read from any source (non-zero sizes, heads
  * divide evenly, sane bounds), naming the offending value. */
 brisk_status brisk_model_check_hparams(const brisk_hparams *hp);

@@ -2,6 +2,8 @@
 #include "model/load.h"
 #include "model/source.h"
 
+#include "backend/backend.h"
+
 #include "core/alloc.h"
 #include "core/checked.h"
 #include "core/dtype.h"
@@ -73,7 +75,7 @@ brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
   } checks[] = {
       {"n_vocab", hp->n_vocab, 1u << 24}, {"n_embd", hp->n_embd, big},
       {"n_layer", hp->n_layer, 4096},     {"n_head", hp->n_head, 4096},
-      {"n_head_kv", hp->n_head_kv, 4096}, {"head_dim", hp->head_dim, 4096},
+      {"n_head_kv", hp->n_head_kv, 4096}, {"head_dim", hp->head_dim, BRISK_MAX_HEAD_DIM},
       {"n_ff", hp->n_ff, 1u << 22},       {"n_ctx_train", hp->n_ctx_train, 1u << 30},
   };
   for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
@@ -213,20 +215,21 @@ BRISK_API void brisk_model_free(brisk_model *m) {
   brisk_free(m);
 }
 
-BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params_in,
-                                        brisk_model **out) {
-  if (!path || !out)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_load: path and out must be set");
+/* brisk_model_load from a path, or (path NULL) from a GGUF file in memory. */
+static brisk_status load(const char *path, const void *data, size_t size,
+                         const brisk_model_params *params_in, brisk_model **out) {
   brisk_model_params params;
   brisk_status st = copy_params(params_in, &params);
   if (st) return st;
+  if (!path) params.repack = 0; /* the caller's buffer is not rewritten */
   if ((st = brisk_model_report_progress(&params, 0.0f))) return st;
   brisk_model *m = brisk_calloc(1, sizeof *m);
-  if (!m || !(m->path = brisk_strdup(path))) {
+  if (!m || !(m->path = brisk_strdup(path ? path : "<memory>"))) {
     brisk_free(m);
     return brisk_error_oom();
   }
-  if ((st = brisk_model_source_open(path, &params, &m->source)) ||
+  if ((st = path ? brisk_model_source_open(path, &params, &m->source)
+                 : brisk_model_source_open_memory(data, size, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
       (params.repack && m->layers && (st = brisk_model_repack(m, brisk_model_repack_budget(m)))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
@@ -235,6 +238,21 @@ BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_para
   }
   *out = m;
   return BRISK_OK;
+}
+
+BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params,
+                                        brisk_model **out) {
+  if (!path || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_load: path and out must be set");
+  return load(path, NULL, 0, params, out);
+}
+
+brisk_status brisk_model_load_memory(const void *data, size_t size,
+                                     const brisk_model_params *params, brisk_model **out) {
+  if (!data || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_load_memory: data and out must be set");
+  return load(NULL, data, size, params, out);
 }
 
 BRISK_API const char *brisk_model_architecture(const brisk_model *m) {

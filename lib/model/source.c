@@ -45,6 +45,19 @@ brisk_status brisk_model_source_open(const char *path, const brisk_model_params 
   return BRISK_OK;
 }
 
+brisk_status brisk_model_source_open_memory(const void *data, size_t size,
+                                            brisk_model_source **out) {
+  brisk_model_source *src = brisk_calloc(1, sizeof *src);
+  if (!src) return brisk_error_oom();
+  brisk_status st = brisk_gguf_open_memory(data, size, &src->gguf);
+  if (st) {
+    brisk_free(src);
+    return st;
+  }
+  *out = src;
+  return BRISK_OK;
+}
+
 void brisk_model_source_close(brisk_model_source *src) {
   if (!src) return;
   brisk_gguf_close(src->gguf);

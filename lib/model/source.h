@@ -7,6 +7,10 @@
 
 brisk_status brisk_model_source_open(const char *path, const brisk_model_params *params,
                                      brisk_model_source **out);
+/* A GGUF file in a caller's buffer, which must outlive the source (for
+ * fuzzing the loader without files). */
+brisk_status brisk_model_source_open_memory(const void *data, size_t size,
+                                            brisk_model_source **out);
 void brisk_model_source_close(brisk_model_source *src);
 /* Reads hyper-parameters and binds every weight of m from the source. */
 brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
