@@ -115,6 +115,9 @@ static void fuzz_sampler(const uint8_t *d, size_t n) {
   memset(&p, 0, sizeof p);
   memcpy(&p, d, n < sizeof p ? n : sizeof p);
   p.logit_bias = NULL;
+  /* brisk_sampler_create allocates penalty_last_n window entries up front
+   * (2^31 of them is 17 GB; docs/security.md, known limits): capped here. */
+  if (p.penalty_last_n > 4096) p.penalty_last_n = 4096;
   brisk_sampler *s = NULL;
   brisk_status st = brisk_sampler_create(g_model, &p, &s);
   if (st) {
