@@ -275,8 +275,19 @@ typedef struct brisk_model_params {
   uint32_t struct_size;       /* sizeof(brisk_model_params) */
   brisk_progress_fn progress; /* NULL: no progress reports */
   void *progress_user_data;
-  /* Nonzero (default): map the file and use weights in place. Zero: read the
-   * file into memory (for file systems where mapping fails or is slow). */
+  /* Nonzero (default): map the file and use weights in place. Zero: read
+   * every weight into memory at load (GGUF: the whole file; Hugging Face
+   * folders: each tensor copied), so nothing reads the file after
+   * brisk_model_load returns.
+   * The hazard of mapping: the weights stay backed by the file, so if the
+   * file is truncated or rewritten in place while the model is loaded (for
+   * example `cp new.gguf model.gguf` over a model in use), the next decode
+   * reads pages that no longer exist and the operating system kills the
+   * whole process with SIGBUS; this holds with repack on too, since the
+   * embedding, norms and unpacked matrices stay mapped. Replace files by
+   * renaming a new one over the old path (the mapping keeps the old
+   * inode), or load with use_mmap = 0 when files may change underneath: it
+   * costs the file's size in memory and a read at load. */
   int use_mmap;
   /* Nonzero: load only the vocabulary (and metadata), no weights: for
    * tokenizing with vocabulary-only files. Default 0. */
@@ -309,10 +320,7 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params);
 /* Devices                                                                  */
 /* ------------------------------------------------------------------------ */
 
-typedef enum brisk_device_kind {
-  BRISK_DEVICE_CPU = 0,
-  BRISK_DEVICE_CUDA = 1
-} brisk_device_kind;
+typedef enum brisk_device_kind { BRISK_DEVICE_CPU = 0, BRISK_DEVICE_CUDA = 1 } brisk_device_kind;
 
 /* What brisk_device_info reports about one device. */
 typedef struct brisk_device_props {
@@ -1644,7 +1652,6 @@ typedef struct brisk_engine_counters {
 /* Fills *stats. BRISK_E_INVALID_ARGUMENT for NULL arguments or a bad
  * struct_size. */
 BRISK_API brisk_status brisk_engine_stats(brisk_engine *engine, brisk_engine_counters *stats);
-
 
 /* ------------------------------------------------------------------------ */
 /* Experimental API: may change in any release                              */

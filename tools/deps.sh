@@ -4,8 +4,8 @@
 set -euo pipefail
 # golang-go and cargo (with rustc) build and test the Go and Rust bindings.
 pkgs=(meson ninja-build pkg-config gcc g++ libcmocka-dev libpcre2-dev libjson-c-dev
-      abigail-tools clang libclang-rt-14-dev python3 python3-pip libopenmpi-dev openmpi-bin
-      golang-go cargo)
+      abigail-tools clang clang-format libclang-rt-14-dev python3 python3-pip libopenmpi-dev
+      openmpi-bin golang-go cargo)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -193,8 +193,8 @@ struct brisk_backend {
    * AS_STORED sets *out = src. On failure nothing is allocated and src holds
    * its stored bytes. */
   brisk_status (*weight_prepare)(brisk_backend *be, const brisk_weight_plan *plan, uint32_t type,
-                                 int64_t rows, int64_t cols,
-                                 void *src /* [rows][row bytes] host */, void **out);
+                                 int64_t rows, int64_t cols, void *src /* [rows][row bytes] host */,
+                                 void **out);
 
   /* y = x . W^T, W possibly quantized (rows of k elements of w_type). */
   brisk_status (*matmul)(brisk_backend *be, uint32_t w_type, const void *w /* [n][k] */, int64_t n,

@@ -310,6 +310,11 @@ static brisk_status make_completion(brisk_engine *e, const brisk_request_params 
   brisk_sampler_params_init(&sp);
   if (p->sampler && (st = brisk_abi_read(&brisk_abi_sampler_params, p->sampler, &sp))) return st;
   sp.seed += (uint64_t)index;
+  /* The sampler allocates its penalty window up front; a completion accepts
+   * at most max_tokens tokens, so a longer window behaves exactly like one
+   * of max_tokens (its tokens are counted, not ordered), and a request
+   * asking for 2^31 costs no more than its own length. */
+  if (sp.penalty_last_n > p->max_tokens) sp.penalty_last_n = p->max_tokens;
   if ((st = brisk_sampler_create(e->model, &sp, &r->sampler))) return st;
   /* Models without a vocabulary still generate token ids, without text.
    * The engine applies EOG and max_tokens itself; the stopper detokenizes

@@ -202,10 +202,9 @@ BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *e, brisk_engine_me
                        e->n_preemptions - e->metrics.preemptions_base, &full);
   full.n_prefix_lookup_tokens = e->n_prefix_lookup_tokens - e->metrics.prefix_lookup_base;
   full.n_prefix_hit_tokens = e->n_prefix_hit_tokens - e->metrics.prefix_hit_base;
-  full.prefix_hit_rate =
-      full.n_prefix_lookup_tokens
-          ? (double)full.n_prefix_hit_tokens / (double)full.n_prefix_lookup_tokens
-          : 0;
+  full.prefix_hit_rate = full.n_prefix_lookup_tokens ? (double)full.n_prefix_hit_tokens /
+                                                           (double)full.n_prefix_lookup_tokens
+                                                     : 0;
   return brisk_abi_write(&brisk_abi_engine_metrics, m, &full);
 }
 

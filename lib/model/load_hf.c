@@ -21,13 +21,15 @@ typedef struct hf_loader {
   brisk_model *m;
   void ***owned; /* model-owned conversion buffers, appended to */
   size_t *n_owned, *cap_owned;
+  bool copy; /* use_mmap 0: every weight is copied, nothing is read from the mapping later */
 } hf_loader;
 
 static brisk_status cfg_u32(const brisk_hf *hf, const char *key, bool required, uint32_t *out) {
   int64_t v;
   brisk_status st = brisk_hf_config_get_int(hf, key, &v);
   if (st == BRISK_E_NOT_FOUND && !required) return BRISK_OK;
-  if (st == BRISK_E_NOT_FOUND) return brisk_error(BRISK_E_FORMAT, "config.json: key '%s' is missing", key);
+  if (st == BRISK_E_NOT_FOUND)
+    return brisk_error(BRISK_E_FORMAT, "config.json: key '%s' is missing", key);
   if (st) return st;
   if (v < 0 || v > (int64_t)UINT32_MAX)
     return brisk_error(BRISK_E_FORMAT, "config.json: '%s' = %lld is out of range", key,
@@ -52,9 +54,12 @@ static brisk_status read_rope_scaling(const brisk_hf *hf, brisk_hparams *hp) {
   if (st == BRISK_E_NOT_FOUND) return BRISK_OK;
   if (st) return st;
   if (!strcmp(type, "default")) return BRISK_OK;
-  if (!strcmp(type, "linear")) hp->rope_scaling = BRISK_HP_ROPE_SCALING_LINEAR;
-  else if (!strcmp(type, "llama3")) hp->rope_scaling = BRISK_HP_ROPE_SCALING_LLAMA3;
-  else if (!strcmp(type, "yarn")) hp->rope_scaling = BRISK_HP_ROPE_SCALING_YARN;
+  if (!strcmp(type, "linear"))
+    hp->rope_scaling = BRISK_HP_ROPE_SCALING_LINEAR;
+  else if (!strcmp(type, "llama3"))
+    hp->rope_scaling = BRISK_HP_ROPE_SCALING_LLAMA3;
+  else if (!strcmp(type, "yarn"))
+    hp->rope_scaling = BRISK_HP_ROPE_SCALING_YARN;
   else
     return brisk_error(BRISK_E_UNSUPPORTED, "config.json: rope scaling type '%s' is not supported",
                        type);
@@ -69,8 +74,8 @@ static brisk_status read_rope_scaling(const brisk_hf *hf, brisk_hparams *hp) {
       (st = cfg_f32(hf, "rope_scaling.beta_fast", &hp->yarn_beta_fast)) ||
       (st = cfg_f32(hf, "rope_scaling.beta_slow", &hp->yarn_beta_slow)) ||
       (st = cfg_f32(hf, "rope_scaling.attention_factor", &hp->yarn_attn_factor)) ||
-      (st = cfg_u32(hf, "rope_scaling.original_max_position_embeddings", false,
-                    &hp->rope_orig_ctx)))
+      (st =
+           cfg_u32(hf, "rope_scaling.original_max_position_embeddings", false, &hp->rope_orig_ctx)))
     return st;
   return BRISK_OK;
 }
@@ -133,8 +138,8 @@ static brisk_status keep(hf_loader *L, void *buf) {
 
 /* Binds a checkpoint tensor: a vector of `cols` (rows == 0) or a [rows][cols]
  * matrix (safetensors shape [rows, cols]). */
-static brisk_status bind(hf_loader *L, const char *name, int64_t cols, int64_t rows,
-                         bool required, brisk_weight *w) {
+static brisk_status bind(hf_loader *L, const char *name, int64_t cols, int64_t rows, bool required,
+                         brisk_weight *w) {
   const brisk_safetensors_tensor *t = brisk_hf_find_tensor(L->hf, name);
   if (!t) {
     if (required) return brisk_error(BRISK_E_FORMAT, "tensor '%s' is missing", name);
@@ -144,9 +149,10 @@ static brisk_status bind(hf_loader *L, const char *name, int64_t cols, int64_t r
   bool ok = vector ? t->n_dims == 1 && (int64_t)t->shape[0] == cols
                    : t->n_dims == 2 && (int64_t)t->shape[0] == rows && (int64_t)t->shape[1] == cols;
   if (!ok)
-    return brisk_error(BRISK_E_FORMAT, "tensor '%s' has shape [%llu, %llu] (%u dims); expected [%lld%s%lld]",
-                       name, (unsigned long long)t->shape[0], (unsigned long long)t->shape[1],
-                       t->n_dims, vector ? (long long)cols : (long long)rows, vector ? "" : ", ",
+    return brisk_error(BRISK_E_FORMAT,
+                       "tensor '%s' has shape [%llu, %llu] (%u dims); expected [%lld%s%lld]", name,
+                       (unsigned long long)t->shape[0], (unsigned long long)t->shape[1], t->n_dims,
+                       vector ? (long long)cols : (long long)rows, vector ? "" : ", ",
                        vector ? 0LL : (long long)cols);
   const void *data = t->data;
   uint32_t type = t->dtype;
@@ -163,8 +169,10 @@ static brisk_status bind(hf_loader *L, const char *name, int64_t cols, int64_t r
     if (st) return st;
     data = f;
     type = BRISK_DTYPE_F32;
-  } else if ((uintptr_t)data % elt) {
-    /* The kernels read elements aligned; an odd file gets an aligned copy. */
+  } else if ((uintptr_t)data % elt || L->copy) {
+    /* The kernels read elements aligned; an odd file gets an aligned copy.
+     * Without mmap every weight is copied, so a file changed under the
+     * program later cannot reach the weights. */
     void *copy = brisk_aligned_alloc(64, (size_t)t->n_bytes);
     if (!copy) return brisk_error_oom();
     memcpy(copy, t->data, (size_t)t->n_bytes);
@@ -184,10 +192,10 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
           kv_dim = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
   char name[128];
   brisk_status st;
-#define BIND(suffix, cols, rows, required, field)                                                \
-  do {                                                                                           \
-    snprintf(name, sizeof name, "model.layers.%u.%s", il, suffix);                               \
-    if ((st = bind(L, name, cols, rows, required, &(field)))) return st;                         \
+#define BIND(suffix, cols, rows, required, field)                                                  \
+  do {                                                                                             \
+    snprintf(name, sizeof name, "model.layers.%u.%s", il, suffix);                                 \
+    if ((st = bind(L, name, cols, rows, required, &(field)))) return st;                           \
   } while (0)
   BIND("input_layernorm.weight", d, 0, true, ly->attn_norm);
   BIND("self_attn.q_proj.weight", d, q_dim, true, ly->wq);
@@ -223,9 +231,9 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
 }
 
 brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
-                                 const brisk_model_params *params, void ***owned,
-                                 size_t *n_owned, size_t *cap_owned) {
-  hf_loader L = {hf, m, owned, n_owned, cap_owned};
+                                 const brisk_model_params *params, void ***owned, size_t *n_owned,
+                                 size_t *cap_owned) {
+  hf_loader L = {hf, m, owned, n_owned, cap_owned, !params->use_mmap};
   brisk_status st;
   if ((st = read_hparams(hf, &m->hp)) || (st = brisk_model_check_hparams(&m->hp))) return st;
   const brisk_hparams *hp = &m->hp;

@@ -3,6 +3,8 @@
 #include "model/source.h"
 
 #include "core/abi.h"
+#include "backend/backend.h"
+
 #include "core/alloc.h"
 #include "core/checked.h"
 #include "core/dtype.h"
@@ -58,7 +60,7 @@ brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
   } checks[] = {
       {"n_vocab", hp->n_vocab, 1u << 24}, {"n_embd", hp->n_embd, big},
       {"n_layer", hp->n_layer, 4096},     {"n_head", hp->n_head, 4096},
-      {"n_head_kv", hp->n_head_kv, 4096}, {"head_dim", hp->head_dim, 4096},
+      {"n_head_kv", hp->n_head_kv, 4096}, {"head_dim", hp->head_dim, BRISK_MAX_HEAD_DIM},
       {"n_ff", hp->n_ff, 1u << 22},       {"n_ctx_train", hp->n_ctx_train, 1u << 30},
   };
   for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)

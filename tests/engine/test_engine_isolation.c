@@ -202,9 +202,7 @@ static void test_struct_sizes(void **state) {
   int32_t prompt[3] = {5, 6, 7};
   brisk_request_params rp;
   uint64_t id = 0;
-  const uint32_t bad_request[] = {(uint32_t)sizeof rp - 1,
-                                  0xFFFFFFFFu,
-                                  4097,
+  const uint32_t bad_request[] = {(uint32_t)sizeof rp - 1, 0xFFFFFFFFu, 4097,
                                   (uint32_t)(offsetof(brisk_request_params, spec_draft_model) + 3),
                                   (uint32_t)offsetof(brisk_request_params, max_tokens) + 2};
   for (size_t i = 0; i < sizeof bad_request / sizeof bad_request[0]; i++) {
@@ -278,11 +276,34 @@ static void test_stop_string_limits(void **state) {
   brisk_engine_free(e);
 }
 
+/* A penalty window far longer than the request (2^31 - 1 tokens) costs
+ * only the request's own length, and gives the tokens of a window of
+ * max_tokens (the sampler counts the window's tokens, whatever its size). */
+static void test_penalty_window_bounded(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("penalty_window_bounded");
+  eh_job a, b;
+  eh_random_job(&r, model, &a, 20, 24, 1);
+  a.sp.repeat_penalty = 1.5f;
+  a.sp.penalty_last_n = INT32_MAX;
+  b = a;
+  b.sp.penalty_last_n = a.max_tokens;
+  brisk_engine *e = engine();
+  uint64_t live = brisk_alloc_live_bytes();
+  assert_int_equal(eh_submit(e, &a), BRISK_OK);
+  assert_true(brisk_alloc_live_bytes() - live < (1u << 20));
+  assert_int_equal(eh_submit(e, &b), BRISK_OK);
+  eh_run(e, &a, 1, 1000);
+  eh_run(e, &b, 1, 1000);
+  eh_expect_same(&a, &b);
+  brisk_engine_free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_request_fails_alone), cmocka_unit_test(test_every_request_bad),
       cmocka_unit_test(test_text_prompt_checked),     cmocka_unit_test(test_struct_sizes),
-      cmocka_unit_test(test_stop_string_limits),
+      cmocka_unit_test(test_stop_string_limits),      cmocka_unit_test(test_penalty_window_bounded),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

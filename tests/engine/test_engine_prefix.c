@@ -3,6 +3,7 @@
  * hit counters), are admitted on the blocks they still need, complete under
  * 4x oversubscription (re-admitted requests reuse cached blocks), and a pool
  * full of cached blocks still admits new work (cached blocks are evicted). */
+#include "engine_harness.h"
 #include "test_models.h"
 
 #include <math.h>
@@ -29,16 +30,9 @@ static int teardown(void **state) {
   return 0;
 }
 
-enum { MAXP = 96, MAXOUT = 32 };
+enum { MAXOUT = 32 };
 
-typedef struct job {
-  int32_t prompt[MAXP];
-  int32_t n_prompt, max_tokens;
-  brisk_sampler_params sp;
-  uint64_t id;
-  int32_t out[MAXOUT];
-  int32_t n_out, finished;
-} job;
+typedef eh_job job; /* tests/support/engine_harness.h */
 
 /* Jobs whose prompts are `shared` (a common prefix of n_shared tokens)
  * followed by 1..max_tail tokens of their own; odd ones sample. */
@@ -48,6 +42,8 @@ static void make_jobs(test_rng *r, job *jobs, int n, const int32_t *shared, int3
   for (int i = 0; i < n; i++) {
     job *j = &jobs[i];
     memset(j, 0, sizeof *j);
+    brisk_request_params_init(&j->extra);
+    j->stop_at_eog = 0;
     memcpy(j->prompt, shared, (size_t)n_shared * sizeof *shared);
     j->n_prompt = n_shared + 1 + (int32_t)(test_rng_u64(r) % (uint64_t)max_tail);
     for (int32_t k = n_shared; k < j->n_prompt; k++)
@@ -83,39 +79,13 @@ static brisk_engine *make_engine(int32_t kv_tokens, int32_t max_running, int pre
 }
 
 static void submit(brisk_engine *e, job *j) {
-  brisk_request_params p;
-  brisk_request_params_init(&p);
-  p.prompt_tokens = j->prompt;
-  p.n_prompt_tokens = (size_t)j->n_prompt;
-  p.sampler = &j->sp;
-  p.max_tokens = j->max_tokens;
-  p.stop_at_eog = 0;
-  p.user_data = j;
-  if (brisk_engine_submit(e, &p, &j->id)) fail_msg("submit: %s", brisk_last_error());
+  if (eh_submit(e, j)) fail_msg("submit: %s", brisk_last_error());
 }
 
+/* Runs every job to its max_tokens (stop_at_eog is off). */
 static void run(brisk_engine *e, job *jobs, int n) {
-  for (int steps = 0;; steps++) {
-    assert_true(steps < 100000);
-    brisk_engine_event ev[16];
-    size_t got;
-    do {
-      assert_int_equal(brisk_engine_poll(e, ev, 16, &got), BRISK_OK);
-      for (size_t i = 0; i < got; i++) {
-        job *j = ev[i].user_data;
-        assert_true(ev[i].token >= 0 && j->n_out < MAXOUT);
-        j->out[j->n_out++] = ev[i].token;
-        if (ev[i].finished) {
-          assert_int_equal(ev[i].reason, BRISK_FINISH_LENGTH);
-          j->finished = 1;
-        }
-      }
-    } while (got == 16);
-    int done = 1;
-    for (int i = 0; i < n; i++) done &= jobs[i].finished;
-    if (done) return;
-    if (brisk_engine_step(e, NULL)) fail_msg("step: %s", brisk_last_error());
-  }
+  eh_run(e, jobs, n, 100000);
+  for (int i = 0; i < n; i++) assert_int_equal(jobs[i].reason[0], BRISK_FINISH_LENGTH);
 }
 
 static brisk_engine_counters counters(brisk_engine *e) {
@@ -126,9 +96,8 @@ static brisk_engine_counters counters(brisk_engine *e) {
 
 static void expect_same_tokens(const job *a, const job *b, int n) {
   for (int i = 0; i < n; i++) {
-    assert_int_equal(a[i].n_out, a[i].max_tokens);
-    assert_int_equal(a[i].n_out, b[i].n_out);
-    assert_memory_equal(a[i].out, b[i].out, (size_t)a[i].n_out * sizeof a[i].out[0]);
+    assert_int_equal(a[i].n_out[0], a[i].max_tokens);
+    eh_expect_same(&a[i], &b[i]);
   }
 }
 
@@ -176,9 +145,9 @@ static void test_same_outputs_and_hits(void **state) {
   assert_true(m.prefix_hit_rate == 0);
   /* Resubmitting a finished request reuses its prompt and output too. */
   job again = on[0];
-  again.n_out = again.finished = 0;
-  memcpy(again.prompt + again.n_prompt, on[0].out, (size_t)on[0].n_out * sizeof(int32_t));
-  again.n_prompt += on[0].n_out - 1; /* its last token was never fed */
+  eh_reset(&again);
+  memcpy(again.prompt + again.n_prompt, on[0].out[0], (size_t)on[0].n_out[0] * sizeof(int32_t));
+  again.n_prompt += on[0].n_out[0] - 1; /* its last token was never fed */
   again.max_tokens = 1;
   submit(e_on, &again);
   run(e_on, &again, 1);
@@ -246,7 +215,7 @@ static void test_cached_blocks_are_evicted(void **state) {
   submit(e, &big);
   run(e, &big, 1);
   /* The warm prompts' blocks were evicted: nothing of them is reused. */
-  for (int i = 0; i < N; i++) warm[i].n_out = warm[i].finished = 0;
+  for (int i = 0; i < N; i++) eh_reset(&warm[i]);
   submit(e, &warm[0]);
   run(e, &warm[0], 1);
   brisk_engine_counters c2 = counters(e);

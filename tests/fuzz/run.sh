@@ -7,7 +7,10 @@
 # by default; TARGET is a name like "gguf") for SECONDS. The corpus grows in
 # build-fuzz/fuzz-corpus/TARGET across runs; a crashing input is saved as
 # build-fuzz/fuzz-artifacts/TARGET-crash-*. Exits non-zero on any crash,
-# leak, sanitizer report or timeout.
+# leak, sanitizer report or timeout. BRISK_FUZZ_RUNS=N also stops each
+# target after N executions (tests/fuzz/campaign.sh uses it); a crash
+# reproducer worth keeping goes into tests/fuzz/corpus/TARGET/, which
+# `meson test --suite fuzz` replays.
 set -euo pipefail
 
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
@@ -62,8 +65,14 @@ for t in "${targets[@]}"; do
   seeds=()
   [ -d "$build/tests/fuzz/seeds_$t" ] && seeds=("$build/tests/fuzz/seeds_$t")
   echo "== fuzzing $t for ${seconds}s (corpus $corpus)"
-  if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" "$corpus" "${seeds[@]}"; then
+  runs=()
+  [ -n "${BRISK_FUZZ_RUNS:-}" ] && runs=(-runs="$BRISK_FUZZ_RUNS")
+  saved=()
+  [ -d "tests/fuzz/corpus/$t" ] && saved=("tests/fuzz/corpus/$t")
+  if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" "${runs[@]}" -timeout=10 \
+      -rss_limit_mb=2048 -max_len=16384 \
+      -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" "$corpus" "${seeds[@]}" \
+      "${saved[@]}"; then
     echo "== fuzz_$t FAILED; reproduce with: $build/tests/fuzz/fuzz_$t $build/fuzz-artifacts/$t-*" >&2
     failed+=("$t")
   fi

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { D = 64, N_HEAD = 4, N_KV = 2, HD = 16, FF = 96, VOCAB = 80, LAYERS = 2, N_EXP = 3 };
 
@@ -465,6 +466,48 @@ static void test_hf_rope_validation(void **state) {
   free_arrays(&a);
 }
 
+/* Last-token logits of a 4-token prompt into out[VOCAB]. */
+static void decode4(const brisk_model *m, float *out) {
+  brisk_context *ctx = NULL;
+  brisk_batch *b = NULL;
+  assert_int_equal(brisk_context_create(m, NULL, &ctx), BRISK_OK);
+  assert_int_equal(brisk_batch_create(4, &b), BRISK_OK);
+  for (int32_t t = 0; t < 4; t++)
+    assert_int_equal(brisk_batch_add(b, 3 * t, t, 0, t == 3), BRISK_OK);
+  assert_int_equal(brisk_decode(ctx, b), BRISK_OK);
+  memcpy(out, brisk_get_logits(ctx, 3), VOCAB * sizeof *out);
+  brisk_batch_free(b);
+  brisk_context_free(ctx);
+}
+
+/* use_mmap = 0 copies every weight of a folder at load: truncating
+ * model.safetensors afterwards changes no logit. */
+static void test_hf_read_at_load(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("hf_read_at_load");
+  arrays a;
+  build(&a, "llama", &r);
+  const char *dir = test_tmpdir();
+  for (int k = 0; k < 2; k++) {
+    write_hf(&a, dir, k ? BRISK_DTYPE_BF16 : BRISK_DTYPE_F32);
+    brisk_model_params mp;
+    brisk_model_params_init(&mp);
+    mp.use_mmap = 0;
+    brisk_model *m = NULL;
+    assert_int_equal(brisk_model_load(dir, &mp, &m), BRISK_OK);
+    float want[VOCAB], got[VOCAB];
+    decode4(m, want);
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    assert_int_equal(truncate(path, 0), 0);
+    decode4(m, got);
+    assert_memory_equal(got, want, sizeof got);
+    brisk_model_free(m);
+  }
+  test_tmpdir_remove(dir);
+  free_arrays(&a);
+}
+
 static char oom_dir[256];
 static brisk_status load_and_free(void *ctx) {
   (void)ctx;
@@ -491,13 +534,10 @@ static void test_hf_allocation_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_llama_f32),
-      cmocka_unit_test(test_llama_bf16),
-      cmocka_unit_test(test_qwen2_f16),
-      cmocka_unit_test(test_mixtral_f32),
-      cmocka_unit_test(test_hf_errors),
-      cmocka_unit_test(test_hf_rope_validation),
-      cmocka_unit_test(test_hf_allocation_failures),
+      cmocka_unit_test(test_llama_f32),       cmocka_unit_test(test_llama_bf16),
+      cmocka_unit_test(test_qwen2_f16),       cmocka_unit_test(test_mixtral_f32),
+      cmocka_unit_test(test_hf_errors),       cmocka_unit_test(test_hf_rope_validation),
+      cmocka_unit_test(test_hf_read_at_load), cmocka_unit_test(test_hf_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
