@@ -9,6 +9,7 @@
 #include "brisk.h"
 #include "cli.h"
 #include "default_model.h"
+#include "tokenizer/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +136,10 @@ static brisk_status generate(runner *r, int n_gen, FILE *out, char **text, size_
     const char *piece;
     size_t len;
     if ((st = brisk_stopper_push(stopper, next, &piece, &len, &why))) break;
+    /* The last piece may end inside a character that will never finish:
+     * keep the text valid UTF-8, as the engine does. */
+    if (why != BRISK_STOP_NONE)
+      len -= brisk_utf8_incomplete_tail((const unsigned char *)piece, len);
     if (len) {
       if (out) {
         fwrite(piece, 1, len, out);
