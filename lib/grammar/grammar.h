@@ -192,6 +192,27 @@ typedef struct gr_state {
   int ended;
 } gr_state;
 
+/* The walk's states as a lazily built byte automaton: a state is a node
+ * set plus an unfinished character, interned; each (state, byte)
+ * transition is computed once with the matcher and then looked up, so a
+ * walk over the vocabulary costs a table lookup per byte. */
+typedef struct gr_dstate {
+  uint32_t off, n; /* node set: sets[off .. off + n) */
+  gr_utf8 u;
+} gr_dstate;
+
+typedef struct gr_dfa {
+  int32_t *sets;
+  size_t n_sets, cap_sets;
+  gr_dstate *st;
+  size_t n_st, cap_st;
+  int32_t *st_table; /* open addressing over states, -1 = empty */
+  size_t st_table_cap;
+  uint64_t *tr_key; /* (state << 8 | byte) + 1, 0 = empty */
+  int32_t *tr_val;  /* next state, -1 = dead */
+  size_t tr_cap, tr_n;
+} gr_dfa;
+
 /* A grammar bound to a vocabulary: matcher, vocabulary and mask cache. One
  * serves every state of the grammar (the engine's completions share one);
  * not thread-safe. */
@@ -217,8 +238,21 @@ typedef struct gr_masker {
   uint32_t *d_off, *d_n;
   gr_utf8 *d_utf8;
   int32_t *tok_entry; /* [n_vocab] sorted entry of each token, -1 = none; made on first accept */
+  gr_dfa dfa;
   uint64_t n_hits, n_misses;
 } gr_masker;
+
+/* The automaton: the id of state (set, u) (-1 on OOM); the state after
+ * byte b (-1: not allowed, -2: failure, see k->m.err); clearing once past
+ * its budget; freeing. */
+int32_t gr_dfa_intern(gr_dfa *d, const int32_t *set, uint32_t n, const gr_utf8 *u);
+int32_t gr_dfa_step(gr_masker *k, int32_t ws, uint8_t b);
+void gr_dfa_clear_if_full(gr_dfa *d);
+void gr_dfa_release(gr_dfa *d);
+/* Takes byte b from node set in[0, n) with decoder *u into out (capacity
+ * GR_MAX_SET): the new count, 0 when b is not allowed, -1 on failure. */
+int gr_masker_step_byte(gr_masker *k, const int32_t *in, int n, gr_utf8 *u, uint8_t b,
+                        int32_t *out);
 
 brisk_status gr_masker_init(gr_masker *k, const brisk_grammar *g, const brisk_model *model);
 /* The same for a vocabulary built by the caller (moved into the masker). */

@@ -83,6 +83,7 @@ void gr_masker_release(gr_masker *k) {
   brisk_free(k->d_n);
   brisk_free(k->d_utf8);
   brisk_free(k->tok_entry);
+  gr_dfa_release(&k->dfa);
   memset(k, 0, sizeof *k);
 }
 
@@ -141,7 +142,8 @@ static int pool_room(gr_masker *k, size_t need) {
 
 /* Takes byte b from the set in[0, n) with decoder *u into out; returns the
  * new count (0: dead), or -1 on failure. */
-static int step_byte(gr_masker *k, const int32_t *in, int n, gr_utf8 *u, uint8_t b, int32_t *out) {
+int gr_masker_step_byte(gr_masker *k, const int32_t *in, int n, gr_utf8 *u, uint8_t b,
+                        int32_t *out) {
   uint32_t cp, lo, hi;
   int r = gr_utf8_step(u, b, &cp, &lo, &hi);
   if (r < 0) return 0;
@@ -161,7 +163,7 @@ int gr_state_feed(gr_masker *k, gr_state *s, const char *bytes, size_t len) {
   int n = s->n;
   gr_utf8 u = s->utf8;
   for (size_t i = 0; i < len; i++) {
-    n = step_byte(k, a, n, &u, (uint8_t)bytes[i], b);
+    n = gr_masker_step_byte(k, a, n, &u, (uint8_t)bytes[i], b);
     if (n <= 0) return n;
     int32_t *t = a;
     a = b;
@@ -207,13 +209,12 @@ static int32_t walk(gr_masker *k, const gr_state *s, uint32_t *mask) {
   memset(mask, 0, (size_t)k->n_words * sizeof *mask);
   int32_t allowed = 0;
   if (s->ended) goto eog;
-  size_t depth = (size_t)v->max_len + 1;
-  /* Depth d's set holds at most GR_MAX_SET nodes. */
-  if (pool_room(k, (depth + 1) * (size_t)GR_MAX_SET)) return -1;
-  k->d_off[0] = 0;
-  k->d_n[0] = (uint32_t)s->n;
-  k->d_utf8[0] = s->utf8;
-  memcpy(k->pool, s->set, (size_t)s->n * sizeof *k->pool);
+  /* States per depth: k->d_off[d] is the automaton state after d bytes. */
+  if (pool_room(k, 2 * (size_t)GR_MAX_SET)) return -1;
+  gr_dfa_clear_if_full(&k->dfa);
+  int32_t ws0 = gr_dfa_intern(&k->dfa, s->set, (uint32_t)s->n, &s->utf8);
+  if (ws0 < 0) return -1;
+  k->d_off[0] = (uint32_t)ws0;
   uint32_t have = 0;          /* states valid for depths 0 .. have of the last entry */
   uint32_t dead = UINT32_MAX; /* the last entry's prefix of this length is dead */
   for (int32_t i = 0; i < v->n_sorted; i++) {
@@ -224,19 +225,13 @@ static int32_t walk(gr_masker *k, const gr_state *s, uint32_t *mask) {
     const uint8_t *bytes = (const uint8_t *)v->bytes + v->off[i];
     uint32_t len = v->off[i + 1] - v->off[i];
     while (have < len) {
-      uint32_t d = have;
-      int32_t *in = k->pool + k->d_off[d];
-      k->d_off[d + 1] = k->d_off[d] + k->d_n[d];
-      int32_t *out = k->pool + k->d_off[d + 1];
-      k->d_utf8[d + 1] = k->d_utf8[d];
-      int n = step_byte(k, in, (int)k->d_n[d], &k->d_utf8[d + 1], bytes[d], out);
-      if (n < 0) return -1;
-      if (n == 0) {
-        dead = d + 1;
+      int32_t next = gr_dfa_step(k, (int32_t)k->d_off[have], bytes[have]);
+      if (next == -2) return -1;
+      if (next < 0) {
+        dead = have + 1;
         break;
       }
-      k->d_n[d + 1] = (uint32_t)n;
-      have = d + 1;
+      k->d_off[++have] = (uint32_t)next;
     }
     if (have == len && dead == UINT32_MAX) {
       int32_t t = v->id[i];
