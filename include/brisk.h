@@ -1709,7 +1709,9 @@ BRISK_API void brisk_constraint_reset(brisk_constraint *constraint);
  * the constraint (NULL removes it); the caller accepts each token into it
  * with brisk_constraint_accept. Sampling with a constraint that allows no
  * token fails with BRISK_E_INVALID_STATE. Both must share one vocabulary
- * (BRISK_E_INVALID_ARGUMENT otherwise).
+ * (BRISK_E_INVALID_ARGUMENT otherwise). brisk_spec_round refuses a sampler
+ * with a constraint (BRISK_E_UNSUPPORTED): it produces several tokens at
+ * once; the engine's constrained requests speculate exactly instead.
  */
 BRISK_API brisk_status brisk_sampler_set_constraint(brisk_sampler *sampler,
                                                     brisk_constraint *constraint);
