@@ -9,8 +9,8 @@
 
 #include <string.h>
 
-/* Cleared at the start of a walk once past these (about 100 MB). */
-enum { DFA_MAX_STATES = 1 << 20, DFA_MAX_TRANSITIONS = 1 << 22 };
+/* Cleared at the start of a walk once past these (about 40 MB). */
+enum { DFA_MAX_STATES = 1 << 18, DFA_MAX_TRANSITIONS = 1 << 21 };
 
 static uint64_t state_hash(const int32_t *set, uint32_t n, const gr_utf8 *u) {
   return brisk_hash64(set, n * sizeof *set, 7) ^ brisk_hash64(u->byte, u->n, 11 + u->n);

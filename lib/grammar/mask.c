@@ -18,7 +18,7 @@
 #include <string.h>
 
 /* Mask cache budget; cleared when full. */
-#define GR_CACHE_BYTES (32u << 20)
+#define GR_CACHE_BYTES (16u << 20)
 
 static brisk_status init_common(gr_masker *k) {
   k->n_words = (k->v.n_vocab + 31) / 32;
