@@ -66,7 +66,9 @@ int32_t gr_dfa_intern(gr_dfa *d, const int32_t *set, uint32_t n, const gr_utf8 *
       brisk_grow((void **)&d->sets, &d->cap_sets, d->n_sets + n, sizeof *d->sets))
     return -1;
   memcpy(d->sets + d->n_sets, set, n * sizeof *set);
-  d->st[d->n_st] = (gr_dstate){(uint32_t)d->n_sets, n, *u};
+  int sent = 0;
+  for (uint32_t i = 0; i < n && i < 2; i++) sent |= set[i] == GR_SENT; /* sorted: 0, 1, ... */
+  d->st[d->n_st] = (gr_dstate){(uint32_t)d->n_sets, n, *u, (uint8_t)sent};
   d->n_sets += n;
   d->st_table[h] = (int32_t)d->n_st;
   return (int32_t)d->n_st++;

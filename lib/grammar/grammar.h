@@ -130,10 +130,18 @@ typedef struct gr_matcher {
   int32_t *tmp; /* scratch for set building */
   size_t n_tmp, cap_tmp;
   brisk_status err; /* sticky: OOM or a limit hit while growing */
+  int32_t *trunc;   /* [cap_trunc] truncated version of each node, -1 = not yet */
+  size_t cap_trunc;
 } gr_matcher;
 
 /* Limits on matcher growth: interned stacks, and nodes in one state. */
 enum { GR_MAX_NODES = 1 << 22, GR_MAX_SET = 1 << 12 };
+
+/* Node 1 stands for "some stack not known here" (GR_SENT): the bottom of a
+ * truncated stack. A set holding it means "the known part has finished;
+ * what follows depends on the rest of the stack". Real nodes start at 2.
+ * Truncated stacks keep the top GR_TRUNC_DEPTH frames. */
+enum { GR_SENT = 1, GR_FIRST_NODE = 2, GR_TRUNC_DEPTH = 4 };
 
 brisk_status gr_matcher_init(gr_matcher *m, const brisk_grammar *g);
 void gr_matcher_release(gr_matcher *m);
@@ -142,6 +150,9 @@ void gr_matcher_release(gr_matcher *m);
  * GR_MAX_SET); returns the count (0: cp is not allowed), or -1 with m->err
  * set (out of memory, or a state past the limits). */
 int gr_advance(gr_matcher *m, const int32_t *in, int n, uint32_t cp, int32_t *out);
+/* Node n's stack cut to its top GR_TRUNC_DEPTH frames over GR_SENT (n
+ * itself when it is no deeper); -1 on failure. */
+int32_t gr_truncate(gr_matcher *m, int32_t n);
 /* Whether some node of in[0, n) can take a code point of [lo, hi]. */
 int gr_can_take(const gr_matcher *m, const int32_t *in, int n, uint32_t lo, uint32_t hi);
 
@@ -199,6 +210,7 @@ typedef struct gr_state {
 typedef struct gr_dstate {
   uint32_t off, n; /* node set: sets[off .. off + n) */
   gr_utf8 u;
+  uint8_t sent; /* the set holds GR_SENT */
 } gr_dstate;
 
 typedef struct gr_dfa {
@@ -238,8 +250,15 @@ typedef struct gr_masker {
   uint32_t *d_off, *d_n;
   gr_utf8 *d_utf8;
   int32_t *tok_entry; /* [n_vocab] sorted entry of each token, -1 = none; made on first accept */
+  /* Entries of cut stack sets: the sorted entries their walk left to the
+   * full state, ci_dep[ci_off[e] .. + ci_n[e]). */
+  int32_t *ci_off, *ci_n, *ci_dep;
+  size_t n_ci_dep, cap_ci_dep;
+  int32_t *tset;     /* [GR_MAX_SET] scratch: a cut set */
+  uint32_t *scratch; /* [n_words] a mask being filled */
   gr_dfa dfa;
   uint64_t n_hits, n_misses;
+  uint64_t n_cut; /* misses settled through cut stacks */
 } gr_masker;
 
 /* The automaton: the id of state (set, u) (-1 on OOM); the state after

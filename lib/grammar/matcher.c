@@ -36,7 +36,7 @@ static int grow_table(gr_matcher *m) {
   int32_t *t = brisk_malloc(cap * sizeof *t);
   if (!t) return set_err(m, brisk_error_oom());
   memset(t, 0xFF, cap * sizeof *t);
-  for (size_t i = 1; i < m->n_nodes; i++) {
+  for (size_t i = GR_FIRST_NODE; i < m->n_nodes; i++) {
     size_t h = (size_t)node_hash(m->nodes[i].pos, m->nodes[i].parent) & (cap - 1);
     while (t[h] >= 0) h = (h + 1) & (cap - 1);
     t[h] = (int32_t)i;
@@ -107,7 +107,7 @@ static int expand(gr_matcher *m, int32_t pos, int32_t parent) {
     return id < 0 ? -1 : add_tmp(m, id);
   }
   if (e->type == GR_END || e->type == GR_ALT) {
-    if (parent == 0) return add_tmp(m, 0);
+    if (parent == 0 || parent == GR_SENT) return add_tmp(m, parent);
     gr_node up = m->nodes[parent];
     return expand(m, up.pos, up.parent);
   }
@@ -170,9 +170,12 @@ brisk_status gr_matcher_init(gr_matcher *m, const brisk_grammar *g) {
     return brisk_error_oom();
   }
   m->nodes[0] = (gr_node){-1, 0};
-  m->succ_off[0] = 0;
-  m->succ_len[0] = 0;
-  m->n_nodes = 1;
+  m->nodes[GR_SENT] = (gr_node){-2, 0};
+  for (int i = 0; i < GR_FIRST_NODE; i++) {
+    m->succ_off[i] = 0;
+    m->succ_len[i] = 0;
+  }
+  m->n_nodes = GR_FIRST_NODE;
   begin(m);
   for (uint32_t i = g->rule_start[g->root];;) {
     if (expand(m, (int32_t)i, 0)) break;
@@ -204,7 +207,37 @@ void gr_matcher_release(gr_matcher *m) {
   brisk_free(m->mark);
   brisk_free(m->initial);
   brisk_free(m->tmp);
+  brisk_free(m->trunc);
   memset(m, 0, sizeof *m);
+}
+
+int32_t gr_truncate(gr_matcher *m, int32_t n) {
+  if (n < GR_FIRST_NODE) return n;
+  if ((size_t)n >= m->cap_trunc) {
+    size_t cap = m->cap_trunc ? m->cap_trunc : 256;
+    while (cap <= (size_t)n) cap *= 2;
+    int32_t *t = brisk_realloc(m->trunc, cap * sizeof *t);
+    if (!t) return set_err(m, brisk_error_oom());
+    memset(t + m->cap_trunc, 0xFF, (cap - m->cap_trunc) * sizeof *t);
+    m->trunc = t;
+    m->cap_trunc = cap;
+  }
+  if (m->trunc[n] >= 0) return m->trunc[n];
+  int32_t pos[GR_TRUNC_DEPTH], x = n;
+  int d = 0;
+  for (; d < GR_TRUNC_DEPTH && x >= GR_FIRST_NODE; d++) {
+    pos[d] = m->nodes[x].pos;
+    x = m->nodes[x].parent;
+  }
+  int32_t r = n; /* the whole stack is short enough: itself */
+  if (x >= GR_FIRST_NODE) {
+    r = GR_SENT;
+    for (int i = d - 1; i >= 0 && r >= 0; i--) r = intern(m, pos[i], r);
+    if (r < 0) return -1;
+  }
+  /* intern may have moved m->trunc's neighbours, not m->trunc itself */
+  if ((size_t)n < m->cap_trunc) m->trunc[n] = r;
+  return r;
 }
 
 int gr_advance(gr_matcher *m, const int32_t *in, int n, uint32_t cp, int32_t *out) {
@@ -213,7 +246,7 @@ int gr_advance(gr_matcher *m, const int32_t *in, int n, uint32_t cp, int32_t *ou
   int any = 0;
   for (int i = 0; i < n; i++) {
     int32_t id = in[i];
-    if (id == 0 || !gr_set_has(g, g->elems[m->nodes[id].pos].value, cp)) continue;
+    if (id < GR_FIRST_NODE || !gr_set_has(g, g->elems[m->nodes[id].pos].value, cp)) continue;
     if (successors(m, id)) return -1;
     any = 1;
   }
@@ -222,7 +255,7 @@ int gr_advance(gr_matcher *m, const int32_t *in, int n, uint32_t cp, int32_t *ou
   int k = 0, sorted = 1;
   for (int i = 0; i < n; i++) {
     int32_t id = in[i];
-    if (id == 0 || !gr_set_has(g, g->elems[m->nodes[id].pos].value, cp)) continue;
+    if (id < GR_FIRST_NODE || !gr_set_has(g, g->elems[m->nodes[id].pos].value, cp)) continue;
     const int32_t *s = m->succ + m->succ_off[id];
     for (int32_t j = 0; j < m->succ_len[id]; j++) {
       int32_t x = s[j];
@@ -243,7 +276,9 @@ int gr_advance(gr_matcher *m, const int32_t *in, int n, uint32_t cp, int32_t *ou
 
 int gr_can_take(const gr_matcher *m, const int32_t *in, int n, uint32_t lo, uint32_t hi) {
   for (int i = 0; i < n; i++)
-    if (in[i] != 0 && gr_set_meets(m->g, m->g->elems[m->nodes[in[i]].pos].value, lo, hi)) return 1;
+    if (in[i] >= GR_FIRST_NODE &&
+        gr_set_meets(m->g, m->g->elems[m->nodes[in[i]].pos].value, lo, hi))
+      return 1;
   return 0;
 }
 

@@ -272,6 +272,8 @@ static void free_vocab(tvocab *tv) {
   free(tv->len);
 }
 
+static uint64_t n_cut_total; /* masks settled through cut stacks, over the property test */
+
 static int bit(const uint32_t *mask, int32_t t) { return (int)(mask[t / 32] >> (t % 32) & 1); }
 
 static void mask_property(const brisk_grammar *g, test_rng *rng, const char *name) {
@@ -331,6 +333,7 @@ static void mask_property(const brisk_grammar *g, test_rng *rng, const char *nam
     free(copy);
   }
   assert_true(k.n_hits + k.n_misses > 0);
+  n_cut_total += k.n_cut;
   gr_state_release(&s);
   gr_state_release(&probe);
   gr_masker_release(&k);
@@ -360,6 +363,7 @@ static void test_mask_property(void **state) {
               "1,null]}},\"required\":[\"n\"]}");
   mask_property(g, &rng, "schema");
   brisk_grammar_free(g);
+  assert_true(n_cut_total > 0); /* the cut-stack path was checked too */
 }
 
 /* A real vocabulary (llama SPM, 32k tokens): generation by picking random
