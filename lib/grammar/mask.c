@@ -279,7 +279,7 @@ static int32_t add_eog(gr_masker *k, const gr_state *s, uint32_t *mask) {
 
 static uint64_t key_hash(const int32_t *set, int n, int tag, const uint8_t *bytes, int nb) {
   uint64_t h = brisk_hash64(set, (size_t)n * sizeof *set, 0x51ED);
-  h ^= brisk_hash64(bytes, (size_t)nb, (uint64_t)tag + 1) * 31;
+  h ^= (nb ? brisk_hash64(bytes, (size_t)nb, (uint64_t)tag + 1) : (uint64_t)tag + 1) * 31;
   return h | 1; /* 0 marks an empty slot */
 }
 
