@@ -1724,9 +1724,14 @@ BRISK_API brisk_status brisk_sampler_set_constraint(brisk_sampler *sampler,
  * lookup stays exact: each drafted token is checked against the
  * constraint as it is verified. Drafting with a draft model
  * (spec_draft_model) is not supported with a constraint
- * (BRISK_E_UNSUPPORTED). A completion whose constraint allows no token
- * finishes with BRISK_FINISH_CONSTRAINT; one whose output is complete and
- * allows nothing more finishes as if by end of generation.
+ * (BRISK_E_UNSUPPORTED). Once the output is complete the constraint
+ * allows end-of-generation tokens (and whatever may still extend it), so a
+ * completion normally ends with BRISK_FINISH_EOG (or LENGTH, STOP as
+ * usual); one whose constraint allows no token of the vocabulary finishes
+ * with BRISK_FINISH_CONSTRAINT (token -1), or with BRISK_FINISH_STOP when
+ * the output is complete but the vocabulary has no end-of-generation
+ * token. Thread safety as brisk_engine_submit; `constraint` and its text
+ * are only read during the call.
  */
 BRISK_API brisk_status brisk_engine_submit_constrained(brisk_engine *engine,
                                                        const brisk_request_params *params,
