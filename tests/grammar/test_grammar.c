@@ -10,6 +10,9 @@
 #include "test_support.h"
 
 #include "core/alloc.h"
+#include "sample/sampler.h"
+
+#include <math.h>
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -455,11 +458,90 @@ static void test_oom(void **state) {
   assert_true(test_every_allocation_fails(compile_op, NULL) > 10);
 }
 
+/* The sampler with a constraint: the distribution it draws from is the
+ * softmax over the allowed tokens only (float64 reference), every draw is
+ * allowed, a vocabulary mismatch is refused, and a constraint that allows
+ * nothing makes sampling fail with BRISK_E_INVALID_STATE. */
+static void test_sampler_mask(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded(__func__);
+  const char *texts[] = {"a", "b", "ab", "ba", "c", "1", "12", "\"", "aa", ""};
+  uint32_t len[10];
+  for (int i = 0; i < 10; i++) len[i] = (uint32_t)strlen(texts[i]);
+  int32_t eog = 9;
+  brisk_grammar *g = compile(BRISK_CONSTRAINT_GBNF, "root ::= [ab]+ [0-9]?");
+  gr_vocab v;
+  assert_int_equal(gr_vocab_build_texts(10, texts, len, &eog, 1, &v), BRISK_OK);
+  brisk_constraint c = {0};
+  gr_masker k;
+  assert_int_equal(gr_masker_init_vocab(&k, g, &v), BRISK_OK);
+  c.k = &k;
+  assert_int_equal(gr_state_init(&k, &c.s), BRISK_OK);
+  brisk_sampler_params sp;
+  brisk_sampler_params_init(&sp);
+  sp.seed = test_rng_u64(&rng);
+  brisk_sampler *s, *other;
+  assert_int_equal(brisk_sample_create(10, &sp, &s), BRISK_OK);
+  assert_int_equal(brisk_sample_create(11, &sp, &other), BRISK_OK);
+  assert_int_equal(brisk_sampler_set_constraint(other, &c), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(brisk_sampler_set_constraint(s, &c), BRISK_OK);
+  float logits[10];
+  double probs[10];
+  for (int step = 0; step < 6; step++) {
+    for (int t = 0; t < 10; t++) logits[t] = (float)test_rng_normal(&rng) * 3;
+    const uint32_t *mask;
+    int32_t n;
+    assert_int_equal(gr_mask(&k, &c.s, &mask, &n), BRISK_OK);
+    assert_int_equal(brisk_sample_distribution(s, logits, probs), BRISK_OK);
+    double z = 0, ref[10];
+    for (int t = 0; t < 10; t++) z += bit(mask, t) ? exp((double)logits[t]) : 0;
+    for (int t = 0; t < 10; t++) {
+      ref[t] = bit(mask, t) ? exp((double)logits[t]) / z : 0;
+      assert_true(fabs(probs[t] - ref[t]) < 1e-9);
+    }
+    int32_t tok;
+    assert_int_equal(brisk_sampler_sample_logits(s, logits, 10, &tok), BRISK_OK);
+    assert_true(bit(mask, tok));
+    if (tok == eog) break;
+    assert_int_equal(gr_accept(&k, &c.s, tok), BRISK_OK);
+  }
+  /* After a digit only end of generation may follow; after it, nothing
+   * but end of generation again. With the EOG token also banned by a
+   * bias, every logit is -inf. */
+  gr_state_reset(&k, &c.s);
+  assert_int_equal(gr_accept(&k, &c.s, 0), BRISK_OK);
+  assert_int_equal(gr_accept(&k, &c.s, 5), BRISK_OK);
+  brisk_logit_bias ban = {eog, -INFINITY};
+  sp.n_logit_bias = 1;
+  sp.logit_bias = &ban;
+  brisk_sampler *banned;
+  assert_int_equal(brisk_sample_create(10, &sp, &banned), BRISK_OK);
+  assert_int_equal(brisk_sampler_set_constraint(banned, &c), BRISK_OK);
+  int32_t tok;
+  assert_int_equal(brisk_sampler_sample_logits(banned, logits, 10, &tok), BRISK_E_INVALID_ARGUMENT);
+  /* A grammar the vocabulary cannot continue: no token allowed. */
+  gr_state_release(&c.s);
+  gr_masker_release(&k);
+  brisk_grammar_free(g);
+  g = compile(BRISK_CONSTRAINT_GBNF, "root ::= \"z\"");
+  assert_int_equal(gr_vocab_build_texts(10, texts, len, &eog, 1, &v), BRISK_OK);
+  assert_int_equal(gr_masker_init_vocab(&k, g, &v), BRISK_OK);
+  assert_int_equal(gr_state_init(&k, &c.s), BRISK_OK);
+  assert_int_equal(brisk_sampler_sample_logits(s, logits, 10, &tok), BRISK_E_INVALID_STATE);
+  brisk_sampler_free(s);
+  brisk_sampler_free(other);
+  brisk_sampler_free(banned);
+  gr_state_release(&c.s);
+  gr_masker_release(&k);
+  brisk_grammar_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_grammars), cmocka_unit_test(test_accept_reject),
       cmocka_unit_test(test_errors),         cmocka_unit_test(test_mask_property),
       cmocka_unit_test(test_spm_vocab),      cmocka_unit_test(test_oom),
+      cmocka_unit_test(test_sampler_mask),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
