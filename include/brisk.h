@@ -1741,6 +1741,168 @@ BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *engine,
  * concurrently with brisk_engine_step. */
 BRISK_API brisk_status brisk_engine_reset_metrics(brisk_engine *engine);
 
+/* ---- Structured output: decoding constraints -------------------------- */
+/*
+ * A constraint limits generated text to a formal language: a GBNF grammar
+ * (llama.cpp's format), a JSON Schema, any JSON object (JSON mode) or a
+ * regular expression. At each step it gives the tokens whose text keeps
+ * the output a prefix of some string of the language (a bitset over the
+ * vocabulary), and end-of-generation tokens only once the output is a
+ * whole string of it; sampling picks among those only. So a request that
+ * ends by an end-of-generation token has produced a string of the
+ * language, and one cut by max_tokens a prefix of one.
+ *
+ * Using it through the engine (one constraint per request):
+ *
+ *   brisk_constraint_params cp;
+ *   brisk_constraint_params_init(&cp);
+ *   cp.kind = BRISK_CONSTRAINT_JSON_SCHEMA;
+ *   cp.text = "{\"type\": \"object\", \"properties\": {...}}";
+ *   brisk_engine_submit_constrained(engine, &request_params, &cp, &id);
+ *
+ * and, for a hand-written decoding loop: brisk_grammar_compile once,
+ * brisk_constraint_create per generation, brisk_sampler_set_constraint,
+ * then after each sample brisk_constraint_accept(c, token).
+ *
+ * Masks are cached per matcher state, so after the first few steps of a
+ * generation most steps reuse a mask (see docs/performance.md for the
+ * cost); a new state costs one walk over the vocabulary.
+ */
+
+typedef enum brisk_constraint_kind {
+  BRISK_CONSTRAINT_NONE = 0,
+  /* text: GBNF rules; generation starts at the rule named `root`. */
+  BRISK_CONSTRAINT_GBNF = 1,
+  /* text: a JSON Schema (the supported keywords are listed in
+   * docs/structured-output.md; any other constraining keyword is an error,
+   * never ignored, so accepted output always validates). */
+  BRISK_CONSTRAINT_JSON_SCHEMA = 2,
+  /* Any JSON object (RFC 8259); text is ignored. */
+  BRISK_CONSTRAINT_JSON = 3,
+  /* text: a regular expression (Python `re` syntax, ASCII classes) that the
+   * whole output must match, as re.fullmatch. */
+  BRISK_CONSTRAINT_REGEX = 4
+} brisk_constraint_kind;
+
+typedef struct brisk_constraint_params {
+  uint32_t struct_size;       /* sizeof(brisk_constraint_params) */
+  brisk_constraint_kind kind; /* default BRISK_CONSTRAINT_NONE */
+  const char *text;           /* NUL-terminated UTF-8, copied; NULL for JSON mode */
+  const char *root;           /* GBNF start rule; NULL (default) = "root" */
+} brisk_constraint_params;
+
+/* Fills *params with defaults (including struct_size). NULL is ignored. */
+BRISK_API void brisk_constraint_params_init(brisk_constraint_params *params);
+
+/* A compiled constraint: immutable once made, so one may be shared by any
+ * number of threads and constraints. */
+typedef struct brisk_grammar brisk_grammar;
+
+/*
+ * Compiles params into *out. BRISK_E_INVALID_ARGUMENT for NULL arguments,
+ * a bad struct_size or kind, or invalid text, with a message naming the
+ * position: "grammar: line L column C: ..." for GBNF (or the rule, for an
+ * undefined, left-recursive or never-ending one), "json_schema: at
+ * /properties/age: ..." for a schema (JSON syntax errors give line and
+ * column), "regex: position N: ..." for a regular expression;
+ * BRISK_E_OUT_OF_MEMORY. On failure *out is untouched.
+ */
+BRISK_API brisk_status brisk_grammar_compile(const brisk_constraint_params *params,
+                                             brisk_grammar **out);
+
+/* Frees the grammar. NULL is a no-op. Constraints made from it must be
+ * freed first. */
+BRISK_API void brisk_grammar_free(brisk_grammar *grammar);
+
+/* The GBNF text the grammar was compiled from (for a schema or regex, the
+ * grammar generated from it), valid as long as the grammar. */
+BRISK_API const char *brisk_grammar_gbnf(const brisk_grammar *grammar);
+
+/* One generation's position in a grammar, bound to a model's vocabulary.
+ * Not thread-safe; must not outlive the grammar or the model. */
+typedef struct brisk_constraint brisk_constraint;
+
+/*
+ * Makes a constraint at the start of `grammar` for the vocabulary of
+ * `model` (token texts as brisk_token_to_piece gives them; control tokens
+ * other than end-of-generation ones are never allowed). Costs a sort of
+ * the vocabulary. BRISK_E_INVALID_ARGUMENT for NULL arguments,
+ * BRISK_E_UNSUPPORTED for a model without a vocabulary,
+ * BRISK_E_OUT_OF_MEMORY.
+ */
+BRISK_API brisk_status brisk_constraint_create(const brisk_model *model,
+                                               const brisk_grammar *grammar,
+                                               brisk_constraint **out);
+
+/* Frees the constraint. NULL is a no-op. */
+BRISK_API void brisk_constraint_free(brisk_constraint *constraint);
+
+/*
+ * The tokens allowed next: *mask points at (n_vocab + 31) / 32 words, token
+ * t allowed when bit t % 32 of word t / 32 is set, valid until the next
+ * call on this constraint; *n_allowed (may be NULL) receives how many.
+ * n_allowed 0 means the constraint cannot go on with this vocabulary (a
+ * character no token can produce). Errors: BRISK_E_INVALID_ARGUMENT for
+ * NULL arguments or a grammar too ambiguous for the matcher's limits,
+ * BRISK_E_OUT_OF_MEMORY.
+ */
+BRISK_API brisk_status brisk_constraint_mask(brisk_constraint *constraint, const uint32_t **mask,
+                                             int32_t *n_allowed);
+
+/*
+ * Advances over token `token`, which must be allowed (as the mask says);
+ * BRISK_E_INVALID_ARGUMENT otherwise, with the state unchanged. An
+ * end-of-generation token is allowed once the output is complete and ends
+ * the constraint (afterwards only end-of-generation tokens are allowed).
+ */
+BRISK_API brisk_status brisk_constraint_accept(brisk_constraint *constraint, int32_t token);
+
+/* Nonzero when the text accepted so far is a whole string of the language. */
+BRISK_API int brisk_constraint_is_complete(const brisk_constraint *constraint);
+
+/* Back to the start of the grammar (the mask cache is kept). NULL is a no-op. */
+BRISK_API void brisk_constraint_reset(brisk_constraint *constraint);
+
+/*
+ * Makes `sampler` sample only tokens `constraint` allows: each sample first
+ * sets the logits of the other tokens to -inf (before bias and penalties;
+ * the last log-probabilities then show them as -inf). The sampler borrows
+ * the constraint (NULL removes it); the caller accepts each token into it
+ * with brisk_constraint_accept. Sampling with a constraint that allows no
+ * token fails with BRISK_E_INVALID_STATE. Both must share one vocabulary
+ * (BRISK_E_INVALID_ARGUMENT otherwise). brisk_spec_round refuses a sampler
+ * with a constraint (BRISK_E_UNSUPPORTED): it produces several tokens at
+ * once; the engine's constrained requests speculate exactly instead.
+ */
+BRISK_API brisk_status brisk_sampler_set_constraint(brisk_sampler *sampler,
+                                                    brisk_constraint *constraint);
+
+/*
+ * brisk_engine_submit with a constraint on every completion of the
+ * request (NULL or kind BRISK_CONSTRAINT_NONE: none). The constraint is
+ * compiled here, so an invalid grammar or schema is an error of this call
+ * (messages as brisk_grammar_compile's). Speculative decoding by prompt
+ * lookup stays exact: each drafted token is checked against the
+ * constraint as it is verified. Drafting with a draft model
+ * (spec_draft_model) is not supported with a constraint
+ * (BRISK_E_UNSUPPORTED). Once the output is complete the constraint
+ * allows end-of-generation tokens (and whatever may still extend it), so a
+ * completion normally ends with BRISK_FINISH_EOG (or LENGTH, STOP as
+ * usual); one whose constraint allows no token of the vocabulary finishes
+ * with BRISK_FINISH_CONSTRAINT (token -1), or with BRISK_FINISH_STOP when
+ * the output is complete but the vocabulary has no end-of-generation
+ * token. Thread safety as brisk_engine_submit; `constraint` and its text
+ * are only read during the call.
+ */
+BRISK_API brisk_status brisk_engine_submit_constrained(brisk_engine *engine,
+                                                       const brisk_request_params *params,
+                                                       const brisk_constraint_params *constraint,
+                                                       uint64_t *id);
+
+/* Finish reason of a constrained completion that could not go on: no token
+ * of the vocabulary continues the constraint (never garbage output). */
+#  define BRISK_FINISH_CONSTRAINT ((brisk_finish_reason)6)
+
 #endif /* BRISK_EXPERIMENTAL */
 
 #ifdef __cplusplus

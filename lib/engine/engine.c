@@ -149,6 +149,7 @@ void brisk_engine_request_free(brisk_engine_request *r) {
   if (!r) return;
   brisk_seq_swap_release(&r->swap);
   brisk_sampler_free(r->sampler);
+  brisk_constraint_free(r->constraint);
   brisk_stopper_free(r->stopper);
   brisk_free(r->tokens);
   brisk_free(r->draft);
@@ -393,6 +394,11 @@ static brisk_status make_request(brisk_engine *e, const brisk_request_params *p,
 
 BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_params *params,
                                            uint64_t *id) {
+  return brisk_engine_submit_with(e, params, NULL, id);
+}
+
+brisk_status brisk_engine_submit_with(brisk_engine *e, const brisk_request_params *params,
+                                      const brisk_constraint_params *constraint, uint64_t *id) {
   if (!e || !params || !id)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_engine_submit: engine, params and id must be set");
@@ -402,6 +408,10 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_
   if (st) return st;
   brisk_engine_request *first = NULL, *last = NULL;
   if ((st = make_request(e, &p, &first, &last))) return st;
+  if (constraint && (st = brisk_engine_constrain(e, first, constraint))) {
+    free_chain(first);
+    return st;
+  }
   uint64_t now = brisk_now_ns();
   pthread_mutex_lock(&e->mu);
   uint64_t rid = ++e->last_id;

@@ -12,6 +12,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
+struct brisk_constraint; /* brisk.h's experimental section */
+struct brisk_constraint_params;
+
 typedef enum brisk_engine_req_state {
   BRISK_REQ_FORK_WAIT = -1, /* a completion i > 0 waiting for completion 0's prefill */
   BRISK_REQ_WAITING = 0,    /* queued for admission (new or preempted) */
@@ -44,6 +47,7 @@ typedef struct brisk_engine_request {
   int32_t seq;          /* KV sequence id while running, else -1 */
   uint64_t sched_stamp; /* step number in which it was last scheduled */
   brisk_sampler *sampler;
+  struct brisk_constraint *constraint; /* its output's constraint (set on the sampler), or NULL */
   brisk_stopper *stopper; /* text and stop strings; NULL for a model without vocabulary */
   brisk_engine_req_state state;
   brisk_finish_reason reason;
@@ -162,6 +166,18 @@ static inline int brisk_engine_ranks_before(const brisk_engine_request *a,
 }
 
 void brisk_engine_request_free(brisk_engine_request *r);
+
+/* brisk_engine_submit with an optional constraint (NULL: none). */
+brisk_status brisk_engine_submit_with(brisk_engine *e, const brisk_request_params *params,
+                                      const struct brisk_constraint_params *constraint,
+                                      uint64_t *id);
+/* Gives each completion of the request starting at `first` a constraint
+ * compiled from cp (engine/constraint.c); errors as brisk_grammar_compile. */
+brisk_status brisk_engine_constrain(brisk_engine *e, brisk_engine_request *first,
+                                    const struct brisk_constraint_params *cp);
+/* Before sampling completion r (which has a constraint): BRISK_FINISH_NONE
+ * if some token is allowed, else the reason to finish with. */
+brisk_finish_reason brisk_engine_constraint_blocked(brisk_engine_request *r);
 /* A whole request's timeline (completion 0 = leader, then the others):
  * first token of any completion, last finish (0 while one is open), tokens
  * summed; for the stats and the metrics. */

@@ -425,8 +425,14 @@ static void emit(brisk_engine *e, brisk_engine_request *r, int32_t entry, int32_
  * error. */
 static void produce(brisk_engine *e, brisk_engine_request *r, int32_t entry) {
   int32_t tok;
+  brisk_finish_reason blocked = r->constraint ? brisk_engine_constraint_blocked(r) : 0;
+  if (blocked != BRISK_FINISH_NONE) {
+    finish(e, r, -1, NULL, blocked);
+    return;
+  }
   if (brisk_sampler_sample(r->sampler, e->ctx, entry, &tok) ||
-      brisk_sampler_accept(r->sampler, tok)) {
+      brisk_sampler_accept(r->sampler, tok) ||
+      (r->constraint && brisk_constraint_accept(r->constraint, tok))) {
     fail(e, r, -1);
     return;
   }

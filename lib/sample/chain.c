@@ -1,6 +1,8 @@
 /* One sampling step over a row of logits: bias, penalties, temperature,
  * truncation (top-k, top-p, min-p, typical-p), the draw, and the
  * log-probabilities. Probabilities are computed in double. */
+#include "grammar/grammar.h"
+
 #include "core/error.h"
 #include "sample/sampler.h"
 
@@ -37,6 +39,24 @@ static brisk_status prepare(brisk_sampler *s, const float *logits, double *lmax)
                          (double)l);
     c[t].logit = l;
     c[t].id = t;
+  }
+  if (s->constraint) {
+    /* The constraint's mask first: forbidden tokens stay -inf through
+     * bias and penalties. */
+    const uint32_t *mask;
+    int32_t n_allowed;
+    brisk_status st = brisk_constraint_mask(s->constraint, &mask, &n_allowed);
+    if (st) return st;
+    if (n_allowed == 0)
+      return brisk_error(BRISK_E_INVALID_STATE,
+                         "sampler: the constraint allows no token (it cannot go on with this "
+                         "vocabulary)");
+    for (int32_t w = 0; w < (s->n_vocab + 31) / 32; w++) {
+      uint32_t bits = mask[w];
+      if (bits == UINT32_MAX) continue;
+      for (int32_t t = w * 32; t < w * 32 + 32 && t < s->n_vocab; t++)
+        if (!(bits >> (t % 32) & 1)) c[t].logit = -INFINITY;
+    }
   }
   for (size_t b = 0; b < s->params.n_logit_bias; b++) {
     brisk_sample_cand *e = &c[s->bias[b].token];

@@ -1,5 +1,6 @@
 /* The public sampler API: parameters, lifetime, the penalty window and the
  * log-probabilities of the last sample. The chain itself is in chain.c. */
+#include "grammar/grammar.h"
 #include "sample/sampler.h"
 
 #include "core/abi.h"
@@ -197,5 +198,17 @@ BRISK_API brisk_status brisk_sampler_last_logprobs(const brisk_sampler *s, int32
   if (capacity < total)
     return brisk_error(BRISK_E_BUFFER_TOO_SMALL,
                        "brisk_sampler_last_logprobs: capacity %zu < %zu entries", capacity, total);
+  return BRISK_OK;
+}
+
+BRISK_API brisk_status brisk_sampler_set_constraint(brisk_sampler *s, brisk_constraint *c) {
+  if (!s)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_sampler_set_constraint: sampler is NULL");
+  if (c && c->k->v.n_vocab != s->n_vocab)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_sampler_set_constraint: the constraint's vocabulary has %d tokens, "
+                       "the sampler's %d",
+                       c->k->v.n_vocab, s->n_vocab);
+  s->constraint = c;
   return BRISK_OK;
 }

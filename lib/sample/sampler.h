@@ -19,6 +19,7 @@ struct brisk_sampler {
   int32_t *lp_tokens; /* [n_logprobs + 1] of the last sample */
   float *lp_values;   /* [n_logprobs + 1] */
   int have_logprobs;
+  struct brisk_constraint *constraint; /* borrowed; NULL = none */
 };
 
 /* brisk_sampler_create for a vocabulary size instead of a model: what the

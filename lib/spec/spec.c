@@ -171,6 +171,12 @@ BRISK_API brisk_status brisk_spec_round(brisk_spec *sp, int32_t seq, brisk_sampl
                                         size_t capacity, size_t *n_out) {
   brisk_status st = check_round(sp, seq, s, tokens, n, out, capacity, n_out);
   if (st) return st;
+  /* A round produces several tokens without a chance to advance the
+   * sampler's constraint between them. */
+  if (s->constraint)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "brisk_spec_round: the sampler has a constraint (use the engine's "
+                       "prompt-lookup speculation with brisk_engine_submit_constrained)");
   brisk_spec_seq *ss = &sp->seqs[seq];
   size_t k = (size_t)(sp->params.adaptive ? ss->k : sp->params.n_draft);
   if (k > capacity - 1) k = capacity - 1;

