@@ -118,22 +118,24 @@ static const char *set_value(const cli_opt *o, const char *v, char *buf, size_t 
   return buf;
 }
 
-static size_t edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b), row[64];
+/* Edits (insert, delete, replace, swap two neighbours) from a to b: a typo
+ * such as "--hepl" is one edit from "--help". */
+size_t cli_edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b), d[64][64];
   if (la >= 63 || lb >= 63) return 99;
-  for (size_t j = 0; j <= lb; j++) row[j] = j;
-  for (size_t i = 1; i <= la; i++) {
-    size_t diag = row[0];
-    row[0] = i;
+  for (size_t i = 0; i <= la; i++) d[i][0] = i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+  for (size_t i = 1; i <= la; i++)
     for (size_t j = 1; j <= lb; j++) {
-      size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-      if (up + 1 < best) best = up + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      row[j] = best;
-      diag = up;
+      size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+          d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
     }
-  }
-  return row[lb];
+  return d[la][lb];
 }
 
 static int unknown_option(const cli_spec *s, const char *arg) {
@@ -151,7 +153,7 @@ static int unknown_option(const cli_spec *s, const char *arg) {
       const char *ln = g < s->n_groups ? s->groups[g].opts[i].long_name : builtin[i];
       if (!ln) continue;
       snprintf(cand, sizeof cand, "--%s", ln);
-      size_t d = edit_distance(name, cand);
+      size_t d = cli_edit_distance(name, cand);
       if (d < best_d) best_d = d, best = ln, snprintf(best_name, sizeof best_name, "%s", cand);
     }
   }
@@ -208,6 +210,9 @@ int cli_parse(const cli_spec *s, int argc, char **argv) {
     if (a[1] == '-') {
       size_t len = strcspn(a + 2, "=");
       o = find_long(s, a + 2, len);
+      if (!o &&
+          ((len == 4 && !strncmp(a + 2, "help", 4)) || (len == 7 && !strncmp(a + 2, "version", 7))))
+        return cli_usage_error(s->cmd, "--%.*s takes no value", (int)len, a + 2);
       if (!o) return unknown_option(s, a);
       if (a[2 + len] == '=') inline_val = a + 3 + len;
       snprintf(name, sizeof name, "--%s", o->long_name);

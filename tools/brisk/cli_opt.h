@@ -102,6 +102,10 @@ void cli_print_help(const cli_spec *spec, FILE *out);
  * combinations of options that the tables alone cannot check. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Typo distance between two words (insertions, deletions, replacements and
+ * swaps of neighbours), for "did you mean" suggestions. */
+size_t cli_edit_distance(const char *a, const char *b);
+
 /* The highest -t a command accepts: 4 per processor, at most 1024 (more
  * workers than that only contend for the cores). */
 int cli_max_threads(void);

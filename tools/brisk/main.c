@@ -44,24 +44,6 @@ static void usage(FILE *out) {
                "(docs/cli.md, man brisk-COMMAND).\n");
 }
 
-static size_t distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b), row[64];
-  if (la >= 63 || lb >= 63) return 99;
-  for (size_t j = 0; j <= lb; j++) row[j] = j;
-  for (size_t i = 1; i <= la; i++) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= lb; j++) {
-      size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-      if (up + 1 < best) best = up + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      row[j] = best;
-      diag = up;
-    }
-  }
-  return row[lb];
-}
-
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -93,7 +75,7 @@ int main(int argc, char **argv) {
   const char *best = NULL;
   size_t best_d = 3;
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-    size_t d = distance(name, commands[i].name);
+    size_t d = cli_edit_distance(name, commands[i].name);
     if (d < best_d) best_d = d, best = commands[i].name;
   }
   if (best)
