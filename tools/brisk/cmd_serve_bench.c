@@ -6,6 +6,7 @@
 #include "bench_util.h"
 #include "cli.h"
 #include "cli_opt.h"
+#include "load_progress.h"
 #include "serve_plots.h"
 #include "serve_run.h"
 #include "svg.h"
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int cmd_serve_bench(int argc, char **argv);
 
@@ -149,7 +151,8 @@ static int parse_args(int argc, char **argv, opts *o) {
       .usage = "-m MODEL [options] [--json]",
       .summary = "Runs a synthetic serving workload in real time through the engine (and, with\n"
                  "--compare, a static-batching baseline and other configurations): TTFT, TPOT\n"
-                 "and end-to-end percentiles, throughput, goodput; SVG plots with --out-dir.",
+                 "and end-to-end percentiles, throughput, goodput; SVG plots with --out-dir.\n"
+                 "On a terminal a progress bar on stderr counts the runs.",
       .groups = groups,
       .n_groups = sizeof groups / sizeof groups[0],
       .epilog = "docs/cli.md describes the workload, the configurations and the output.",
@@ -383,6 +386,8 @@ int cmd_serve_bench(int argc, char **argv) {
   sb_record *runs = brisk_calloc((size_t)n_runs_max, sizeof *runs);
   int n_runs = 0;
   bool ok = runs != NULL;
+  const bool show_bar = isatty(STDERR_FILENO);
+  cli_bar bar = {.label = "serve-bench"};
   for (int ri = 0; ok && ri < o.n_rates; ri++) {
     wl_spec spec = o.spec;
     spec.rate = o.rates[ri];
@@ -392,7 +397,16 @@ int cmd_serve_bench(int argc, char **argv) {
       sb_record *r = &runs[n_runs];
       r->c = &configs[ci];
       r->rate = spec.rate;
-      if (!o.json) fprintf(stderr, "# %s at %g req/s ...\n", r->c->name, r->rate);
+      /* Progress: a bar on a terminal (also with --json: it is stderr), a
+       * line per run otherwise. */
+      if (show_bar) {
+        char extra[128];
+        snprintf(extra, sizeof extra, "run %d/%d: %.80s at %g req/s", n_runs + 1,
+                 o.n_rates * n_configs, r->c->name, r->rate);
+        cli_bar_draw(&bar, (double)n_runs / (o.n_rates * n_configs), extra);
+      } else if (!o.json) {
+        fprintf(stderr, "# %s at %g req/s ...\n", r->c->name, r->rate);
+      }
       if (!(ok = sb_run(&common, r->c, &w, &r->res))) break;
       n_runs++;
       if (!(ok = sb_summarize_run(r->res.req, w.n, r->res.duration_s, &o.slo, &r->sum)))
@@ -402,6 +416,7 @@ int cmd_serve_bench(int argc, char **argv) {
     }
     wl_free(&w);
   }
+  cli_bar_clear(&bar);
   bench_load_avg(load_after, sizeof load_after);
   if (ok && o.out_dir) ok = sb_write_plots(o.out_dir, runs, n_runs, o.spec.n_requests);
 
