@@ -4,7 +4,8 @@ marked `/* getting-started: NAME */` is compiled against the built library
 (with -Wall -Wextra -Werror) and run on stories260K, and its greedy text is
 the text `brisk run --raw` generates for the same prompt (the engine's
 three requests too, each as if alone).
-Usage: test_docs.py SOURCE_ROOT BUILD_ROOT BRISK_BINARY SHARED_DIR."""
+Usage: test_docs.py SOURCE_ROOT BUILD_ROOT BRISK_BINARY SHARED_DIR [SANITIZE]
+(SANITIZE: the build's b_sanitize, so the programs link a sanitized library)."""
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import sys
 import tempfile
 
 root, build, brisk, shared = sys.argv[1:5]
+sanitize = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] not in ("", "none") else None
 stories = os.path.join(shared, "models", "stories260K.gguf")
 cc = shutil.which("cc") or shutil.which("gcc")
 if not os.path.exists(stories) or not cc:
@@ -42,7 +44,8 @@ with tempfile.TemporaryDirectory() as d:
         exe[name] = os.path.join(d, name)
         subprocess.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", src, "-o", exe[name],
                         "-I" + os.path.join(root, "include"), "-L" + lib_dir, "-lbrisk",
-                        "-Wl,-rpath," + lib_dir], check=True)
+                        "-Wl,-rpath," + lib_dir] + ([f"-fsanitize={sanitize}"] if sanitize else []),
+                       check=True)
     p = subprocess.run([exe["generate"], stories, "Once upon a time"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr

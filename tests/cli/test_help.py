@@ -90,6 +90,8 @@ assert max_threads == min(1024, 4 * os.cpu_count()) and max_threads < 1000, line
 usage_error(["run", "--tmep", "1"], "did you mean '--temp'")
 usage_error(["run", "--top_k", "1"], "did you mean '--top-k'")
 usage_error(["run", "-p", "x", "-f", "y"], "-p or -f")
+usage_error(["run", "--chat", "--json"], "--chat does not combine")
+usage_error(["run", "--chat", "--raw"], "--chat does not combine")
 usage_error(["bench", "--ngram", "3,2"], "--ngram '3,2'", "MIN,MAX")
 usage_error(["bench", "-p", "1", "-n", "1"], "exactly one of")
 usage_error(["serve-bench", "--preempt", "later"], "--preempt 'later'", "recompute, swap")

@@ -78,7 +78,7 @@ assert p.returncode == 0 and "training context of 512" in p.stderr, p.stderr
 assert "warning" not in run(*base, "--json").stderr
 
 run("run", "-m", stories, "--chat", "-n", "2", ok=False, code=1)  # no chat template
-run("run", "-m", stories, "--raw", "--chat", ok=False)
+run("run", "-m", stories, "--raw", "--chat", ok=False, code=2)
 
 smol = smol_path()
 if not smol:

@@ -172,6 +172,8 @@ int cmd_run(int argc, char **argv) {
   int prc = parse(&o, argc, argv);
   if (prc != CLI_CONTINUE) return prc;
   if (o.prompt && o.file) return cli_usage_error("run", "give -p or -f, not both");
+  if (o.chat && (o.json || o.raw))
+    return cli_usage_error("run", "--chat does not combine with --json or --raw");
   /* Any sampling flag means sampling: without --temp it gets the default. */
   if (o.sampling_given && !o.temp_given) o.sp.temperature = RUN_DEFAULT_TEMP;
 
@@ -213,11 +215,6 @@ int cmd_run(int argc, char **argv) {
   const bool templated = has_template && !o.raw;
   if (o.chat && !has_template) {
     cli_fail("run", "the model has no chat template brisk recognizes; pass --chat-template NAME");
-    goto done;
-  }
-  if (o.raw && o.chat) {
-    cli_usage_error("run", "--raw does not combine with --chat");
-    rc = CLI_EXIT_USAGE;
     goto done;
   }
   if (!o.chat) {
