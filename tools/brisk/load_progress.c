@@ -1,5 +1,7 @@
 #include "load_progress.h"
 
+#include "core/cpu.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -116,7 +118,10 @@ brisk_status cli_load_model(const char *path, const brisk_model_params *mp, bool
   file_list l = {0};
   list_files(path, &l);
   cli_bar bar = {.label = "loading"};
-  if (!mp->vocab_only) read_through(&l, &bar);
+  /* Reading ahead pays only when the page cache can keep what is read;
+   * a model larger than that would be read twice. */
+  const uint64_t avail = brisk_memory_available();
+  if (!mp->vocab_only && (avail == 0 || l.total <= avail / 4 * 3)) read_through(&l, &bar);
   brisk_model_params p = *mp;
   p.progress = on_progress;
   p.progress_user_data = &bar;

@@ -4,7 +4,8 @@
  * cli_load_model first reads the file(s) through the page cache, with a bar
  * in bytes, then shows the loader's own progress (repacking, checks), so the
  * bar moves while the time goes and the first decode finds the pages in
- * memory. */
+ * memory. A model larger than 3/4 of the available memory is not read
+ * ahead (the cache could not keep it): only the loader's progress shows. */
 #ifndef BRISK_TOOLS_LOAD_PROGRESS_H
 #define BRISK_TOOLS_LOAD_PROGRESS_H
 
