@@ -79,6 +79,8 @@ assert "warning" not in run(*base, "--json").stderr
 
 run("run", "-m", stories, "--chat", "-n", "2", ok=False, code=1)  # no chat template
 run("run", "-m", stories, "--raw", "--chat", ok=False, code=2)
+p = run("run", "-m", stories, "--system", "Be brief.", ok=False, code=2)  # no template
+assert "--system needs the chat template" in p.stderr, p.stderr
 
 smol = smol_path()
 if not smol:

@@ -217,6 +217,11 @@ int cmd_run(int argc, char **argv) {
     cli_fail("run", "the model has no chat template brisk recognizes; pass --chat-template NAME");
     goto done;
   }
+  if (o.system && !templated) {
+    rc = cli_usage_error("run", "--system needs the chat template (%s)",
+                         o.raw ? "not --raw" : "the model has none; pass --chat-template NAME");
+    goto done;
+  }
   if (!o.chat) {
     uint32_t flags = BRISK_TOKENIZE_ADD_SPECIAL | (templated ? BRISK_TOKENIZE_PARSE_SPECIAL : 0);
     if (render_prompt(&o, r.m, text, templated, &prompt) ||
