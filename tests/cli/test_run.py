@@ -113,4 +113,10 @@ assert "unknown command /nonsense" in out, out
 assert "(system message set)" in out and "(system message removed)" in out, out
 assert "(conversation cleared)" in out, out
 assert "Berlin" not in out, out  # nothing after /bye
+# A turn that no longer fits the context is refused with a message, and the
+# chat goes on (/clear makes room again).
+p = run("run", "-m", smol, "-t", "1", "--chat", "-n", "12", "-c", "80",
+        stdin="What is the capital of France?\n" + "word " * 100 + "\n/clear\nWhat is the capital of Italy?\n")
+assert p.returncode == 0, p.stderr
+assert "no longer fits the context" in p.stderr and "Paris" in p.stdout and "Rome" in p.stdout, (p.stdout, p.stderr)
 print("cli run: all checks passed")
