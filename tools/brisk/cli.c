@@ -13,10 +13,11 @@ int cli_fail(const char *cmd, const char *fmt, ...) {
   return 1;
 }
 
-size_t cli_utf8_valid_prefix(const unsigned char *p, size_t n) {
+size_t cli_utf8_char(const unsigned char *p, size_t n, bool *valid) {
+  *valid = false;
   if (!n) return 0;
   unsigned c = p[0];
-  if (c < 0x80) return 1;
+  if (c < 0x80) return *valid = true, 1;
   size_t len;
   unsigned lo = 0x80, hi = 0xbf; /* the range of the second byte */
   if (c >= 0xc2 && c <= 0xdf)
@@ -30,23 +31,31 @@ size_t cli_utf8_valid_prefix(const unsigned char *p, size_t n) {
     if (c == 0xf0) lo = 0x90;
     if (c == 0xf4) hi = 0x8f; /* nothing above U+10FFFF */
   } else
-    return 0;
-  if (n < len || p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < len; i++)
-    if ((p[i] & 0xc0) != 0x80) return 0;
-  return len;
+    return 1;
+  /* An invalid sequence is replaced as its maximal subpart (Unicode 3.9,
+   * U+FFFD substitution): the lead byte and the continuation bytes that
+   * were right so far count as one. */
+  size_t k = 1;
+  if (k < n && p[k] >= lo && p[k] <= hi)
+    k++;
+  else
+    return 1;
+  while (k < len && k < n && (p[k] & 0xc0) == 0x80) k++;
+  *valid = k == len;
+  return k;
 }
 
 void cli_json_bytes(FILE *out, const char *s, size_t n) {
   const unsigned char *p = (const unsigned char *)s, *end = p + n;
   fputc('"', out);
   while (p < end) {
-    size_t k = cli_utf8_valid_prefix(p, (size_t)(end - p));
-    if (k == 0) {
+    bool valid;
+    size_t k = cli_utf8_char(p, (size_t)(end - p), &valid);
+    if (!valid) {
       /* Not UTF-8 on its own (e.g. half of a character in a byte-level
        * token): the replacement character keeps the output valid JSON. */
       fputs("\\ufffd", out);
-      p++;
+      p += k;
       continue;
     }
     if (k > 1) {

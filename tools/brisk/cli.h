@@ -13,15 +13,17 @@ typedef int (*cli_command_fn)(int argc, char **argv);
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Writes s as a JSON string literal (quotes and escapes included). Bytes
- * that are not valid UTF-8 become U+FFFD, so the output always parses. */
+ * that are not valid UTF-8 become U+FFFD (one per maximal invalid subpart),
+ * so the output always parses. */
 void cli_json_string(FILE *out, const char *s);
 
 /* cli_json_string for n bytes that need not end in NUL (NULs escaped). */
 void cli_json_bytes(FILE *out, const char *s, size_t n);
 
-/* Length of the valid UTF-8 character at p (n bytes available), 0 if the
- * bytes there are not one. */
-size_t cli_utf8_valid_prefix(const unsigned char *p, size_t n);
+/* The UTF-8 character at p (n >= 1 bytes available): its length, *valid
+ * set; or, for bytes that are not one, the length of the invalid part to
+ * replace by one U+FFFD (its maximal subpart, as Unicode recommends). */
+size_t cli_utf8_char(const unsigned char *p, size_t n, bool *valid);
 
 /* True if argv contains exactly `flag` (e.g. "--json"). */
 bool cli_has_flag(int argc, char **argv, const char *flag);
