@@ -93,6 +93,16 @@ if stories and os.path.exists(stories):
                  "--output-len", "2", "--kv-tokens", "64", "-t", "1")
         assert t.wait() == 0, t.buf
         assert b"serve-bench [" in t.buf and b"run 1/2: continuous at 0 req/s" in t.buf, t.buf
+        # A prompt of many chunks shows its prefill, then the prompt is
+        # echoed whole (the bar shared its line and was erased first).
+        long = os.path.join(d, "long.txt")
+        with open(long, "w") as f:
+            f.write("Once upon a time there was a girl. " * 60 + "THE END")
+        t = Term("run", "-m", stories, "-t", "1", "-f", long, "-n", "2", "-c", "4096")
+        assert t.wait() == 0, t.buf
+        bar = t.buf.find(b"prompt [")
+        assert bar >= 0 and b" tokens" in t.buf[bar:], t.buf[-400:]
+        assert t.buf.find(b"THE END", bar) > bar, t.buf[-400:]
 
 t = Term("run", "-m", smol, "-t", "1", "--chat", "-n", "400", "-p", "What is the capital of France?")
 # Loading shows progress through the reading of the weights, then the load.

@@ -261,6 +261,7 @@ int cmd_run(int argc, char **argv) {
   cp.kv_tokens = r.cap_kv;
   cp.abort_callback = run_abort_cb;
   r.max_batch = cp.max_batch_tokens;
+  r.show_progress = isatty(STDERR_FILENO) && !o.json;
   r.kv_tokens = malloc((size_t)r.cap_kv * sizeof *r.kv_tokens);
   if (!r.kv_tokens || brisk_context_create(r.m, &cp, &r.ctx) != BRISK_OK ||
       brisk_batch_create(cp.max_batch_tokens, &r.batch) != BRISK_OK ||
@@ -275,9 +276,10 @@ int cmd_run(int argc, char **argv) {
   }
   /* Ctrl-C stops the generation; the text so far and the speed are kept. */
   run_catch_interrupt();
-  if (!o.json && !templated) fputs(text, stdout), fflush(stdout);
   r.start_s = run_now_s();
   brisk_status st = run_sync_prompt(&r, toks, n_prompt);
+  /* The prompt is echoed after its prefill, whose bar shares the line. */
+  if (!st && !o.json && !templated) fputs(text, stdout), fflush(stdout);
   if (!st) st = run_generate(&r, o.n_gen, o.json ? NULL : stdout, &out_text, &out_len);
   signal(SIGINT, SIG_DFL);
   if (st && st != BRISK_E_CANCELLED) {

@@ -1,5 +1,7 @@
 #include "run_gen.h"
 
+#include "load_progress.h"
+
 #include "core/error.h"
 
 #include <stdlib.h>
@@ -53,7 +55,15 @@ brisk_status run_sync_prompt(runner *r, const int32_t *toks, int32_t n) {
   if (st) return st;
   r->n_kv = keep;
   double t0 = run_now_s();
+  /* A long prompt takes seconds: on a terminal a bar shows it advance. */
+  cli_bar bar = {.label = "prompt"};
+  const bool bar_on = r->show_progress && n - keep > r->max_batch;
   for (int32_t i = keep; i < n && !st;) {
+    if (bar_on) {
+      char extra[64];
+      snprintf(extra, sizeof extra, "%d / %d tokens", i, n);
+      cli_bar_draw(&bar, (double)(i - keep) / (double)(n - keep), extra);
+    }
     int32_t from = i;
     brisk_batch_clear(r->batch);
     for (; i < n && brisk_batch_size(r->batch) < r->max_batch; i++)
@@ -65,6 +75,7 @@ brisk_status run_sync_prompt(runner *r, const int32_t *toks, int32_t n) {
       r->n_kv = i;
     }
   }
+  cli_bar_clear(&bar);
   r->prefill_s += run_now_s() - t0;
   r->n_prefilled += r->n_kv - keep;
   if (st == BRISK_E_CANCELLED) r->interrupted = true;

@@ -28,6 +28,7 @@ typedef struct runner {
   int32_t n_prefilled, n_generated;
   brisk_stop_reason last_stop; /* why the last generate ended */
   bool interrupted;            /* the last prefill or generation was stopped by Ctrl-C */
+  bool show_progress;          /* a bar on stderr for prefills of several chunks */
 } runner;
 
 /* Set by the SIGINT handler, cleared by the code that acts on it. */
