@@ -366,7 +366,7 @@ int cmd_serve_bench(int argc, char **argv) {
   brisk_model_params mp;
   cli_model_params(&o.load, &mp);
   brisk_model *m = NULL;
-  if (brisk_model_load(o.model, &mp, &m) != BRISK_OK)
+  if (cli_load_model(o.model, &mp, isatty(STDERR_FILENO), &m) != BRISK_OK)
     return cli_fail("serve-bench", "%s", brisk_last_error());
   o.spec.n_vocab = brisk_model_n_vocab(m);
   const sb_common common = {.model = m,
