@@ -150,7 +150,8 @@ static void test_architectures(void **state) {
 static void test_weight_types(void **state) {
   (void)state;
   const uint32_t types[] = {BRISK_DTYPE_F16,  BRISK_DTYPE_BF16, BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0,
-                            BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K};
+                            BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, BRISK_DTYPE_Q4_K,
+                            BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K};
   test_rng r = test_rng_seeded("cuda_type_tokens");
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     test_model_spec s = test_model_default("llama");

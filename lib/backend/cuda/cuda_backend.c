@@ -172,9 +172,9 @@ static brisk_status cuda_weight_plan(brisk_backend *be, uint32_t type, int64_t r
   }
   if (!brisk_kmatmul_supported(type))
     return brisk_error(BRISK_E_UNSUPPORTED,
-                       "%s: no matmul kernels for %s weights (f32, f16, bf16, q8_0, q4_0, q4_k, "
-                       "q5_k and q6_k run on the GPU; keep such layers on the CPU with "
-                       "n_gpu_layers)",
+                       "%s: no matmul kernels for %s weights (f32, f16, bf16, q8_0, q4_0, q4_1, "
+                       "q5_0, q5_1, q4_k, q5_k and q6_k run on the GPU; keep such layers on the "
+                       "CPU with n_gpu_layers)",
                        cb->name, brisk_dtype_name(type));
   size_t bytes = brisk_kregroup_bytes(type, rows, cols);
   if (bytes == 0)
@@ -243,9 +243,17 @@ static brisk_status cuda_matmul(brisk_backend *be, uint32_t w_type, const void *
 /* The table types of the gather kernel (kernels/embed.h): GGUF layouts. */
 static bool embed_readable(uint32_t type) {
   switch (type) {
-  case BRISK_DTYPE_F32: case BRISK_DTYPE_F16: case BRISK_DTYPE_BF16: case BRISK_DTYPE_Q8_0:
-  case BRISK_DTYPE_Q4_0: case BRISK_DTYPE_Q4_1: case BRISK_DTYPE_Q5_0: case BRISK_DTYPE_Q5_1:
-  case BRISK_DTYPE_Q4_K: case BRISK_DTYPE_Q5_K: case BRISK_DTYPE_Q6_K: return true;
+  case BRISK_DTYPE_F32:
+  case BRISK_DTYPE_F16:
+  case BRISK_DTYPE_BF16:
+  case BRISK_DTYPE_Q8_0:
+  case BRISK_DTYPE_Q4_0:
+  case BRISK_DTYPE_Q4_1:
+  case BRISK_DTYPE_Q5_0:
+  case BRISK_DTYPE_Q5_1:
+  case BRISK_DTYPE_Q4_K:
+  case BRISK_DTYPE_Q5_K:
+  case BRISK_DTYPE_Q6_K: return true;
   default: return false;
   }
 }
@@ -254,8 +262,8 @@ static brisk_status cuda_embed(brisk_backend *be, uint32_t table_type, const voi
                                int64_t n_vocab, int64_t n_embd, const int32_t *tokens,
                                int32_t n_tokens, float *out) {
   cuda_backend *cb = cb_of(be);
-  brisk_status st = brisk_check_embed(embed_readable(table_type), table_type, table,
-                                      n_vocab, n_embd, tokens, n_tokens, out, NULL);
+  brisk_status st = brisk_check_embed(embed_readable(table_type), table_type, table, n_vocab,
+                                      n_embd, tokens, n_tokens, out, NULL);
   if (st || n_tokens == 0) return st;
   const void *src[] = {tokens};
   size_t bytes[] = {(size_t)n_tokens * sizeof *tokens};
@@ -343,9 +351,8 @@ static brisk_status cuda_kv_write(brisk_backend *be, const brisk_kv_layout *kv, 
   void *dev[1];
   if ((st = mirror(cb, 1, src, bytes, dev))) return st;
   return launched(cb,
-                  brisk_kkv_write(kv->dtype, kv->n_kv_heads, kv->block_size,
-                                  kv->head_dim, k_cache, v_cache, k, v, dev[0], n_tokens,
-                                  cb->stream),
+                  brisk_kkv_write(kv->dtype, kv->n_kv_heads, kv->block_size, kv->head_dim, k_cache,
+                                  v_cache, k, v, dev[0], n_tokens, cb->stream),
                   "kv_write");
 }
 
