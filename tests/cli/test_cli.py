@@ -30,6 +30,13 @@ def run(*args, ok=True):
 
 v = json.loads(run("version", "--json").stdout)
 assert v["abi"] == 0 and "cpu:" in v["system"], v
+# Devices as the library reports them: the CPU first; CUDA only when usable,
+# and when it is not, the reason (never a claim from the build alone).
+assert v["devices"][0]["id"] == "cpu" and v["backends"][0].startswith("cpu-"), v
+cuda = [d for d in v["devices"] if d["kind"] == "cuda"]
+assert v["cuda"]["usable"] == bool(cuda), v
+assert v["cuda"]["usable"] or v["cuda"]["why_not"], v
+assert "cuda build" not in run("version").stdout
 
 info = json.loads(run("info", stories, "--json").stdout)
 assert info["architecture"] == "llama" and info["n_vocab"] == 512 and info["n_layer"] == 5, info

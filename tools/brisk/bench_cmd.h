@@ -10,6 +10,7 @@ typedef struct bench_model_opts {
   int p, n, threads, reps; /* threads 0: one per processor */
   bool json;
   bool no_repack; /* weights exactly as stored (brisk_model_params.repack = 0) */
+  bool no_mmap;   /* read the file instead of mapping it (use_mmap = 0) */
 } bench_model_opts;
 
 /* brisk bench -m MODEL: pp / tg tokens/s and decode MBU. */

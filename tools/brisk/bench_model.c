@@ -180,6 +180,7 @@ int bench_model_run(const bench_model_opts *o) {
   brisk_model_params_init(&mp);
   mp.progress = progress_none;
   mp.repack = !opt.no_repack;
+  mp.use_mmap = !opt.no_mmap;
   brisk_model *m = NULL;
   if (brisk_model_load(opt.model, &mp, &m) != BRISK_OK)
     return cli_fail("bench", "%s", brisk_last_error());

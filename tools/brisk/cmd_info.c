@@ -1,6 +1,7 @@
 /* brisk info MODEL: what a model file holds, without running it. */
 #include "brisk.h"
 #include "cli.h"
+#include "cli_opt.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,13 +29,22 @@ static void meta_or(const brisk_model *m, const char *key, char *buf, size_t cap
 int cmd_info(int argc, char **argv) {
   const char *path = NULL;
   bool json = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = true;
-    else if (argv[i][0] == '-') return cli_fail("info", "unknown option '%s'", argv[i]);
-    else if (!path) path = argv[i];
-    else return cli_fail("info", "unexpected argument '%s'", argv[i]);
-  }
-  if (!path) return cli_fail("info", "usage: brisk info MODEL [--json]");
+  const cli_opt opts[] = {{CLI_FLAG_OPT(0, "json", &json, "one JSON object on stdout")}};
+  const cli_group groups[] = {{"output", opts, 1}};
+  const cli_spec spec = {
+      .cmd = "info",
+      .usage = "MODEL [--json]",
+      .summary = "Describes a model without running it: architecture, hyper-parameters, the\n"
+                 "tensor types and their bytes, the tokenizer, whether it has a chat template.\n"
+                 "MODEL is a GGUF file or a Hugging Face folder.",
+      .groups = groups,
+      .n_groups = 1,
+      .min_pos = 1,
+      .max_pos = 1,
+      .pos = &path,
+  };
+  int prc = cli_parse(&spec, argc, argv);
+  if (prc != CLI_CONTINUE) return prc;
 
   brisk_model_params params;
   brisk_model_params_init(&params);
@@ -59,7 +69,8 @@ int cmd_info(int argc, char **argv) {
   }
   char name[256], tokenizer[64];
   meta_or(m, "general.name", name, sizeof name, "");
-  snprintf(tokenizer, sizeof tokenizer, "%s", brisk_model_tokenizer(m)[0] ? brisk_model_tokenizer(m) : "none");
+  snprintf(tokenizer, sizeof tokenizer, "%s",
+           brisk_model_tokenizer(m)[0] ? brisk_model_tokenizer(m) : "none");
   const char *tmpl = brisk_model_chat_template(m);
 
   if (json) {

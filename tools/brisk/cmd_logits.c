@@ -4,35 +4,71 @@
  * other engines. */
 #include "brisk.h"
 #include "cli.h"
+#include "cli_opt.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int cmd_logits(int argc, char **argv);
 
+static const char *parse_ids(const char *const *pos, int n_pos, int32_t *toks, int *n) {
+  for (int i = 0; i < n_pos; i++) {
+    char *end;
+    errno = 0;
+    long v = strtol(pos[i], &end, 10);
+    if (errno || *end || end == pos[i] || v < 0 || v > INT32_MAX) return pos[i];
+    toks[(*n)++] = (int32_t)v;
+  }
+  return NULL;
+}
+
 int cmd_logits(int argc, char **argv) {
   bool json = false;
-  const char *model_path = NULL, *out_path = NULL;
+  cli_model_args ma = {0};
+  const char **pos = malloc((size_t)argc * sizeof *pos);
   int32_t *toks = malloc((size_t)argc * sizeof *toks);
-  int n = 0;
-  for (int i = 1; i < argc; i++) {
-    char *end;
-    if (!strcmp(argv[i], "--json")) json = true;
-    else if (!model_path) model_path = argv[i];
-    else if (!out_path) out_path = argv[i];
-    else {
-      long v = strtol(argv[i], &end, 10);
-      if (*end || end == argv[i] || v < 0 || v > INT32_MAX) {
-        free(toks);
-        return cli_fail("logits", "'%s' is not a token id", argv[i]);
-      }
-      toks[n++] = (int32_t)v;
-    }
-  }
-  if (!model_path || !out_path || n == 0) {
+  int n = 0, n_pos = 0;
+  if (!pos || !toks) {
+    free(pos);
     free(toks);
-    return cli_fail("logits", "usage: brisk logits MODEL OUT.f32 TOK1 [TOK2 ...] [--json]");
+    return cli_fail("logits", "out of memory");
+  }
+  const cli_opt out_opts[] = {{CLI_FLAG_OPT(0, "json", &json, "one JSON object on stdout")}};
+  const cli_group groups[] = {
+      cli_model_group(&ma, "the model (or give it as the first operand)"),
+      {"output", out_opts, 1},
+  };
+  const cli_spec spec = {
+      .cmd = "logits",
+      .usage = "[-m] MODEL OUT.f32 TOK1 [TOK2 ...] [--json]",
+      .summary = "Feeds the token ids as one batch from position 0 (F32 KV cache) and writes the\n"
+                 "logits of every position as float32 [n_tokens][n_vocab], the format of the\n"
+                 "golden files, for comparing with other engines.",
+      .groups = groups,
+      .n_groups = 2,
+      .min_pos = 2,
+      .max_pos = argc,
+      .pos = pos,
+      .n_pos = &n_pos,
+  };
+  int prc = cli_parse(&spec, argc, argv);
+  const char *model_path = ma.path, *out_path = NULL;
+  if (prc == CLI_CONTINUE) {
+    int first = 0;
+    if (!model_path) model_path = pos[first++];
+    out_path = first < n_pos ? pos[first++] : NULL;
+    const char *bad = parse_ids(pos + first, n_pos - first, toks, &n);
+    if (bad)
+      prc = cli_usage_error("logits", "'%s' is not a token id (0 to %d)", bad, INT32_MAX);
+    else if (!out_path || n == 0)
+      prc = cli_usage_error("logits", "usage: brisk logits [-m] MODEL OUT.f32 TOK1 [TOK2 ...]");
+  }
+  free(pos);
+  if (prc != CLI_CONTINUE) {
+    free(toks);
+    return prc;
   }
   brisk_model *m = NULL;
   brisk_context *c = NULL;
@@ -45,7 +81,10 @@ int cmd_logits(int argc, char **argv) {
   p.max_batch_tokens = n;
   p.n_seq_max = 1;
   p.kv_type = BRISK_KV_F32; /* as the golden files were made */
-  if (brisk_model_load(model_path, NULL, &m) || brisk_context_create(m, &p, &c) ||
+  p.n_threads = ma.threads;
+  brisk_model_params mp;
+  cli_model_params(&ma, &mp);
+  if (brisk_model_load(model_path, &mp, &m) || brisk_context_create(m, &p, &c) ||
       brisk_batch_create(n, &b)) {
     cli_fail("logits", "%s", brisk_last_error());
     goto done;

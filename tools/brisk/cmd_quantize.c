@@ -7,6 +7,8 @@
  * of an F16 model. */
 #include "brisk.h"
 #include "cli.h"
+#include "cli_opt.h"
+#include "load_progress.h"
 
 #include "core/dtype.h"
 #include "format/gguf.h"
@@ -15,6 +17,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cmd_quantize(int argc, char **argv);
 
@@ -80,27 +83,35 @@ static brisk_status convert(const brisk_gguf_tensor *t, uint32_t type, brisk_ggu
 
 int cmd_quantize(int argc, char **argv) {
   const char *args[3];
-  int n_args = 0;
   bool json = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json"))
-      json = true;
-    else if (n_args < 3 && argv[i][0] != '-')
-      args[n_args++] = argv[i];
-    else
-      return cli_fail("quantize", "unexpected argument '%s'", argv[i]);
-  }
-  if (n_args != 3) return cli_fail("quantize", "usage: brisk quantize IN.gguf OUT.gguf TYPE");
+  const cli_opt opts[] = {{CLI_FLAG_OPT(0, "json", &json, "one JSON object on stdout")}};
+  const cli_group groups[] = {{"output", opts, 1}};
+  const cli_spec spec = {
+      .cmd = "quantize",
+      .usage = "IN.gguf OUT.gguf TYPE [--json]",
+      .summary = "Re-encodes every weight matrix of a GGUF model in TYPE (each row dequantized,\n"
+                 "then quantized again with brisk's reference quantizers); vectors (norms,\n"
+                 "biases) and all metadata are kept, general.file_type is updated. TYPE: f32,\n"
+                 "f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k. On a terminal,\n"
+                 "a progress bar on stderr counts the tensors.",
+      .groups = groups,
+      .n_groups = 1,
+      .min_pos = 3,
+      .max_pos = 3,
+      .pos = args,
+  };
+  int prc = cli_parse(&spec, argc, argv);
+  if (prc != CLI_CONTINUE) return prc;
   uint32_t type = BRISK_DTYPE_COUNT;
   for (uint32_t id = 0; id < BRISK_DTYPE_COUNT; id++) {
     const brisk_dtype_info *d = brisk_dtype_get(id);
     if (d && !strcmp(d->name, args[2]) && brisk_quant_can_quantize(id)) type = id;
   }
   if (type == BRISK_DTYPE_COUNT)
-    return cli_fail("quantize",
-                    "TYPE '%s' is not a type brisk can write (f32, f16, bf16, q8_0, "
-                    "q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)",
-                    args[2]);
+    return cli_usage_error("quantize",
+                           "TYPE '%s' is not a type brisk can write (f32, f16, bf16, q8_0, "
+                           "q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)",
+                           args[2]);
   brisk_gguf *g = NULL;
   brisk_gguf_writer *w = NULL;
   if (brisk_gguf_open(args[0], &g) || brisk_gguf_writer_create(3, brisk_gguf_alignment(g), &w))
@@ -113,9 +124,11 @@ int cmd_quantize(int argc, char **argv) {
   }
   if (!st && file_type_of(type) >= 0)
     st = brisk_gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type_of(type));
-  int64_t converted = 0, kept = 0;
+  int64_t converted = 0, kept = 0, n_tensors = brisk_gguf_n_tensors(g);
   uint64_t bytes = 0;
-  for (int64_t i = 0; i < brisk_gguf_n_tensors(g) && !st; i++) {
+  cli_bar bar = {.label = "quantizing"};
+  const bool show = isatty(STDERR_FILENO) && !json;
+  for (int64_t i = 0; i < n_tensors && !st; i++) {
     const brisk_gguf_tensor *t = brisk_gguf_tensor_at(g, i);
     const brisk_dtype_info *d = brisk_dtype_get(type);
     uint64_t b = 0;
@@ -130,16 +143,26 @@ int cmd_quantize(int argc, char **argv) {
       kept++;
     }
     bytes += b;
+    if (show) {
+      char extra[64];
+      snprintf(extra, sizeof extra, "%lld / %lld tensors", (long long)i + 1, (long long)n_tensors);
+      cli_bar_draw(&bar, (double)(i + 1) / (double)n_tensors, extra);
+    }
   }
+  cli_bar_clear(&bar);
   if (!st) st = brisk_gguf_writer_write_file(w, args[1]);
   brisk_gguf_writer_free(w);
   brisk_gguf_close(g);
   if (st) return cli_fail("quantize", "%s: %s", brisk_status_string(st), brisk_last_error());
-  if (json)
-    printf("{\"in\": \"%s\", \"out\": \"%s\", \"type\": \"%s\", \"converted\": %" PRId64
-           ", \"kept\": %" PRId64 ", \"tensor_bytes\": %" PRIu64 "}\n",
-           args[0], args[1], args[2], converted, kept, bytes);
-  else
+  if (json) {
+    printf("{\"in\": ");
+    cli_json_string(stdout, args[0]);
+    printf(", \"out\": ");
+    cli_json_string(stdout, args[1]);
+    printf(", \"type\": \"%s\", \"converted\": %" PRId64 ", \"kept\": %" PRId64
+           ", \"tensor_bytes\": %" PRIu64 "}\n",
+           args[2], converted, kept, bytes);
+  } else
     printf("%s -> %s: %" PRId64 " matrices as %s, %" PRId64 " tensors kept, %.1f MiB\n", args[0],
            args[1], converted, args[2], kept, (double)bytes / 1048576.0);
   return 0;

@@ -5,6 +5,8 @@
 #include "brisk.h"
 #include "bench_util.h"
 #include "cli.h"
+#include "cli_opt.h"
+#include "load_progress.h"
 #include "serve_plots.h"
 #include "serve_run.h"
 #include "svg.h"
@@ -17,40 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int cmd_serve_bench(int argc, char **argv);
 
 #define MAX_RATES 16
 #define MAX_CONFIGS 6
 
-static const char usage_text[] =
-    "usage: brisk serve-bench -m MODEL [options] [--json]\n"
-    "workload:\n"
-    "  -n, --requests N        requests (default 64)\n"
-    "  --rate R                Poisson arrivals, requests/s; 0 = all at once (default 4)\n"
-    "  --rates A,B,...         a sweep over arrival rates instead of --rate\n"
-    "  --prompt-len L|A..B     prompt tokens, fixed or uniform (default 32..128)\n"
-    "  --output-len L|A..B     generated tokens, fixed or uniform (default 16..256)\n"
-    "  --prefix-frac F         leading share of each prompt common to all (default 0)\n"
-    "  --seed S                (default 1)\n"
-    "serving:\n"
-    "  --kv-tokens N           KV memory budget in tokens, every configuration (default 4096)\n"
-    "  --max-batch-tokens N    tokens per forward pass (default 512)\n"
-    "  --max-running N         engine: requests generating at once (default 64)\n"
-    "  --block-size N          KV tokens per block (default 16)\n"
-    "  --chunk-size N          prefill chunk of the 'chunked' configuration (default 64)\n"
-    "  --preempt recompute|swap  the engine's preemption mode (default recompute)\n"
-    "  --reserve-blocks N      engine: growth blocks admission keeps per running request\n"
-    "                          (default: the engine's, 1)\n"
-    "  -t THREADS              (default: one per processor)\n"
-    "  --compare static|prefix|chunked|all   extra configurations (repeatable, or a,b)\n"
-    "  --static-pad            static batches keep decoding finished slots (padding)\n"
-    "output:\n"
-    "  --slo-ttft-ms X, --slo-tpot-ms Y      goodput counts requests within both\n"
-    "  --out-dir DIR           write SVG plots there\n"
-    "  --json                  one JSON object on stdout\n";
-
 typedef struct opts {
+  cli_model_args load; /* -m, -t, --no-mmap, --no-repack */
   const char *model, *out_dir;
   wl_spec spec;
   double rates[MAX_RATES];
@@ -62,15 +39,6 @@ typedef struct opts {
   sb_slo slo;
 } opts;
 
-static bool parse_int(const char *s, int lo, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > INT_MAX) return false;
-  *out = (int)v;
-  return true;
-}
-
 static bool parse_num(const char *s, double lo, double hi, double *out) {
   char *end;
   errno = 0;
@@ -80,99 +48,124 @@ static bool parse_num(const char *s, double lo, double hi, double *out) {
   return true;
 }
 
-static bool parse_rates(const char *s, opts *o) {
+static const char *parse_rate(const char *v, void *dst) {
+  opts *o = dst;
+  if (!parse_num(v, 0, 1e6, &o->rates[0])) return "a number of requests/s from 0 to 1000000";
+  o->n_rates = 1;
+  return NULL;
+}
+
+static const char *parse_rates(const char *s, void *dst) {
+  opts *o = dst;
+  static const char want[] = "A,B,... (up to 16 rates, each from 0 to 1000000)";
   char buf[512];
-  if (strlen(s) >= sizeof buf) return false;
+  if (strlen(s) >= sizeof buf) return want;
   strcpy(buf, s);
   o->n_rates = 0;
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (o->n_rates == MAX_RATES || !parse_num(tok, 0, 1e6, &o->rates[o->n_rates])) return false;
+    if (o->n_rates == MAX_RATES || !parse_num(tok, 0, 1e6, &o->rates[o->n_rates])) return want;
     o->n_rates++;
   }
-  return o->n_rates > 0;
+  return o->n_rates > 0 ? NULL : want;
 }
 
-static bool parse_compare(const char *s, opts *o) {
+static const char *parse_dist(const char *v, void *dst) {
+  return wl_dist_parse(v, dst) ? NULL : "N or A..B with 1 <= A <= B";
+}
+
+static const char *parse_compare(const char *s, void *dst) {
+  opts *o = dst;
+  static const char want[] = "static, prefix, chunked or all (or a comma-separated list)";
   char buf[128];
-  if (strlen(s) >= sizeof buf) return false;
+  if (strlen(s) >= sizeof buf) return want;
   strcpy(buf, s);
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     const bool all = !strcmp(tok, "all");
     if (!all && strcmp(tok, "static") && strcmp(tok, "prefix") && strcmp(tok, "chunked"))
-      return false;
+      return want;
     o->cmp_static |= all || !strcmp(tok, "static");
     o->cmp_prefix |= all || !strcmp(tok, "prefix");
     o->cmp_chunked |= all || !strcmp(tok, "chunked");
   }
-  return true;
+  return NULL;
 }
 
-/* 0 on success, else the exit code (after printing why). */
+/* CLI_CONTINUE, or the exit code (after help or an error). */
 static int parse_args(int argc, char **argv, opts *o) {
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    bool ok = true;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(usage_text, stdout);
-      return -1;
-    }
-    if (!strcmp(a, "--json") || !strcmp(a, "--static-pad")) {
-      *(a[2] == 'j' ? &o->json : &o->static_pad) = true;
-      continue;
-    }
-    if (!v) return cli_fail("serve-bench", "'%s' needs a value (try --help)", a);
-    i++;
-    double ms;
-    if (!strcmp(a, "-m"))
-      o->model = v;
-    else if (!strcmp(a, "--out-dir"))
-      o->out_dir = v;
-    else if (!strcmp(a, "-n") || !strcmp(a, "--requests"))
-      ok = parse_int(v, 1, &o->spec.n_requests);
-    else if (!strcmp(a, "--rate"))
-      ok = parse_num(v, 0, 1e6, &o->rates[0]), o->n_rates = 1;
-    else if (!strcmp(a, "--rates"))
-      ok = parse_rates(v, o);
-    else if (!strcmp(a, "--prompt-len"))
-      ok = wl_dist_parse(v, &o->spec.prompt_len);
-    else if (!strcmp(a, "--output-len"))
-      ok = wl_dist_parse(v, &o->spec.output_len);
-    else if (!strcmp(a, "--prefix-frac"))
-      ok = parse_num(v, 0, 1, &o->spec.prefix_frac);
-    else if (!strcmp(a, "--seed")) {
-      char *end;
-      errno = 0;
-      o->spec.seed = strtoull(v, &end, 10);
-      ok = !errno && end != v && !*end && v[0] != '-';
-    } else if (!strcmp(a, "--kv-tokens"))
-      ok = parse_int(v, 1, &o->kv_tokens);
-    else if (!strcmp(a, "--max-batch-tokens"))
-      ok = parse_int(v, 1, &o->max_batch_tokens);
-    else if (!strcmp(a, "--max-running"))
-      ok = parse_int(v, 1, &o->max_running);
-    else if (!strcmp(a, "--block-size"))
-      ok = parse_int(v, 1, &o->block_size);
-    else if (!strcmp(a, "--chunk-size"))
-      ok = parse_int(v, 1, &o->chunk_size);
-    else if (!strcmp(a, "-t"))
-      ok = parse_int(v, 0, &o->threads);
-    else if (!strcmp(a, "--reserve-blocks"))
-      ok = parse_int(v, 0, &o->reserve_blocks);
-    else if (!strcmp(a, "--preempt")) {
-      ok = !strcmp(v, "recompute") || !strcmp(v, "swap");
-      o->preempt = !strcmp(v, "swap") ? BRISK_PREEMPT_SWAP : BRISK_PREEMPT_RECOMPUTE;
-    } else if (!strcmp(a, "--compare"))
-      ok = parse_compare(v, o);
-    else if (!strcmp(a, "--slo-ttft-ms"))
-      ok = parse_num(v, 0, 1e9, &ms), o->slo.ttft_s = ms * 1e-3;
-    else if (!strcmp(a, "--slo-tpot-ms"))
-      ok = parse_num(v, 0, 1e9, &ms), o->slo.tpot_s = ms * 1e-3;
-    else
-      return cli_fail("serve-bench", "unexpected argument '%s' (try --help)", a);
-    if (!ok) return cli_fail("serve-bench", "bad value '%s' for %s (try --help)", v, a);
-  }
-  if (!o->model) return cli_fail("serve-bench", "-m MODEL is required (try --help)");
-  return 0;
+  static const char *const preempt_modes[] = {"recompute", "swap", NULL};
+  int preempt = 0;
+  double slo_ttft_ms = 0, slo_tpot_ms = 0;
+  const cli_opt wl[] = {
+      {CLI_INT_OPT('n', "requests", &o->spec.n_requests, "N", "requests (default 64)", 1, INT_MAX)},
+      {CLI_CUSTOM_OPT(0, "rate", o, "R",
+                      "Poisson arrivals, requests/s; 0 = all at once (default 4)", parse_rate)},
+      {CLI_CUSTOM_OPT(0, "rates", o, "A,B,...", "a sweep over arrival rates instead of --rate",
+                      parse_rates)},
+      {CLI_CUSTOM_OPT(0, "prompt-len", &o->spec.prompt_len, "L|A..B",
+                      "prompt tokens, fixed or uniform (default 32..128)", parse_dist)},
+      {CLI_CUSTOM_OPT(0, "output-len", &o->spec.output_len, "L|A..B",
+                      "generated tokens, fixed or uniform (default 16..256)", parse_dist)},
+      {CLI_DOUBLE_OPT(0, "prefix-frac", &o->spec.prefix_frac, "F",
+                      "leading share of each prompt common to all (default 0)", 0, 1)},
+      {CLI_U64_OPT(0, "seed", &o->spec.seed, "S", "(default 1)")},
+  };
+  const cli_opt serving[] = {
+      {CLI_INT_OPT(0, "kv-tokens", &o->kv_tokens, "N",
+                   "KV memory budget in tokens, every configuration\n(default 4096)", 1, INT_MAX)},
+      {CLI_INT_OPT(0, "max-batch-tokens", &o->max_batch_tokens, "N",
+                   "tokens per forward pass (default 512)", 1, INT_MAX)},
+      {CLI_INT_OPT(0, "max-running", &o->max_running, "N",
+                   "engine: requests generating at once (default 64)", 1, INT_MAX)},
+      {CLI_INT_OPT(0, "block-size", &o->block_size, "N", "KV tokens per block (default 16)", 1,
+                   INT_MAX)},
+      {CLI_INT_OPT(0, "chunk-size", &o->chunk_size, "N",
+                   "prefill chunk of the 'chunked' configuration (default 64)", 1, INT_MAX)},
+      {CLI_OPT_(0, "preempt", CLI_CHOICE, &preempt, "MODE",
+                "recompute or swap: the engine's preemption mode\n(default recompute)"),
+       .choices = preempt_modes},
+      {CLI_INT_OPT(0, "reserve-blocks", &o->reserve_blocks, "N",
+                   "engine: growth blocks admission keeps per running\n"
+                   "request (default: the engine's, 1)",
+                   0, INT_MAX)},
+      {CLI_CUSTOM_OPT(0, "compare", o, "LIST",
+                      "extra configurations: static, prefix, chunked, all\n"
+                      "(repeatable, or comma-separated)",
+                      parse_compare)},
+      {CLI_FLAG_OPT(0, "static-pad", &o->static_pad,
+                    "static batches keep decoding finished slots (padding)")},
+  };
+  const cli_opt output[] = {
+      {CLI_DOUBLE_OPT(0, "slo-ttft-ms", &slo_ttft_ms, "X", "goodput: TTFT within X ms", 0, 1e9)},
+      {CLI_DOUBLE_OPT(0, "slo-tpot-ms", &slo_tpot_ms, "Y", "goodput: TPOT within Y ms", 0, 1e9)},
+      {CLI_STR_OPT(0, "out-dir", &o->out_dir, "DIR", "write SVG plots there")},
+      {CLI_FLAG_OPT(0, "json", &o->json, "one JSON object on stdout")},
+  };
+  const cli_group groups[] = {
+      cli_model_group(&o->load, "the model (required)"),
+      {"workload", wl, sizeof wl / sizeof wl[0]},
+      {"serving", serving, sizeof serving / sizeof serving[0]},
+      {"output", output, sizeof output / sizeof output[0]},
+  };
+  const cli_spec spec = {
+      .cmd = "serve-bench",
+      .usage = "-m MODEL [options] [--json]",
+      .summary = "Runs a synthetic serving workload in real time through the engine (and, with\n"
+                 "--compare, a static-batching baseline and other configurations): TTFT, TPOT\n"
+                 "and end-to-end percentiles, throughput, goodput; SVG plots with --out-dir.\n"
+                 "On a terminal a progress bar on stderr counts the runs.",
+      .groups = groups,
+      .n_groups = sizeof groups / sizeof groups[0],
+      .epilog = "docs/cli.md describes the workload, the configurations and the output.",
+  };
+  int rc = cli_parse(&spec, argc, argv);
+  if (rc != CLI_CONTINUE) return rc;
+  o->model = o->load.path;
+  o->threads = o->load.threads;
+  o->preempt = preempt == 1 ? BRISK_PREEMPT_SWAP : BRISK_PREEMPT_RECOMPUTE;
+  o->slo.ttft_s = slo_ttft_ms * 1e-3;
+  o->slo.tpot_s = slo_tpot_ms * 1e-3;
+  if (!o->model) return cli_usage_error("serve-bench", "-m MODEL is required (try --help)");
+  return CLI_CONTINUE;
 }
 
 /* The configurations of this invocation: "continuous" first, the baseline
@@ -353,7 +346,7 @@ int cmd_serve_bench(int argc, char **argv) {
             .chunk_size = 64,
             .reserve_blocks = -1};
   int rc = parse_args(argc, argv, &o);
-  if (rc) return rc < 0 ? 0 : rc;
+  if (rc != CLI_CONTINUE) return rc;
   if (o.out_dir && mkdir(o.out_dir, 0777) != 0 && errno != EEXIST)
     return cli_fail("serve-bench", "cannot create --out-dir %s", o.out_dir);
 
@@ -371,9 +364,9 @@ int cmd_serve_bench(int argc, char **argv) {
                     o.kv_tokens, (long long)slot_tokens);
 
   brisk_model_params mp;
-  brisk_model_params_init(&mp);
+  cli_model_params(&o.load, &mp);
   brisk_model *m = NULL;
-  if (brisk_model_load(o.model, &mp, &m) != BRISK_OK)
+  if (cli_load_model(o.model, &mp, isatty(STDERR_FILENO), &m) != BRISK_OK)
     return cli_fail("serve-bench", "%s", brisk_last_error());
   o.spec.n_vocab = brisk_model_n_vocab(m);
   const sb_common common = {.model = m,
@@ -393,6 +386,8 @@ int cmd_serve_bench(int argc, char **argv) {
   sb_record *runs = brisk_calloc((size_t)n_runs_max, sizeof *runs);
   int n_runs = 0;
   bool ok = runs != NULL;
+  const bool show_bar = isatty(STDERR_FILENO);
+  cli_bar bar = {.label = "serve-bench"};
   for (int ri = 0; ok && ri < o.n_rates; ri++) {
     wl_spec spec = o.spec;
     spec.rate = o.rates[ri];
@@ -402,7 +397,16 @@ int cmd_serve_bench(int argc, char **argv) {
       sb_record *r = &runs[n_runs];
       r->c = &configs[ci];
       r->rate = spec.rate;
-      if (!o.json) fprintf(stderr, "# %s at %g req/s ...\n", r->c->name, r->rate);
+      /* Progress: a bar on a terminal (also with --json: it is stderr), a
+       * line per run otherwise. */
+      if (show_bar) {
+        char extra[128];
+        snprintf(extra, sizeof extra, "run %d/%d: %.80s at %g req/s", n_runs + 1,
+                 o.n_rates * n_configs, r->c->name, r->rate);
+        cli_bar_draw(&bar, (double)n_runs / (o.n_rates * n_configs), extra);
+      } else if (!o.json) {
+        fprintf(stderr, "# %s at %g req/s ...\n", r->c->name, r->rate);
+      }
       if (!(ok = sb_run(&common, r->c, &w, &r->res))) break;
       n_runs++;
       if (!(ok = sb_summarize_run(r->res.req, w.n, r->res.duration_s, &o.slo, &r->sum)))
@@ -412,6 +416,7 @@ int cmd_serve_bench(int argc, char **argv) {
     }
     wl_free(&w);
   }
+  cli_bar_clear(&bar);
   bench_load_avg(load_after, sizeof load_after);
   if (ok && o.out_dir) ok = sb_write_plots(o.out_dir, runs, n_runs, o.spec.n_requests);
 

@@ -1,6 +1,7 @@
 /* brisk tokenize MODEL TEXT: token ids and their pieces. */
 #include "brisk.h"
 #include "cli.h"
+#include "cli_opt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,34 +27,41 @@ static char *read_file(const char *path, size_t *len) {
   return buf;
 }
 
-/* A piece as JSON-safe text: bytes that are not valid on their own (a
- * split UTF-8 character) are written as \u00XX escapes of the byte. */
-static void print_piece(FILE *out, const char *p, size_t n, bool json) {
-  char tmp[256];
-  size_t k = n < sizeof tmp - 1 ? n : sizeof tmp - 1;
-  memcpy(tmp, p, k);
-  tmp[k] = 0;
-  if (json) cli_json_string(out, tmp);
-  else fprintf(out, "'%s'", tmp);
-}
-
 int cmd_tokenize(int argc, char **argv) {
-  const char *model_path = NULL, *text = NULL, *file = NULL;
-  bool json = false;
-  uint32_t flags = BRISK_TOKENIZE_ADD_SPECIAL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = true;
-    else if (!strcmp(argv[i], "--no-bos")) flags &= ~BRISK_TOKENIZE_ADD_SPECIAL;
-    else if (!strcmp(argv[i], "--special")) flags |= BRISK_TOKENIZE_PARSE_SPECIAL;
-    else if (!strcmp(argv[i], "--file") && i + 1 < argc) file = argv[++i];
-    else if (argv[i][0] == '-' && argv[i][1]) return cli_fail("tokenize", "unknown option '%s'", argv[i]);
-    else if (!model_path) model_path = argv[i];
-    else if (!text) text = argv[i];
-    else return cli_fail("tokenize", "unexpected argument '%s'", argv[i]);
-  }
-  if (!model_path || (!text && !file) || (text && file))
-    return cli_fail("tokenize", "usage: brisk tokenize MODEL (TEXT | --file PATH) [--no-bos] "
-                                "[--special] [--json]");
+  const char *model_path = NULL, *text = NULL, *file = NULL, *pos[2] = {0};
+  bool json = false, no_bos = false, special = false;
+  int n_pos = 0;
+  const cli_opt opts[] = {
+      {CLI_STR_OPT(0, "file", &file, "PATH", "tokenize the file's text instead of TEXT")},
+      {CLI_FLAG_OPT(0, "no-bos", &no_bos, "leave out the BOS/EOS the vocabulary adds")},
+      {CLI_FLAG_OPT(0, "special", &special,
+                    "match control tokens such as <|im_start|> in the text")},
+      {CLI_FLAG_OPT(0, "json", &json,
+                    "one JSON object on stdout: ids, pieces (invalid UTF-8 as\n"
+                    "U+FFFD) and each piece's exact bytes")},
+  };
+  const cli_group groups[] = {{"options", opts, sizeof opts / sizeof opts[0]}};
+  const cli_spec spec = {
+      .cmd = "tokenize",
+      .usage = "MODEL (TEXT | --file PATH) [--no-bos] [--special] [--json]",
+      .summary = "Shows the token ids of a text and the piece of text each one stands for.\n"
+                 "Works on vocabulary-only GGUF files.",
+      .groups = groups,
+      .n_groups = 1,
+      .min_pos = 1,
+      .max_pos = 2,
+      .pos = pos,
+      .n_pos = &n_pos,
+  };
+  int prc = cli_parse(&spec, argc, argv);
+  if (prc != CLI_CONTINUE) return prc;
+  model_path = pos[0];
+  text = pos[1];
+  uint32_t flags =
+      (no_bos ? 0 : BRISK_TOKENIZE_ADD_SPECIAL) | (special ? BRISK_TOKENIZE_PARSE_SPECIAL : 0);
+  if (!text == !file)
+    return cli_usage_error("tokenize", "give TEXT or --file PATH (usage: brisk tokenize %s)",
+                           spec.usage);
   size_t len = text ? strlen(text) : 0;
   char *owned = NULL;
   if (file && !(owned = read_file(file, &len)))
@@ -79,15 +87,26 @@ int cmd_tokenize(int argc, char **argv) {
   if (st != BRISK_OK) {
     rc = cli_fail("tokenize", "%s", brisk_last_error());
   } else if (json) {
+    /* Pieces are text for people (a byte-level piece can be half a
+     * character: U+FFFD then); "bytes" holds each piece exactly. */
     printf("{\"ids\": [");
     for (size_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", ids[i]);
-    printf("], \"pieces\": [");
-    for (size_t i = 0; i < n; i++) {
-      char piece[256];
-      size_t pn = 0;
-      brisk_token_to_piece(m, ids[i], BRISK_DETOKENIZE_RENDER_SPECIAL, piece, sizeof piece, &pn);
-      if (i) printf(", ");
-      print_piece(stdout, piece, pn < sizeof piece ? pn : sizeof piece, true);
+    for (int pass = 0; pass < 2; pass++) {
+      printf(pass ? "], \"bytes\": [" : "], \"pieces\": [");
+      for (size_t i = 0; i < n; i++) {
+        char piece[256];
+        size_t pn = 0;
+        brisk_token_to_piece(m, ids[i], BRISK_DETOKENIZE_RENDER_SPECIAL, piece, sizeof piece, &pn);
+        if (pn > sizeof piece) pn = sizeof piece;
+        if (i) printf(", ");
+        if (!pass) {
+          cli_json_bytes(stdout, piece, pn);
+          continue;
+        }
+        putchar('[');
+        for (size_t k = 0; k < pn; k++) printf("%s%u", k ? ", " : "", (unsigned char)piece[k]);
+        putchar(']');
+      }
     }
     printf("]}\n");
   } else {
@@ -95,9 +114,7 @@ int cmd_tokenize(int argc, char **argv) {
       char piece[256];
       size_t pn = 0;
       brisk_token_to_piece(m, ids[i], BRISK_DETOKENIZE_RENDER_SPECIAL, piece, sizeof piece, &pn);
-      printf("%6d -> ", ids[i]);
-      print_piece(stdout, piece, pn < sizeof piece ? pn : sizeof piece, false);
-      printf("\n");
+      printf("%6d -> '%.*s'\n", ids[i], (int)(pn < sizeof piece ? pn : sizeof piece), piece);
     }
   }
   free(ids);

@@ -3,15 +3,37 @@
 #include <math.h>
 #include <stdio.h>
 
-#define W 720.0
-#define H 420.0
+#include <string.h>
+
+/* The plot area is PLOT_W x PLOT_H; the legend on the right is as wide as
+ * its longest name needs, and the picture as tall as the legend needs. */
+#define PLOT_W 520.0
+#define PLOT_H 324.0
 #define LEFT 80.0
-#define RIGHT 200.0 /* room for the legend */
 #define TOP 40.0
 #define BOTTOM 56.0
+#define LEGEND_ROW 18.0
+/* An upper bound of the advance of one character at font-size 12 in the
+ * usual sans-serif faces (DejaVu Sans, Liberation Sans, Arial). */
+#define CHAR_W 7.6
 
-static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                     "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+/* Ten colours that stay apart (Tableau 10); past ten series each colour
+ * comes back with another dash pattern, so no two series look alike. */
+static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+static const char *const dashes[] = {"", "6 3", "2 2", "8 3 2 3"};
+#define N_COLORS (int32_t)(sizeof colors / sizeof colors[0])
+#define N_DASHES (int32_t)(sizeof dashes / sizeof dashes[0])
+
+/* Geometry of one picture (legend-dependent width and height). */
+static double W, H, RIGHT;
+
+/* Characters of s as drawn (UTF-8 continuation bytes do not count). */
+static size_t text_chars(const char *s) {
+  size_t n = 0;
+  for (; s && *s; s++) n += ((unsigned char)*s & 0xc0) != 0x80;
+  return n;
+}
 
 static void put_text(FILE *f, const char *s) {
   for (; s && *s; s++) {
@@ -52,7 +74,23 @@ static double py(const axis *a, double y) {
   return H - BOTTOM - (y - a->lo) / (a->hi - a->lo) * (H - TOP - BOTTOM);
 }
 
+void svg_style(int32_t s, const char **color, const char **dash) {
+  *color = colors[s % N_COLORS];
+  *dash = dashes[(s / N_COLORS) % N_DASHES];
+}
+
 bool svg_write(const char *path, const svg_plot *p) {
+  size_t longest = 0;
+  for (int32_t s = 0; s < p->n_series; s++) {
+    size_t n = text_chars(p->series[s].name);
+    if (n > longest) longest = n;
+  }
+  RIGHT = 38.0 + CHAR_W * (double)longest + 12.0;
+  if (RIGHT < 120.0) RIGHT = 120.0;
+  W = LEFT + PLOT_W + RIGHT;
+  H = TOP + PLOT_H + BOTTOM;
+  const double legend_bottom = TOP + 10 + LEGEND_ROW * p->n_series + 8;
+  if (legend_bottom > H) H = legend_bottom;
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
   for (int32_t s = 0; s < p->n_series; s++)
     for (int32_t i = 0; i < p->series[s].n; i++) {
@@ -104,8 +142,12 @@ bool svg_write(const char *path, const svg_plot *p) {
   fputs("</text>\n", f);
   for (int32_t s = 0; s < p->n_series; s++) {
     const svg_series *se = &p->series[s];
-    const char *color = colors[s % (int32_t)(sizeof colors / sizeof colors[0])];
-    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"", color);
+    const char *color, *dash;
+    svg_style(s, &color, &dash);
+    char dash_attr[48] = "";
+    if (dash[0]) snprintf(dash_attr, sizeof dash_attr, " stroke-dasharray=\"%s\"", dash);
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\"%s stroke-width=\"1.8\" points=\"", color,
+            dash_attr);
     double prev_y = NAN;
     for (int32_t i = 0; i < se->n; i++) {
       const double x = se->x[i], y = se->y[i];
@@ -122,9 +164,9 @@ bool svg_write(const char *path, const svg_plot *p) {
                   py(&ay, se->y[i]), color);
     const double ly = TOP + 10 + 18.0 * s;
     fprintf(f,
-            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"%s "
             "stroke-width=\"3\"/>\n",
-            W - RIGHT + 12, ly, W - RIGHT + 32, ly, color);
+            W - RIGHT + 12, ly, W - RIGHT + 32, ly, color, dash_attr);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", W - RIGHT + 38, ly + 4);
     put_text(f, se->name);
     fputs("</text>\n", f);

@@ -1,6 +1,6 @@
 /* Line plots as standalone SVG files, written by hand (no dependencies):
- * axes with round ticks, one coloured polyline (with point markers) per
- * series, and a legend. */
+ * axes with round ticks, one polyline (with point markers) per series in
+ * its own colour and dash pattern, and a legend sized to its names. */
 #ifndef BRISK_TOOLS_SVG_H
 #define BRISK_TOOLS_SVG_H
 
@@ -20,6 +20,10 @@ typedef struct svg_plot {
   const svg_series *series;
   int32_t n_series;
 } svg_plot;
+
+/* The colour and dash pattern ("" for solid) of series s: distinct pairs
+ * for the first 40 series. */
+void svg_style(int32_t s, const char **color, const char **dash);
 
 /* Writes the plot to path; false (and a message on stderr) on I/O errors.
  * Non-finite points are skipped. Both axes start at 0 unless a value is
