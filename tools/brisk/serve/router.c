@@ -56,7 +56,7 @@ static void route(sv_server *s, const brisk_engine_event *ev) {
   sv_sub *sub = ev->user_data;
   sv_job *job = sub->job;
   sv_choice *c = &job->choices[sub->base + ev->index];
-  if (ev->text_len && !sv_buf_append(&c->text, &c->len, &c->cap, ev->text, ev->text_len))
+  if (ev->text_len && !sv_buf_append_utf8(&c->text, &c->len, &c->cap, ev->text, ev->text_len))
     job->error = true; /* out of memory: the answer says so */
   if (ev->token >= 0) {
     c->n_generated++;

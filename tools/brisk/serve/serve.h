@@ -190,6 +190,9 @@ struct MHD_Daemon *sv_http_start(sv_server *s, int *bound_port);
 /* Small shared helpers */
 double sv_now_s(void);
 bool sv_buf_append(char **buf, size_t *len, size_t *cap, const char *data, size_t n);
+/* Appends n bytes with each invalid UTF-8 byte replaced by U+FFFD (JSON
+ * strings must be valid UTF-8; a sampled byte token need not be). */
+bool sv_buf_append_utf8(char **buf, size_t *len, size_t *cap, const char *data, size_t n);
 /* Appends "data: <json>\n\n" and frees nothing. */
 bool sv_buf_sse(char **buf, size_t *len, size_t *cap, json_object *obj);
 
