@@ -1447,6 +1447,12 @@ typedef struct brisk_request_stats {
    * output). Callers built before these fields do not get them. */
   uint64_t n_spec_drafted;
   uint64_t n_spec_accepted;
+  /* Prompt tokens whose KV the request's first admission took from the
+   * prefix cache instead of computing them (a multiple of the block size;
+   * 0 with the cache off or before admission): what OpenAI-style usage
+   * reports as cached tokens. Callers built before this field do not get
+   * it. */
+  int32_t n_cached_tokens;
 } brisk_request_stats;
 
 /*

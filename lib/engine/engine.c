@@ -477,6 +477,8 @@ static void fill_request_stats(const brisk_engine_request *leader, brisk_request
     s->n_spec_drafted = drafted;
     s->n_spec_accepted = accepted;
   }
+  if (s->struct_size >= offsetof(brisk_request_stats, n_cached_tokens) + sizeof(int32_t))
+    s->n_cached_tokens = leader->n_cached;
 }
 
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,

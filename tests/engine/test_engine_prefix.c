@@ -38,6 +38,7 @@ typedef struct job {
   uint64_t id;
   int32_t out[MAXOUT];
   int32_t n_out, finished;
+  int32_t n_cached; /* brisk_request_stats.n_cached_tokens at its finish */
 } job;
 
 /* Jobs whose prompts are `shared` (a common prefix of n_shared tokens)
@@ -107,6 +108,9 @@ static void run(brisk_engine *e, job *jobs, int n) {
         j->out[j->n_out++] = ev[i].token;
         if (ev[i].finished) {
           assert_int_equal(ev[i].reason, BRISK_FINISH_LENGTH);
+          brisk_request_stats rs = {.struct_size = sizeof rs};
+          assert_int_equal(brisk_engine_request_stats(e, j->id, &rs), BRISK_OK);
+          j->n_cached = rs.n_cached_tokens;
           j->finished = 1;
         }
       }
@@ -155,6 +159,12 @@ static void test_same_outputs_and_hits(void **state) {
     run(es[k], js[k], N);
   }
   expect_same_tokens(on, off, N);
+  /* Each request's own count: the first computed everything, the others
+   * reused the 40 shared tokens; none with the cache off. */
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(on[i].n_cached, i ? 40 : 0);
+    assert_int_equal(off[i].n_cached, 0);
+  }
   brisk_engine_counters c_on = counters(e_on), c_off = counters(e_off);
   uint64_t prompts = 0;
   for (int i = 0; i < N; i++) prompts += (uint64_t)on[i].n_prompt;
@@ -185,6 +195,7 @@ static void test_same_outputs_and_hits(void **state) {
   brisk_engine_counters c2 = counters(e_on);
   assert_int_equal(c2.n_prefix_hit_tokens - c_on.n_prefix_hit_tokens,
                    (uint64_t)((again.n_prompt - 1) / 4 * 4));
+  assert_int_equal(again.n_cached, (again.n_prompt - 1) / 4 * 4);
   brisk_engine_free(e_on);
   brisk_engine_free(e_off);
 }
