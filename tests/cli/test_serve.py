@@ -175,6 +175,15 @@ try:
         e = c.completions.create(model="stories260K", prompt=prompt, max_tokens=24, temperature=0, echo=True)
         assert e.choices[0].text == prompt + ref["text"], e
 
+    # Prefix cache: the same long prompt again reuses its whole blocks (16 tokens
+    # each), at most all but its last token; usage reports them as cached.
+    long_prompt = " ".join(PROMPTS) * 3
+    first = c.completions.create(model="stories260K", prompt=long_prompt, max_tokens=4, temperature=0)
+    again = c.completions.create(model="stories260K", prompt=long_prompt, max_tokens=4, temperature=0)
+    n_p = first.usage.prompt_tokens
+    assert again.usage.prompt_tokens_details.cached_tokens == (n_p - 1) // 16 * 16, (n_p, again.usage)
+    assert again.choices[0].text == first.choices[0].text
+
     # Token-id prompts and several prompts in one request.
     ref0, ref1 = brisk_run(stories, PROMPTS[0], 8), brisk_run(stories, PROMPTS[1], 8)
     r = c.completions.create(model="stories260K", prompt=[PROMPTS[0], PROMPTS[1]], max_tokens=8, temperature=0)

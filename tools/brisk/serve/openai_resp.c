@@ -143,13 +143,19 @@ static const char *finish_reason(brisk_finish_reason r) {
 }
 
 static json_object *usage(const sv_job *job) {
-  int64_t prompt = 0, gen = 0;
-  for (size_t k = 0; k < job->n_subs; k++) prompt += job->subs[k].n_prompt;
+  int64_t prompt = 0, gen = 0, cached = 0;
+  for (size_t k = 0; k < job->n_subs; k++) {
+    prompt += job->subs[k].n_prompt;
+    cached += job->subs[k].n_cached;
+  }
   for (size_t i = 0; i < job->n_choices; i++) gen += job->choices[i].n_generated;
   json_object *u = json_object_new_object();
   json_object_object_add(u, "prompt_tokens", json_object_new_int64(prompt));
   json_object_object_add(u, "completion_tokens", json_object_new_int64(gen));
   json_object_object_add(u, "total_tokens", json_object_new_int64(prompt + gen));
+  json_object *details = json_object_new_object();
+  json_object_object_add(details, "cached_tokens", json_object_new_int64(cached));
+  json_object_object_add(u, "prompt_tokens_details", details);
   return u;
 }
 

@@ -82,9 +82,10 @@ static void route(sv_server *s, const brisk_engine_event *ev) {
   if (--sub->n_open > 0) return;
   /* the request's last event: its timings, then the job may be done */
   brisk_request_stats st = {.struct_size = sizeof st};
-  if (brisk_engine_request_stats(s->engine, sub->id, &st) == BRISK_OK &&
-      (ev->reason == BRISK_FINISH_EOG || ev->reason == BRISK_FINISH_LENGTH ||
-       ev->reason == BRISK_FINISH_STOP)) {
+  brisk_status got = brisk_engine_request_stats(s->engine, sub->id, &st);
+  if (got == BRISK_OK) sub->n_cached = st.n_cached_tokens;
+  if (got == BRISK_OK && (ev->reason == BRISK_FINISH_EOG || ev->reason == BRISK_FINISH_LENGTH ||
+                          ev->reason == BRISK_FINISH_STOP)) {
     sv_hist_add(&s->h_queue, (double)st.queue_ns * 1e-9);
     if (st.ttft_ns) sv_hist_add(&s->h_ttft, (double)st.ttft_ns * 1e-9);
     if (st.tpot_ns) sv_hist_add(&s->h_tpot, (double)st.tpot_ns * 1e-9);

@@ -81,6 +81,7 @@ typedef struct sv_sub {
   int32_t base;     /* index of its completion 0 among the job's choices */
   int32_t n_open;   /* completions not finished yet */
   int32_t n_prompt; /* prompt tokens */
+  int32_t n_cached; /* of those, reused from the prefix cache */
   bool submitted;
 } sv_sub;
 
