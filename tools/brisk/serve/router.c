@@ -165,14 +165,17 @@ void sv_router_stop(sv_server *s, pthread_t thread) {
 bool sv_submit(sv_server *s, sv_job *job, sv_error *err) {
   pthread_mutex_lock(&s->mu);
   const int32_t limit = s->max_running + s->cfg.max_queue;
-  if (s->draining) {
+  if (s->draining || s->n_engine_open + (int32_t)job->n_subs > limit) {
+    if (s->draining) {
+      sv_fail(err, 503, NULL, "the server is shutting down");
+    } else {
+      sv_fail(err, 429, NULL, "the server is busy (%d requests in flight); retry later",
+              (int)limit);
+      err->code = "rate_limit_exceeded";
+    }
     pthread_mutex_unlock(&s->mu);
-    return sv_fail(err, 503, NULL, "the server is shutting down");
-  }
-  if (s->n_engine_open + (int32_t)job->n_subs > limit) {
-    pthread_mutex_unlock(&s->mu);
-    sv_fail(err, 429, NULL, "the server is busy (%d requests in flight); retry later", (int)limit);
-    err->code = "rate_limit_exceeded";
+    sv_job_clear(job);
+    free(job);
     return false;
   }
   pthread_cond_init(&job->cond, NULL);

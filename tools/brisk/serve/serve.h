@@ -170,8 +170,9 @@ bool sv_stream_chunks(sv_server *s, sv_job *job, char **out, size_t *len, size_t
 /* router.c */
 bool sv_router_start(sv_server *s, pthread_t *thread);
 void sv_router_stop(sv_server *s, pthread_t thread);
-/* Submits every sub of the job; on failure cancels what was submitted and
- * fills *err. Takes sv_server.mu itself. */
+/* Submits every sub of the job; on failure cancels what was submitted,
+ * fills *err and frees the job (now or once the router is done with it).
+ * Takes sv_server.mu itself. */
 bool sv_submit(sv_server *s, sv_job *job, sv_error *err);
 /* The HTTP side lets go of the job: cancels what is unfinished and frees it
  * now or when the router sees its last event. Takes sv_server.mu itself. */
