@@ -195,6 +195,32 @@ try:
     assert "".join(d.choices[0].delta.content or "" for d in deltas if d.choices) == r.choices[0].message.content
     assert deltas[-1].usage.prompt_tokens == r.usage.prompt_tokens and deltas[-1].usage.completion_tokens == r.usage.completion_tokens
 
+    # Streaming n=2 with logprobs equals the same request without streaming, choice by choice.
+    kw = dict(model="stories260K", messages=msgs, max_completion_tokens=12, temperature=0.8, seed=3, n=2,
+              logprobs=True, top_logprobs=2)
+    whole = c.chat.completions.create(**kw)
+    text, lps, finish = {0: "", 1: ""}, {0: [], 1: []}, {}
+    for d in c.chat.completions.create(stream=True, **kw):
+        for ch in d.choices:
+            text[ch.index] += ch.delta.content or ""
+            lps[ch.index] += [(t.token, t.logprob, [a.token for a in t.top_logprobs])
+                              for t in (ch.logprobs.content if ch.logprobs else [])]
+            if ch.finish_reason:
+                finish[ch.index] = ch.finish_reason
+    for ch in whole.choices:
+        assert text[ch.index] == ch.message.content and finish[ch.index] == ch.finish_reason, (text, whole)
+        assert lps[ch.index] == [(t.token, t.logprob, [a.token for a in t.top_logprobs])
+                                 for t in ch.logprobs.content], ch.index
+        assert all(len(t.top_logprobs) == 2 for t in ch.logprobs.content)
+    assert whole.usage.completion_tokens == sum(len(ch.logprobs.content) for ch in whole.choices)
+
+    # A prompt of token ids gives what its text gives.
+    ids = json.loads(subprocess.run([brisk, "tokenize", "--json", stories, PROMPTS[3]], capture_output=True,
+                                    text=True).stdout)["ids"]
+    a = c.completions.create(model="stories260K", prompt=PROMPTS[3], max_tokens=10, temperature=0)
+    b = c.completions.create(model="stories260K", prompt=ids, max_tokens=10, temperature=0)
+    assert a.choices[0].text == b.choices[0].text and a.usage.prompt_tokens == b.usage.prompt_tokens == len(ids)
+
     # Chat logprobs against an independent log-softmax of `brisk logits` at the first position.
     r = c.chat.completions.create(model="stories260K", messages=msgs, max_tokens=4, temperature=0,
                                   logprobs=True, top_logprobs=5)
