@@ -82,7 +82,9 @@ static void route(sv_server *s, const brisk_engine_event *ev) {
   if (--sub->n_open > 0) return;
   /* the request's last event: its timings, then the job may be done */
   brisk_request_stats st = {.struct_size = sizeof st};
-  brisk_status got = brisk_engine_request_stats(s->engine, sub->id, &st);
+  /* ev->id, not sub->id: a request can finish before its submitting
+   * thread has stored the id. */
+  brisk_status got = brisk_engine_request_stats(s->engine, ev->id, &st);
   if (got == BRISK_OK) sub->n_cached = st.n_cached_tokens;
   if (got == BRISK_OK && (ev->reason == BRISK_FINISH_EOG || ev->reason == BRISK_FINISH_LENGTH ||
                           ev->reason == BRISK_FINISH_STOP)) {
