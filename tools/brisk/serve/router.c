@@ -56,6 +56,7 @@ static void route(sv_server *s, const brisk_engine_event *ev) {
   sv_sub *sub = ev->user_data;
   sv_job *job = sub->job;
   sv_choice *c = &job->choices[sub->base + ev->index];
+  job->wake = true;
   if (ev->text_len && !sv_buf_append_utf8(&c->text, &c->len, &c->cap, ev->text, ev->text_len))
     job->error = true; /* out of memory: the answer says so */
   if (ev->token >= 0) {
@@ -141,7 +142,12 @@ static void *router_main(void *arg) {
       brisk_engine_poll(s->engine, events, CAP, &n);
       pthread_mutex_lock(&s->mu);
       for (size_t i = 0; i < n; i++) route(s, &events[i]);
-      for (sv_job *j = s->jobs; j && n; j = j->next) pthread_cond_broadcast(&j->cond);
+      /* wake only the threads whose jobs got events */
+      for (sv_job *j = s->jobs; j && n; j = j->next)
+        if (j->wake) {
+          j->wake = false;
+          pthread_cond_broadcast(&j->cond);
+        }
       pthread_mutex_unlock(&s->mu);
       total += n;
     } while (n == CAP);

@@ -118,6 +118,7 @@ typedef struct sv_job {
   int32_t n_subs_open; /* subs whose completions are not all finished */
   bool http_done;      /* the HTTP side let go: the router frees it at the end */
   bool error;          /* a completion finished with BRISK_FINISH_ERROR */
+  bool wake;           /* got events since the router last woke its thread */
   struct sv_job *prev, *next;
 } sv_job;
 
