@@ -386,13 +386,23 @@ assert box["r"].usage.completion_tokens == 300, box
 print("main server: ok")
 
 # 429 when the queue is full, 413 for a body over the limit.
+# (Its key comes from a file, and it serves the model under an alias.)
+key_file = tempfile.NamedTemporaryFile("w", suffix=".key", delete=False)
+key_file.write("sk-from-file\n")
+key_file.close()
 small = Server(stories, "--max-running", "1", "--max-queue", "0", "--max-body", "2000", "--ctx-size", "4096",
-               "--kv-tokens", "8192")
+               "--kv-tokens", "8192", "--api-key-file", key_file.name, "--alias", "tiny", key=None)
+os.unlink(key_file.name)
+small.key = "sk-from-file"
+small.client = openai.OpenAI(base_url=f"http://127.0.0.1:{small.port}/v1", api_key=small.key, max_retries=0)
 try:
-    st = small.client.completions.create(model="stories260K", prompt="x", max_tokens=3000, temperature=0, stream=True,
+    assert [m.id for m in small.client.models.list().data] == ["tiny"]
+    assert small.raw("GET", "/v1/models", key="sk-from-fil")[0] == 401
+    expect_error(404, lambda: small.client.completions.create(model="stories260K", prompt="x"), "model")
+    st = small.client.completions.create(model="tiny", prompt="x", max_tokens=3000, temperature=0, stream=True,
                                          extra_body={"ignore_eos": True})
     next(iter(st))
-    e = expect_error(429, lambda: small.client.completions.create(model="stories260K", prompt="y", max_tokens=2))
+    e = expect_error(429, lambda: small.client.completions.create(model="tiny", prompt="y", max_tokens=2))
     assert e.response.headers.get("retry-after") == "1", e.response.headers
     st.close()
     status, _, data = small.raw("POST", "/v1/completions", json.dumps({"prompt": "x" * 5000}).encode())
