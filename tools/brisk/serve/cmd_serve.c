@@ -271,7 +271,7 @@ int cmd_serve(int argc, char **argv) {
 
   int sig = 0;
   sigwait(&sigs, &sig);
-  fprintf(stderr, "brisk serve: %s: draining (up to %.0f s)\n",
+  fprintf(stderr, "brisk serve: %s: draining (up to %g s)\n",
           sig == SIGINT ? "SIGINT" : "SIGTERM", cfg->shutdown_timeout_s);
   pthread_mutex_lock(&s->mu);
   s->draining = true;
