@@ -30,7 +30,7 @@ static void usage(FILE *out) {
       "An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,\n"
       "GET /v1/models, GET /health, GET /metrics (docs/server.md). --port 0 takes a free port;\n"
       "the address is printed as 'listening on http://HOST:PORT'.\n"
-      "  --host ADDR          address to listen on (default 127.0.0.1)\n"
+      "  --host ADDR          address or name to listen on (default 127.0.0.1)\n"
       "  --port N             port (default 8080)\n"
       "  --api-key KEY        require 'Authorization: Bearer KEY' (all but /health)\n"
       "  --api-key-file F     the same, the key read from the first line of F\n"
@@ -259,10 +259,7 @@ int cmd_serve(int argc, char **argv) {
     goto done;
   }
   int port = 0;
-  if (!(daemon = sv_http_start(s, &port))) {
-    cli_fail("serve", "cannot listen on %s port %d: %s", cfg->host, cfg->port, strerror(errno));
-    goto done;
-  }
+  if (!(daemon = sv_http_start(s, &port))) goto done; /* it said why */
   const char *tmpl = cfg->chat_template ? cfg->chat_template : brisk_chat_template_name(s->model);
   printf("brisk serve: model %s (context %d tokens, KV pool %lld tokens, chat template %s)\n",
          cfg->model_name, (int)cfg->ctx_size, (long long)pool, tmpl ? tmpl : "none");
@@ -271,8 +268,8 @@ int cmd_serve(int argc, char **argv) {
 
   int sig = 0;
   sigwait(&sigs, &sig);
-  fprintf(stderr, "brisk serve: %s: draining (up to %g s)\n",
-          sig == SIGINT ? "SIGINT" : "SIGTERM", cfg->shutdown_timeout_s);
+  fprintf(stderr, "brisk serve: %s: draining (up to %g s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+          cfg->shutdown_timeout_s);
   pthread_mutex_lock(&s->mu);
   s->draining = true;
   pthread_mutex_unlock(&s->mu);

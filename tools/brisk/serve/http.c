@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -344,17 +345,35 @@ struct MHD_Daemon *sv_http_start(sv_server *s, int *bound_port) {
   } else if (inet_pton(AF_INET6, s->cfg.host, &a6.sin6_addr) == 1) {
     addr = (const struct sockaddr *)&a6;
     flags |= MHD_USE_IPv6;
-  } else {
-    fprintf(stderr, "brisk serve: --host '%s' is not an IPv4 or IPv6 address\n", s->cfg.host);
-    return NULL;
+  } else { /* a name, e.g. localhost: its first address */
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(s->cfg.host, NULL, &hints, &res) || !res) {
+      fprintf(stderr, "brisk serve: --host '%s' is neither an address nor a known name\n",
+              s->cfg.host);
+      return NULL;
+    }
+    if (res->ai_family == AF_INET6) {
+      a6.sin6_addr = ((const struct sockaddr_in6 *)res->ai_addr)->sin6_addr;
+      addr = (const struct sockaddr *)&a6;
+      flags |= MHD_USE_IPv6;
+    } else {
+      a4.sin_addr = ((const struct sockaddr_in *)res->ai_addr)->sin_addr;
+      addr = (const struct sockaddr *)&a4;
+    }
+    freeaddrinfo(res);
   }
+  errno = 0;
   struct MHD_Daemon *d = MHD_start_daemon(
       flags, (uint16_t)s->cfg.port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, addr,
       MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
       s->cfg.idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
       MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
       MHD_OPTION_END);
-  if (!d) return NULL;
+  if (!d) {
+    fprintf(stderr, "brisk serve: cannot listen on %s port %d: %s\n", s->cfg.host, s->cfg.port,
+            errno ? strerror(errno) : "the HTTP library refused");
+    return NULL;
+  }
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
   *bound_port = di ? di->port : s->cfg.port;
   return d;
