@@ -129,7 +129,10 @@ typedef enum brisk_status {
   BRISK_E_INTERNAL = 10,
   /* The KV cache has no room for the request; nothing was changed. Free or
    * truncate sequences, or create the context with a larger pool. */
-  BRISK_E_KV_FULL = 11
+  BRISK_E_KV_FULL = 11,
+  /* The device asked for cannot be used: its plugin (libbrisk-cuda.so), its
+   * driver or the device itself is missing; the message says which. */
+  BRISK_E_NO_DEVICE = 12
 } brisk_status;
 
 /*
@@ -278,16 +281,85 @@ typedef struct brisk_model_params {
    * they are used as stored (an INFO log line says so). Results are bit for
    * bit the same either way. Zero: every weight is used exactly as stored. */
   int repack;
+  /* Where the weights live and the model runs: NULL or "cpu" (default), or
+   * "cuda:N" ("cuda" is "cuda:0"), see brisk_device_count. A device that
+   * cannot be used fails the load with BRISK_E_NO_DEVICE. */
+  const char *device;
+  /* With a GPU device: how many of the model's layers (the first ones) live
+   * on it; the rest, and the output projection unless every layer is on the
+   * GPU, run on the CPU, so a model larger than the GPU's memory still
+   * runs. -1 (default): all. Token embeddings always stay in host memory.
+   * Ignored for the CPU. */
+  int32_t n_gpu_layers;
 } brisk_model_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
 BRISK_API void brisk_model_params_init(brisk_model_params *params);
 
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum brisk_device_kind {
+  BRISK_DEVICE_CPU = 0,
+  BRISK_DEVICE_CUDA = 1
+} brisk_device_kind;
+
+/* What brisk_device_info reports about one device. */
+typedef struct brisk_device_props {
+  uint32_t struct_size; /* sizeof(brisk_device_props), set by the caller */
+  brisk_device_kind kind;
+  int32_t index;        /* N of "cuda:N"; 0 for the CPU */
+  char id[32];          /* the name brisk_model_params.device takes: "cpu", "cuda:0" */
+  char name[128];       /* the processor's or GPU's model name */
+  uint64_t total_memory; /* bytes: the GPU's memory, or the host's physical memory */
+  uint64_t free_memory;  /* bytes free now (for the CPU: available to this process) */
+  int32_t compute_major; /* CUDA compute capability (9.0 for an H100); 0 for the CPU */
+  int32_t compute_minor;
+} brisk_device_props;
+
+/*
+ * Number of devices brisk can run on: the CPU (always device 0) and then
+ * every CUDA device, when the CUDA plugin (libbrisk-cuda.so) and a driver
+ * are present. Looking for the plugin happens once, on the first call that
+ * needs it (this one, brisk_device_info, or a load naming a CUDA device);
+ * a machine without one just has 1 device. Thread-safe.
+ */
+BRISK_API int32_t brisk_device_count(void);
+
+/*
+ * Fills *props for device i (0 <= i < brisk_device_count()), up to
+ * props->struct_size bytes. BRISK_E_INVALID_ARGUMENT for a NULL props, a
+ * struct_size smaller than the fields up to `name`, or i out of range.
+ * Thread-safe.
+ */
+BRISK_API brisk_status brisk_device_info(int32_t i, brisk_device_props *props);
+
+/*
+ * Checks that a device name ("cpu", "cuda", "cuda:N") can be used, without
+ * loading anything on it: BRISK_OK, BRISK_E_INVALID_ARGUMENT for a malformed
+ * name, or BRISK_E_NO_DEVICE with a message saying what is missing (the
+ * plugin and where it was looked for, the driver, or the device). Thread-safe.
+ */
+BRISK_API brisk_status brisk_device_check(const char *device);
+
+/*
+ * Where to look first for device plugins (libbrisk-cuda.so): a directory,
+ * copied; NULL restores the default search. Without it (and without the
+ * BRISK_PLUGIN_DIR environment variable, which comes next) the plugin is
+ * looked for next to the library or program that holds brisk (dladdr), then
+ * in the install's library directory. Takes effect only before the first
+ * device lookup: afterwards BRISK_E_INVALID_STATE. Thread-safe.
+ */
+BRISK_API brisk_status brisk_set_plugin_dir(const char *dir);
+
 /*
  * Loads a model from `path`: a GGUF file (v2 or v3), or a Hugging Face model
  * folder (config.json plus model.safetensors or a sharded
  * model.safetensors.index.json). The file is validated completely before
- * use; every failure is a status with a message naming the cause:
+ * use (structure, shapes, types, alignment, and every hyper-parameter and
+ * RoPE value the forward pass uses), so a model that loads also decodes;
+ * every failure is a status with a message naming the cause:
  *   BRISK_E_INVALID_ARGUMENT  path or out is NULL, or params->struct_size bad
  *   BRISK_E_IO                the file cannot be opened or read
  *   BRISK_E_FORMAT            the file is malformed or a tensor has a wrong shape
@@ -300,6 +372,47 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params);
 BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params,
                                         brisk_model **out);
 
+/*
+ * Loads a GGUF image from the caller's memory: a model packed in an app
+ * bundle, an asset already in memory, a decrypted buffer. The bytes are
+ * borrowed, not copied: they must stay valid and unchanged until
+ * brisk_model_free, and are never written (weights that the CPU would
+ * regroup are used as stored). Validation, progress, cancellation and
+ * errors are those of brisk_model_load; BRISK_E_INVALID_ARGUMENT for NULL
+ * data or out, or size 0. Data 64-byte aligned is best: tensor data then
+ * keeps the file's alignment.
+ */
+BRISK_API brisk_status brisk_model_load_from_memory(const void *data, size_t size,
+                                                    const brisk_model_params *params,
+                                                    brisk_model **out);
+
+/*
+ * Reads `size` bytes at `offset` of the image into buf; returns the bytes
+ * read (1..size: short reads are continued), 0 at an unexpected end, or a
+ * negative value on error. Called from the loading thread only.
+ */
+typedef int64_t (*brisk_read_fn)(void *user_data, uint64_t offset, void *buf, size_t size);
+
+/* A GGUF image behind a callback: a platform storage handle, an archive
+ * entry, an encrypted pack. */
+typedef struct brisk_model_reader {
+  uint32_t struct_size; /* sizeof(brisk_model_reader) */
+  uint64_t size;        /* bytes of the image */
+  brisk_read_fn read;
+  void *user_data;
+} brisk_model_reader;
+
+/*
+ * Loads a GGUF image through a reader: the image is read once, in chunks
+ * (the first half of the progress reports, which can cancel), into memory
+ * the model owns; the reader is not used after the call returns. A reader
+ * that fails or ends early is BRISK_E_IO naming the offset; otherwise as
+ * brisk_model_load.
+ */
+BRISK_API brisk_status brisk_model_load_from_reader(const brisk_model_reader *reader,
+                                                    const brisk_model_params *params,
+                                                    brisk_model **out);
+
 /* Frees the model and unmaps its file. NULL is a no-op. */
 BRISK_API void brisk_model_free(brisk_model *model);
 
@@ -309,7 +422,13 @@ BRISK_API void brisk_model_free(brisk_model *model);
  */
 BRISK_API const char *brisk_model_architecture(const brisk_model *model);
 
-/* Hyper-parameters; each returns 0 for a NULL model. */
+/* Hyper-parameters; each returns 0 for a NULL model.
+ * n_vocab is the number of token ids: logits have n_vocab entries, and
+ * prompts and samplers use ids in [0, n_vocab). For a model with a
+ * vocabulary, every such id is a token of it: a file whose vocabulary has
+ * more tokens than its embedding has rows fails to load (BRISK_E_FORMAT),
+ * and one with fewer (an embedding padded to a round size) uses only the
+ * rows of its tokens, so n_vocab is then the vocabulary's size. */
 BRISK_API int32_t brisk_model_n_vocab(const brisk_model *model);
 BRISK_API int32_t brisk_model_n_ctx_train(const brisk_model *model);
 BRISK_API int32_t brisk_model_n_embd(const brisk_model *model);
@@ -385,6 +504,10 @@ BRISK_API brisk_status brisk_model_tensor(const brisk_model *model, int64_t inde
  * *n_tokens to n, the full count; returns BRISK_E_BUFFER_TOO_SMALL when
  * capacity < n (call again with a buffer of *n_tokens). `text` may be NULL
  * when len is 0; `tokens` may be NULL when capacity is 0.
+ * BRISK_E_UNSUPPORTED (with *n_tokens untouched) when text would be lost
+ * or blown up: a character no token covers in a vocabulary with neither an
+ * unknown token nor byte tokens, or a tokenizer.json whose normalizers
+ * would grow a piece of text past 4 times its length + 1024 bytes.
  */
 BRISK_API brisk_status brisk_tokenize(const brisk_model *model, const char *text, size_t len,
                                       int32_t *tokens, size_t capacity, uint32_t flags,
@@ -1308,6 +1431,9 @@ typedef struct brisk_request_params {
 
 /* Most alternatives brisk_request_params.logprobs can ask for. */
 #define BRISK_MAX_LOGPROBS 20
+/* Most stop strings one request may have, and the longest one in bytes. */
+#define BRISK_MAX_STOP_STRINGS 16
+#define BRISK_MAX_STOP_BYTES 1024
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
 BRISK_API void brisk_request_params_init(brisk_request_params *params);
@@ -1319,8 +1445,10 @@ BRISK_API void brisk_request_params_init(brisk_request_params *params);
  * struct_size, empty prompt, a token outside [0, n_vocab), max_tokens < 1,
  * prompt + max_tokens larger than the KV pool, bad sampler params, n outside
  * [1, max_running], logprobs outside [0, BRISK_MAX_LOGPROBS], a NULL stop
- * array with n_stop > 0 or an empty stop string), BRISK_E_UNSUPPORTED (text
- * or stop strings without a vocabulary), BRISK_E_OUT_OF_MEMORY.
+ * array with n_stop > 0, an empty stop string, more than
+ * BRISK_MAX_STOP_STRINGS of them or one longer than BRISK_MAX_STOP_BYTES),
+ * BRISK_E_UNSUPPORTED (text or stop strings without a vocabulary, or a
+ * prompt_text brisk_tokenize refuses), BRISK_E_OUT_OF_MEMORY.
  * Safe to call from any thread while another steps; the request is seen by
  * the next step that starts after it returns.
  */
@@ -1360,10 +1488,15 @@ typedef struct brisk_engine_step_info {
  * admits, builds one batch within max_batch_tokens, runs it, samples,
  * queues events and frees finished requests' blocks. Returns BRISK_OK also
  * when there was nothing to do. `info` may be NULL; otherwise its
- * struct_size must be set. A failure of the forward pass (e.g.
- * BRISK_E_OUT_OF_MEMORY) is returned with every request kept as it was, so
- * the step can be retried; a request whose sampling fails finishes with
- * BRISK_FINISH_ERROR instead.
+ * struct_size must be set. A failing request never stalls the others: when
+ * the forward pass fails for any reason but BRISK_E_OUT_OF_MEMORY, the step
+ * runs each scheduled request's share alone, and the ones that still fail
+ * finish with BRISK_FINISH_ERROR (the cause in brisk_request_stats.error
+ * and a BRISK_LOG_WARN line naming the request) while the others go on
+ * with exactly the tokens they would have had without them (logits do not
+ * depend on the batch). A request whose sampling, text or logprobs fail
+ * finishes the same way. BRISK_E_OUT_OF_MEMORY from the forward pass is
+ * returned with every request kept as it was, so the step can be retried.
  */
 BRISK_API brisk_status brisk_engine_step(brisk_engine *engine, brisk_engine_step_info *info);
 
@@ -1372,8 +1505,9 @@ typedef enum brisk_finish_reason {
   BRISK_FINISH_EOG = 1,       /* generated an end-of-generation token */
   BRISK_FINISH_LENGTH = 2,    /* generated max_tokens tokens */
   BRISK_FINISH_CANCELLED = 3, /* brisk_engine_cancel */
-  BRISK_FINISH_ERROR = 4,     /* sampling (e.g. every token forbidden) or an
-                                 allocation for its text failed */
+  BRISK_FINISH_ERROR = 4,     /* its forward pass, sampling (e.g. every token
+                                 forbidden) or an allocation for its text
+                                 failed; brisk_request_stats.error says why */
   BRISK_FINISH_STOP = 5       /* its text reached one of its stop strings */
 } brisk_finish_reason;
 
@@ -1419,7 +1553,10 @@ typedef struct brisk_engine_event {
  * *n to how many; the others stay queued for the next call (so *n ==
  * capacity means there may be more). Each completion's events come in
  * order, exactly one of them finished. events may be NULL when capacity is 0.
- * BRISK_E_INVALID_ARGUMENT for a NULL engine or n.
+ * BRISK_E_INVALID_ARGUMENT for a NULL engine or n; BRISK_E_OUT_OF_MEMORY
+ * when the buffer for the delivered texts or alternatives cannot grow (*n
+ * is not set, every event stays queued and a later call can deliver them,
+ * e.g. with a smaller capacity).
  */
 BRISK_API brisk_status brisk_engine_poll(brisk_engine *engine, brisk_engine_event *events,
                                          size_t capacity, size_t *n);
@@ -1447,6 +1584,10 @@ typedef struct brisk_request_stats {
    * output). Callers built before these fields do not get them. */
   uint64_t n_spec_drafted;
   uint64_t n_spec_accepted;
+  /* Once a completion finished with BRISK_FINISH_ERROR: why (the message
+   * of the failing call, naming the cause), NUL-terminated; "" otherwise.
+   * Callers built before this field do not get it. */
+  char error[256];
   /* Prompt tokens whose KV the request's first admission took from the
    * prefix cache instead of computing them (a multiple of the block size;
    * 0 with the cache off or before admission): what OpenAI-style usage

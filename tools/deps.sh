@@ -3,8 +3,8 @@
 # missing. Used by tools/test.sh, tools/main.sh and .ci/run.
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc g++ libcmocka-dev libpcre2-dev libjson-c-dev
-      abigail-tools clang libclang-rt-14-dev python3 python3-pip libmicrohttpd-dev
-      nginx-light)
+      abigail-tools clang libclang-rt-14-dev python3 python3-pip libopenmpi-dev openmpi-bin
+      libmicrohttpd-dev nginx-light)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

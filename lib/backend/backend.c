@@ -134,3 +134,26 @@ brisk_status brisk_rope_frequencies(const brisk_rope_params *p, int32_t head_dim
   }
   return BRISK_OK;
 }
+
+brisk_status brisk_backend_transfer(brisk_backend *to, void *dst, brisk_backend *from,
+                                    const void *src, size_t bytes, void *staging) {
+  if (!to || !from || ((!dst || !src) && bytes))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "backend transfer: NULL backend or buffer");
+  if (bytes == 0) return BRISK_OK;
+  brisk_status st;
+  /* The destination's queued work may still read dst: wait for it first. */
+  if (to->host_memory) {
+    if ((st = to->synchronize(to))) return st;
+    return from->download(from, dst, src, bytes);
+  }
+  if (from->host_memory) {
+    if ((st = from->synchronize(from))) return st;
+    return to->upload(to, dst, src, bytes);
+  }
+  if (!staging)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "backend transfer %s -> %s: device to device needs a staging buffer",
+                       from->name, to->name);
+  if ((st = from->download(from, staging, src, bytes)) || (st = to->synchronize(to))) return st;
+  return to->upload(to, dst, staging, bytes);
+}

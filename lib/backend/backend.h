@@ -132,23 +132,69 @@ typedef enum brisk_glu_kind {
   BRISK_GLU_GEGLU = 1   /* gelu(gate) * up, gelu by its tanh approximation */
 } brisk_glu_kind;
 
+/* ---- weights ------------------------------------------------------------ */
+
+/* How a backend takes a weight tensor that arrives in its file layout (GGUF
+ * blocks in host memory, possibly a read-only file mapping). */
+typedef enum brisk_weight_mode {
+  /* The host bytes are used as stored (host-memory backends only). */
+  BRISK_WEIGHT_AS_STORED = 0,
+  /* weight_prepare rewrites the host bytes in place into `type` (same size);
+   * optional: a backend that offers it also computes with the stored layout,
+   * so the caller may use the weight as stored instead (memory budget, a
+   * buffer it cannot write). */
+  BRISK_WEIGHT_IN_PLACE = 1,
+  /* weight_prepare copies the bytes, in `type`, into `bytes` of new backend
+   * memory (a device's), freed with buffer_free. */
+  BRISK_WEIGHT_COPY = 2
+} brisk_weight_mode;
+
+typedef struct brisk_weight_plan {
+  brisk_weight_mode mode;
+  uint32_t type; /* the dtype id the backend's ops take afterwards */
+  size_t bytes;  /* COPY: backend memory the prepared weight needs */
+} brisk_weight_plan;
+
 /* ---- the table ---------------------------------------------------------- */
 
 struct brisk_backend {
   const char *name; /* "cpu-avx2", "cpu-scalar", "cuda:0", ... */
   void *ctx;        /* the implementation's state */
+  /* True when buffers are host memory that the caller may read and write
+   * directly (the CPU backend); a transfer to or from such a backend needs no
+   * staging copy. */
+  bool host_memory;
 
   void (*destroy)(brisk_backend *be);
 
   /* Backend memory, at least 64-byte aligned; bytes > 0. */
   brisk_status (*buffer_alloc)(brisk_backend *be, size_t bytes, void **out);
   void (*buffer_free)(brisk_backend *be, void *buf); /* NULL: no-op */
+  /* upload returns once src may be reused; download once dst holds the data
+   * (after all earlier work). */
   brisk_status (*upload)(brisk_backend *be, void *dst /* [bytes] backend */,
                          const void *src /* [bytes] host */, size_t bytes);
   brisk_status (*download)(brisk_backend *be, void *dst /* [bytes] host */,
                            const void *src /* [bytes] backend */, size_t bytes);
   /* Waits for all queued work. */
   brisk_status (*synchronize)(brisk_backend *be);
+  /* Bytes of scratch memory the backend holds now (workspaces that grow to
+   * the largest operation seen). */
+  size_t (*workspace_bytes)(const brisk_backend *be);
+
+  /* How this backend takes a weight of `type` with rows x cols elements
+   * (matrix: an operand of matmul, or the table of embed; else a vector: a
+   * norm weight, a bias, RoPE factors, which every backend keeps as F32). */
+  brisk_status (*weight_plan)(brisk_backend *be, uint32_t type, int64_t rows, int64_t cols,
+                              bool matrix, brisk_weight_plan *plan);
+  /* Carries out a plan from weight_plan for the same arguments: IN_PLACE
+   * rewrites src (writable host memory) and sets *out = src; COPY allocates
+   * plan->bytes of backend memory, fills it from src and sets *out to it;
+   * AS_STORED sets *out = src. On failure nothing is allocated and src holds
+   * its stored bytes. */
+  brisk_status (*weight_prepare)(brisk_backend *be, const brisk_weight_plan *plan, uint32_t type,
+                                 int64_t rows, int64_t cols,
+                                 void *src /* [rows][row bytes] host */, void **out);
 
   /* y = x . W^T, W possibly quantized (rows of k elements of w_type). */
   brisk_status (*matmul)(brisk_backend *be, uint32_t w_type, const void *w /* [n][k] */, int64_t n,
@@ -223,10 +269,12 @@ struct brisk_backend {
 
   /* Mixture-of-experts routing (Mixtral): p = softmax(logits[t]); the k
    * largest p, in descending order (ties: lower expert id first), into ids and
-   * weights, divided by their sum when renormalize. */
+   * weights, divided by their sum when renormalize. ids and weights are host
+   * memory: the forward pass groups rows by expert on the host. */
   brisk_status (*moe_route)(brisk_backend *be, const float *logits /* [n_tokens][n_experts] */,
                             int32_t n_tokens, int32_t n_experts, int32_t k, bool renormalize,
-                            int32_t *ids /* [n_tokens][k] */, float *weights /* [n_tokens][k] */);
+                            int32_t *ids /* [n_tokens][k] host */,
+                            float *weights /* [n_tokens][k] host */);
 
   /* Index of each row's largest value; ties go to the lowest index, NaN counts
    * as smaller than every number (an all-NaN row gives 0). */
@@ -241,5 +289,12 @@ struct brisk_backend {
 
 /* Destroys a backend made by any create function; NULL is a no-op. */
 void brisk_backend_free(brisk_backend *be);
+
+/* Copies bytes from src (memory of backend `from`) to dst (memory of backend
+ * `to`), waiting for both: directly when either side is host memory, else
+ * through `staging` (host memory of at least `bytes`; NULL then is
+ * BRISK_E_INVALID_ARGUMENT). */
+brisk_status brisk_backend_transfer(brisk_backend *to, void *dst, brisk_backend *from,
+                                    const void *src, size_t bytes, void *staging);
 
 #endif

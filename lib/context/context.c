@@ -4,7 +4,7 @@
 #include "context/context.h"
 #include "context/swap.h"
 
-#include "backend/cpu/ops/cpu_backend.h"
+#include "backend/device.h"
 #include "core/alloc.h"
 #include "core/checked.h"
 #include "core/dtype.h"
@@ -21,7 +21,8 @@ struct brisk_context {
   const brisk_model *model;
   brisk_context_params params;
   brisk_threadpool *pool;
-  brisk_backend *be;
+  brisk_backend *be;     /* the host CPU's: embeddings, layers kept in host memory */
+  brisk_backend *dev_be; /* the model's device's, when it has layers there; else NULL */
   brisk_kv *kv;
   brisk_forward_kv storage;
   uint64_t bytes_per_block;
@@ -37,8 +38,8 @@ struct brisk_context {
   brisk_kv_copy *copies; /* [max_batch] */
   int32_t *tables;       /* host [n_tables_cap] block tables of the batch */
   size_t tables_cap;
-  float *logits_dev;     /* backend [max_batch][n_vocab] */
-  float *logits;         /* host [max_batch][n_vocab] */
+  float *logits_dev;       /* output backend [max_batch][n_vocab] */
+  float *logits;           /* host [max_batch][n_vocab] */
   int32_t n_logit_entries; /* entries of the last decode; 0 before the first */
 };
 
@@ -112,31 +113,43 @@ static brisk_status pool_blocks(const brisk_context_params *p, const brisk_hpara
 static brisk_status alloc_kv_storage(brisk_context *c) {
   const brisk_hparams *hp = &c->model->hp;
   brisk_forward_kv *s = &c->storage;
-  size_t layer_bytes = (size_t)(c->bytes_per_block / (2 * hp->n_layer)) *
-                       (size_t)s->layout.n_blocks;
+  size_t layer_bytes =
+      (size_t)(c->bytes_per_block / (2 * hp->n_layer)) * (size_t)s->layout.n_blocks;
   s->k = brisk_calloc(hp->n_layer, sizeof(void *));
   s->v = brisk_calloc(hp->n_layer, sizeof(void *));
   if (!s->k || !s->v) return brisk_error_oom();
   for (uint32_t l = 0; l < hp->n_layer; l++) {
+    brisk_backend *be = brisk_context_layer_backend(c, l);
     brisk_status st;
-    if ((st = c->be->buffer_alloc(c->be, layer_bytes, &s->k[l])) ||
-        (st = c->be->buffer_alloc(c->be, layer_bytes, &s->v[l])))
+    if ((st = be->buffer_alloc(be, layer_bytes, &s->k[l])) ||
+        (st = be->buffer_alloc(be, layer_bytes, &s->v[l])))
       return st;
   }
   return BRISK_OK;
 }
 
+brisk_backend *brisk_context_layer_backend(brisk_context *c, uint32_t layer) {
+  return brisk_forward_layer_device(c->model, (int32_t)layer) ? c->dev_be : c->be;
+}
+
+static brisk_backend *output_backend(const brisk_context *c) {
+  return brisk_forward_output_device(c->model) ? c->dev_be : c->be;
+}
+
 BRISK_API void brisk_context_free(brisk_context *c) {
   if (!c) return;
   for (uint32_t l = 0; l < c->model->hp.n_layer; l++) {
-    if (c->storage.k) c->be->buffer_free(c->be, c->storage.k[l]);
-    if (c->storage.v) c->be->buffer_free(c->be, c->storage.v[l]);
+    brisk_backend *be = brisk_context_layer_backend(c, l);
+    if (!be) continue; /* creation failed before the backends existed */
+    if (c->storage.k) be->buffer_free(be, c->storage.k[l]);
+    if (c->storage.v) be->buffer_free(be, c->storage.v[l]);
   }
   brisk_free(c->storage.k);
   brisk_free(c->storage.v);
-  if (c->be) c->be->buffer_free(c->be, c->logits_dev);
+  if (output_backend(c)) output_backend(c)->buffer_free(output_backend(c), c->logits_dev);
   brisk_forward_free(c->fwd);
   brisk_kv_free(c->kv);
+  brisk_backend_free(c->dev_be);
   brisk_backend_free(c->be);
   brisk_threadpool_free(c->pool);
   brisk_free(c->slot);
@@ -162,8 +175,8 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   if (st) return st;
   const brisk_hparams *hp = &model->hp;
   size_t elt = p.kv_type == BRISK_KV_F16 ? 2 : 4;
-  uint64_t bytes_per_block = 2ull * hp->n_layer * hp->n_head_kv * hp->head_dim *
-                             (uint64_t)p.block_size * elt;
+  uint64_t bytes_per_block =
+      2ull * hp->n_layer * hp->n_head_kv * hp->head_dim * (uint64_t)p.block_size * elt;
   int32_t n_blocks = 0;
   if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
 
@@ -172,9 +185,9 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   c->model = model;
   c->params = p;
   c->bytes_per_block = bytes_per_block;
-  c->storage.layout = (brisk_kv_layout){p.kv_type == BRISK_KV_F16 ? BRISK_DTYPE_F16 : BRISK_DTYPE_F32,
-                                        n_blocks, (int32_t)hp->n_head_kv, p.block_size,
-                                        (int32_t)hp->head_dim};
+  c->storage.layout =
+      (brisk_kv_layout){p.kv_type == BRISK_KV_F16 ? BRISK_DTYPE_F16 : BRISK_DTYPE_F32, n_blocks,
+                        (int32_t)hp->n_head_kv, p.block_size, (int32_t)hp->head_dim};
   size_t nb = (size_t)p.max_batch_tokens, nv = hp->n_vocab;
   c->slot = brisk_malloc(nb * sizeof *c->slot);
   c->seq_row = brisk_malloc(nb * sizeof *c->seq_row);
@@ -185,17 +198,22 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   c->roll_seq = brisk_malloc(nb * sizeof *c->roll_seq);
   c->copies = brisk_malloc(nb * sizeof *c->copies);
   c->logits = brisk_malloc(nb * nv * sizeof(float));
-  if (!c->slot || !c->seq_row || !c->out_rows || !c->logit_row || !c->row_of_seq || !c->old_len || !c->roll_seq ||
-      !c->copies || !c->logits) {
+  if (!c->slot || !c->seq_row || !c->out_rows || !c->logit_row || !c->row_of_seq || !c->old_len ||
+      !c->roll_seq || !c->copies || !c->logits) {
     st = brisk_error_oom();
     goto fail;
   }
   for (int32_t i = 0; i < p.n_seq_max; i++) c->row_of_seq[i] = -1;
+  brisk_device_ref host = brisk_device_cpu();
   if ((st = brisk_threadpool_create(p.n_threads, &c->pool)) ||
-      (st = brisk_backend_cpu_create(c->pool, BRISK_CPU_ISA_AUTO, &c->be)) ||
+      (st = brisk_device_backend_create(&host, c->pool, &c->be)) ||
+      (model->n_dev_layers > 0 &&
+       (st = brisk_device_backend_create(&model->device, c->pool, &c->dev_be))) ||
       (st = brisk_kv_create(n_blocks, p.block_size, p.n_seq_max, p.prefix_cache != 0, &c->kv)) ||
-      (st = alloc_kv_storage(c)) || (st = brisk_forward_create(model, c->be, p.max_batch_tokens, &c->fwd)) ||
-      (st = c->be->buffer_alloc(c->be, nb * nv * sizeof(float), (void **)&c->logits_dev)))
+      (st = alloc_kv_storage(c)) ||
+      (st = brisk_forward_create(model, c->be, c->dev_be, p.max_batch_tokens, &c->fwd)) ||
+      (st = output_backend(c)->buffer_alloc(output_backend(c), nb * nv * sizeof(float),
+                                            (void **)&c->logits_dev)))
     goto fail;
   *out = c;
   return BRISK_OK;
@@ -216,7 +234,8 @@ BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *c, brisk_kv_s
   k.n_free_blocks = brisk_kv_n_free_blocks(c->kv);
   k.bytes_per_block = c->bytes_per_block;
   k.kv_bytes = c->bytes_per_block * (uint64_t)k.n_blocks;
-  k.other_bytes = brisk_forward_bytes(c->fwd) + brisk_backend_cpu_workspace_bytes(c->be) +
+  k.other_bytes = brisk_forward_bytes(c->fwd) + c->be->workspace_bytes(c->be) +
+                  (c->dev_be ? c->dev_be->workspace_bytes(c->dev_be) : 0) +
                   (uint64_t)c->params.max_batch_tokens * c->model->hp.n_vocab * sizeof(float);
   k.n_cached_blocks = brisk_kv_n_cached_blocks(c->kv);
   memcpy(s, &k, s->struct_size < sizeof k ? s->struct_size : sizeof k);
@@ -229,9 +248,10 @@ static brisk_status copy_blocks(brisk_context *c, int32_t n_copies) {
   if (n_copies == 0) return BRISK_OK;
   const int32_t *pairs = (const int32_t *)c->copies;
   for (uint32_t l = 0; l < c->model->hp.n_layer; l++) {
+    brisk_backend *be = brisk_context_layer_backend(c, l);
     brisk_status st;
-    if ((st = c->be->kv_copy_blocks(c->be, &c->storage.layout, c->storage.k[l], pairs, n_copies)) ||
-        (st = c->be->kv_copy_blocks(c->be, &c->storage.layout, c->storage.v[l], pairs, n_copies)))
+    if ((st = be->kv_copy_blocks(be, &c->storage.layout, c->storage.k[l], pairs, n_copies)) ||
+        (st = be->kv_copy_blocks(be, &c->storage.layout, c->storage.v[l], pairs, n_copies)))
       return st;
   }
   return BRISK_OK;
@@ -263,7 +283,8 @@ static void clear_rows(brisk_context *c, int32_t n_seqs) {
 }
 
 BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
-  if (!c || !b) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_decode: context and batch must be set");
+  if (!c || !b)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_decode: context and batch must be set");
   const brisk_hparams *hp = &c->model->hp;
   if (b->n < 1 || b->n > c->params.max_batch_tokens)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
@@ -272,8 +293,8 @@ BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
   int32_t n_out = 0;
   for (int32_t i = 0; i < b->n; i++) {
     if (b->token[i] < 0 || (uint32_t)b->token[i] >= hp->n_vocab)
-      return brisk_error(BRISK_E_INVALID_ARGUMENT, "batch entry %d: token %d is outside [0, %u)",
-                         i, b->token[i], hp->n_vocab);
+      return brisk_error(BRISK_E_INVALID_ARGUMENT, "batch entry %d: token %d is outside [0, %u)", i,
+                         b->token[i], hp->n_vocab);
     if (b->want[i]) c->out_rows[n_out++] = i;
   }
   /* One pass over the batch: each sequence's row in the tables, and its
@@ -301,16 +322,18 @@ BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
   if (st) return st;
   int32_t max_blocks = 0;
   if (!(st = copy_blocks(c, n_copies)) && !(st = build_tables(c, n_seqs, &max_blocks))) {
-    brisk_forward_batch fb = {b->n,     b->token,  b->pos,   c->seq_row, c->slot,
-                              c->tables, n_seqs,   max_blocks, n_out,    c->out_rows};
+    brisk_forward_batch fb = {b->n,      b->token, b->pos,     c->seq_row, c->slot,
+                              c->tables, n_seqs,   max_blocks, n_out,      c->out_rows};
     st = brisk_forward_run(c->fwd, &c->storage, &fb, c->logits_dev, c->params.abort_callback,
                            c->params.abort_user_data);
   }
   if (!st && n_out)
-    st = c->be->download(c->be, c->logits, c->logits_dev, (size_t)n_out * hp->n_vocab * sizeof(float));
+    st = output_backend(c)->download(output_backend(c), c->logits, c->logits_dev,
+                                     (size_t)n_out * hp->n_vocab * sizeof(float));
   if (st) {
     /* Undo the reservation: the context is as before the call. */
-    for (int32_t r = 0; r < n_seqs; r++) brisk_kv_seq_truncate(c->kv, c->roll_seq[r], c->old_len[r]);
+    for (int32_t r = 0; r < n_seqs; r++)
+      brisk_kv_seq_truncate(c->kv, c->roll_seq[r], c->old_len[r]);
     return st;
   }
   /* The K/V is written: the blocks it filled join the prefix cache. */
@@ -346,7 +369,7 @@ BRISK_API brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst
 }
 
 BRISK_API brisk_status brisk_seq_match_prefix(brisk_context *c, int32_t seq, const int32_t *tokens,
-                                             int32_t n, int32_t *reused) {
+                                              int32_t n, int32_t *reused) {
   if (!c || !reused || n < 0 || (n > 0 && !tokens))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_seq_match_prefix: context, reused and (for n = %d > 0) tokens must "
@@ -366,13 +389,9 @@ BRISK_API const brisk_model *brisk_context_model(const brisk_context *c) {
   return c ? c->model : NULL;
 }
 
-const brisk_context_params *brisk_context_get_params(const brisk_context *c) {
-  return &c->params;
-}
+const brisk_context_params *brisk_context_get_params(const brisk_context *c) { return &c->params; }
 
-void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_backend **be,
-                            brisk_forward_kv **storage) {
+void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_forward_kv **storage) {
   *kv = c->kv;
-  *be = c->be;
   *storage = &c->storage;
 }

@@ -21,9 +21,8 @@ static uint32_t n_layer(const brisk_context *c) { return brisk_context_model(c)-
 
 size_t brisk_seq_swap_bytes(brisk_context *c, int32_t n_tokens) {
   brisk_kv *kv;
-  brisk_backend *be;
   brisk_forward_kv *st;
-  brisk_context_kv_parts(c, &kv, &be, &st);
+  brisk_context_kv_parts(c, &kv, &st);
   if (n_tokens < 1) return 0;
   int32_t bs = brisk_kv_block_size(kv);
   size_t n_blocks = (size_t)(((int64_t)n_tokens + bs - 1) / bs), per_block, total;
@@ -37,12 +36,12 @@ size_t brisk_seq_swap_bytes(brisk_context *c, int32_t n_tokens) {
  * 2 n_layer block_bytes) ([n_layer][2][block_bytes]). */
 static brisk_status copy_block(brisk_context *c, int32_t block, unsigned char *host, int out) {
   brisk_kv *kv;
-  brisk_backend *be;
   brisk_forward_kv *st;
-  brisk_context_kv_parts(c, &kv, &be, &st);
+  brisk_context_kv_parts(c, &kv, &st);
   size_t bb = block_bytes(&st->layout), off = (size_t)block * bb;
   for (uint32_t l = 0; l < n_layer(c); l++)
     for (int kv_i = 0; kv_i < 2; kv_i++) {
+      brisk_backend *be = brisk_context_layer_backend(c, l);
       unsigned char *pool = (unsigned char *)(kv_i ? st->v[l] : st->k[l]) + off;
       unsigned char *h = host + (2 * (size_t)l + (size_t)kv_i) * bb;
       brisk_status s = out ? be->download(be, h, pool, bb) : be->upload(be, pool, h, bb);
@@ -53,9 +52,8 @@ static brisk_status copy_block(brisk_context *c, int32_t block, unsigned char *h
 
 brisk_status brisk_seq_swap_out(brisk_context *c, int32_t seq, brisk_seq_swap *out) {
   brisk_kv *kv;
-  brisk_backend *be;
   brisk_forward_kv *st;
-  brisk_context_kv_parts(c, &kv, &be, &st);
+  brisk_context_kv_parts(c, &kv, &st);
   memset(out, 0, sizeof *out);
   if (seq < 0 || seq >= brisk_kv_n_seq_max(kv))
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "swap out: sequence id %d is outside [0, %d)", seq,
@@ -112,9 +110,8 @@ static brisk_status reserve(brisk_kv *kv, int32_t seq, int32_t len, const int32_
 brisk_status brisk_seq_swap_in(brisk_context *c, int32_t seq, const brisk_seq_swap *in,
                                const int32_t *tokens) {
   brisk_kv *kv;
-  brisk_backend *be;
   brisk_forward_kv *st;
-  brisk_context_kv_parts(c, &kv, &be, &st);
+  brisk_context_kv_parts(c, &kv, &st);
   if (seq < 0 || seq >= brisk_kv_n_seq_max(kv) || brisk_kv_seq_len(kv, seq) != 0 || !in->data ||
       !tokens || in->n_tokens < 1 || brisk_seq_swap_bytes(c, in->n_tokens) != in->bytes)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,

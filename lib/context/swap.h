@@ -19,10 +19,11 @@ typedef struct brisk_seq_swap {
   unsigned char *data; /* [n_blocks][n_layer][2 (K, V)][block_bytes]; NULL when empty */
 } brisk_seq_swap;
 
-/* The context's KV manager, backend and block storage, for swap.c
- * (defined in context.c, whose struct is private to it). */
-void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_backend **be,
-                            brisk_forward_kv **storage);
+/* The context's KV manager and block storage, and the backend holding
+ * layer l's K/V, for swap.c (defined in context.c, whose struct is private
+ * to it). */
+void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_forward_kv **storage);
+brisk_backend *brisk_context_layer_backend(brisk_context *c, uint32_t layer);
 
 /* Host bytes a copy of n_tokens tokens takes; 0 if n_tokens < 1 or on
  * size_t overflow (a copy that large cannot be made). */

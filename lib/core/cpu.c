@@ -2,20 +2,55 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+static void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
+  __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+}
+#endif
+
+/* cpuid says what the core implements; XCR0 (XGETBV, allowed once the OS
+ * sets OSXSAVE) says which register state the OS saves on a context switch.
+ * A flag without its state would fault (or corrupt registers) on use, as
+ * under hypervisors or kernels that disable AVX-512. */
 static brisk_cpu_features detect(void) {
   brisk_cpu_features f = {0};
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  f.avx2 = __builtin_cpu_supports("avx2");
-  f.fma = __builtin_cpu_supports("fma");
-  f.avx512f = __builtin_cpu_supports("avx512f");
-  /* gcc 12 has no "f16c" name for __builtin_cpu_supports: read cpuid leaf 1,
-   * ECX bit 29, directly. The OS-saves-YMM check is implied by avx2 above. */
-  unsigned a, b, c, d;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
-  f.f16c = (c >> 29) & 1;
+  unsigned r[4], max;
+  cpuid(0, 0, r);
+  max = r[0];
+  if (max < 1) return f;
+  cpuid(1, 0, r);
+  const bool osxsave = (r[2] >> 27) & 1, avx = (r[2] >> 28) & 1;
+  const bool fma = (r[2] >> 12) & 1, f16c = (r[2] >> 29) & 1;
+  uint64_t xcr0 = 0;
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (uint64_t)hi << 32 | lo;
+  }
+  const bool ymm = avx && (xcr0 & 0x6) == 0x6;   /* SSE + AVX state */
+  const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0; /* opmask, ZMM0-15 upper, ZMM16-31 */
+  if (!ymm || max < 7) return f;
+  cpuid(7, 0, r);
+  const unsigned b7 = r[1], c7 = r[2], max7 = r[0];
+  f.avx2 = (b7 >> 5) & 1;
+  f.fma = fma;
+  f.f16c = f16c;
+  if (zmm) {
+    f.avx512f = (b7 >> 16) & 1;
+    f.avx512bw = f.avx512f && ((b7 >> 30) & 1);
+    f.avx512vl = f.avx512f && ((b7 >> 31) & 1);
+    f.avx512vnni = f.avx512f && ((c7 >> 11) & 1);
+  }
+  if (max7 >= 1) {
+    cpuid(7, 1, r);
+    f.avxvnni = f.avx2 && ((r[0] >> 4) & 1);
+    f.avx512bf16 = f.avx512f && ((r[0] >> 5) & 1);
+  }
 #endif
   return f;
 }
@@ -27,6 +62,44 @@ static void init_features(void) { features = detect(); }
 const brisk_cpu_features *brisk_cpu(void) {
   pthread_once(&features_once, init_features);
   return &features;
+}
+
+brisk_isa_level brisk_cpu_isa_detected(void) {
+  const brisk_cpu_features *f = brisk_cpu();
+  if (!(f->avx2 && f->fma && f->f16c)) return BRISK_ISA_SCALAR;
+  if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) return BRISK_ISA_AVX512;
+  return BRISK_ISA_AVX2;
+}
+
+brisk_isa_level brisk_isa_capped(brisk_isa_level detected, const char *cap) {
+  brisk_isa_level c = detected;
+  if (!cap) return detected;
+  if (strcmp(cap, "scalar") == 0)
+    c = BRISK_ISA_SCALAR;
+  else if (strcmp(cap, "avx2") == 0)
+    c = BRISK_ISA_AVX2;
+  else if (strcmp(cap, "avx512") == 0)
+    c = BRISK_ISA_AVX512;
+  return c < detected ? c : detected;
+}
+
+static brisk_isa_level isa_level;
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+static void init_isa(void) {
+  isa_level = brisk_isa_capped(brisk_cpu_isa_detected(), getenv("BRISK_CPU_ISA"));
+}
+
+brisk_isa_level brisk_cpu_isa_level(void) {
+  pthread_once(&isa_once, init_isa);
+  return isa_level;
+}
+
+const char *brisk_isa_name(brisk_isa_level level) {
+  switch (level) {
+  case BRISK_ISA_AVX2: return "avx2";
+  case BRISK_ISA_AVX512: return "avx512";
+  default: return "scalar";
+  }
 }
 
 int brisk_cpu_count(void) {

@@ -6,11 +6,39 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Every flag is true only when the processor has the instructions AND the
+ * operating system saves the registers they use (XGETBV): AVX / AVX2 need
+ * the YMM state, the AVX-512 flags the opmask and ZMM state as well. */
 typedef struct brisk_cpu_features {
-  bool avx2, fma, f16c, avx512f;
+  bool avx2, fma, f16c;
+  bool avx512f, avx512bw, avx512vl; /* the AVX-512 foundation and byte/word, 256-bit forms */
+  bool avx512vnni;                  /* vpdpbusd on ZMM/YMM (EVEX) */
+  bool avx512bf16;                  /* vdpbf16ps */
+  bool avxvnni;                     /* vpdpbusd on YMM (VEX), AVX2-class CPUs */
 } brisk_cpu_features;
 
 const brisk_cpu_features *brisk_cpu(void);
+
+/* Kernel sets the CPU code has, in order: each includes the ones below. */
+typedef enum brisk_isa_level {
+  BRISK_ISA_SCALAR = 0, /* portable C */
+  BRISK_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
+  BRISK_ISA_AVX512 = 2, /* AVX2's, plus AVX-512 F/BW/VL + VNNI kernels */
+} brisk_isa_level;
+
+/* The best level this processor (and OS) runs, capped by the environment
+ * variable BRISK_CPU_ISA when it is set to scalar, avx2 or avx512 (read once;
+ * asking for more than the processor has gives what it has; any other value
+ * is ignored). Every CPU kernel choice starts from this. */
+brisk_isa_level brisk_cpu_isa_level(void);
+/* What the processor runs, ignoring BRISK_CPU_ISA. */
+brisk_isa_level brisk_cpu_isa_detected(void);
+/* BRISK_CPU_ISA's rule: the lower of `detected` and the level `cap` names
+ * ("scalar", "avx2", "avx512"); NULL or any other string leaves detected. */
+brisk_isa_level brisk_isa_capped(brisk_isa_level detected, const char *cap);
+/* "scalar", "avx2", "avx512". */
+const char *brisk_isa_name(brisk_isa_level level);
+
 /* Online logical processors, at least 1. */
 int brisk_cpu_count(void);
 /* Bytes of memory the system could give this process now without swapping

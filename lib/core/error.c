@@ -34,6 +34,7 @@ BRISK_API const char *brisk_status_string(brisk_status status) {
   case BRISK_E_INVALID_STATE: return "invalid state";
   case BRISK_E_INTERNAL: return "internal error";
   case BRISK_E_KV_FULL: return "KV cache full";
+  case BRISK_E_NO_DEVICE: return "no such device";
   }
   return "unknown status";
 }

@@ -38,12 +38,77 @@ BRISK_API void brisk_request_params_init(brisk_request_params *p) {
   p->spec_ngram_max = 3;
 }
 
+/* A struct_size from a caller's header is the end of one of the struct's
+ * fields, or that rounded up to the struct's alignment (the sizeof of an
+ * older header); a newer header's is larger, a multiple of the alignment,
+ * and at most 4096. One that cuts a field (sizeof - 1) or is garbage
+ * (0xFFFFFFFF) is refused. The fields of both params structs, as
+ * {offset, size}. */
+#define FIELD(T, f)                                                                                \
+  { offsetof(T, f), sizeof(((T *)0)->f) }
+static const size_t engine_fields[][2] = {
+    FIELD(brisk_engine_params, n_threads),
+    FIELD(brisk_engine_params, kv_tokens),
+    FIELD(brisk_engine_params, kv_bytes),
+    FIELD(brisk_engine_params, block_size),
+    FIELD(brisk_engine_params, kv_type),
+    FIELD(brisk_engine_params, max_batch_tokens),
+    FIELD(brisk_engine_params, max_running),
+    FIELD(brisk_engine_params, prefill_chunk),
+    FIELD(brisk_engine_params, slo_ttft_ms),
+    FIELD(brisk_engine_params, slo_tpot_ms),
+    FIELD(brisk_engine_params, mem_bandwidth_gbs),
+    FIELD(brisk_engine_params, peak_gflops),
+    FIELD(brisk_engine_params, preempt_mode),
+    FIELD(brisk_engine_params, swap_bytes),
+    FIELD(brisk_engine_params, step_time_budget_us),
+    FIELD(brisk_engine_params, prefix_cache),
+    FIELD(brisk_engine_params, reserve_blocks),
+    FIELD(brisk_engine_params, draft_model),
+};
+static const size_t request_fields[][2] = {
+    FIELD(brisk_request_params, prompt_tokens),
+    FIELD(brisk_request_params, n_prompt_tokens),
+    FIELD(brisk_request_params, prompt_text),
+    FIELD(brisk_request_params, sampler),
+    FIELD(brisk_request_params, max_tokens),
+    FIELD(brisk_request_params, stop_at_eog),
+    FIELD(brisk_request_params, priority),
+    FIELD(brisk_request_params, user_data),
+    FIELD(brisk_request_params, stop),
+    FIELD(brisk_request_params, n_stop),
+    FIELD(brisk_request_params, logprobs),
+    FIELD(brisk_request_params, n),
+    FIELD(brisk_request_params, spec_n_draft),
+    FIELD(brisk_request_params, spec_ngram_min),
+    FIELD(brisk_request_params, spec_ngram_max),
+    FIELD(brisk_request_params, spec_adaptive),
+    FIELD(brisk_request_params, spec_draft_model),
+};
+#undef FIELD
+
+static int bad_struct_size(uint32_t size, size_t min, size_t full, size_t align,
+                           const size_t (*fields)[2], size_t n) {
+  if (size < min || size > 4096) return 1;
+  if (size >= full) return size % align != 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t end = fields[i][0] + fields[i][1];
+    if (size == end || size == (end + align - 1) / align * align) return 0;
+  }
+  return 1;
+}
+
 /* Copies the caller's first struct_size bytes over the defaults. */
 static brisk_status read_params(const brisk_engine_params *in, brisk_engine_params *out) {
   brisk_engine_params_init(out);
   if (!in) return BRISK_OK;
-  if (in->struct_size < offsetof(brisk_engine_params, prefill_chunk) + sizeof in->prefill_chunk)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "engine params: struct_size %u is too small",
+  if (bad_struct_size(in->struct_size,
+                      offsetof(brisk_engine_params, prefill_chunk) + sizeof in->prefill_chunk,
+                      sizeof *out, _Alignof(brisk_engine_params), engine_fields,
+                      sizeof engine_fields / sizeof engine_fields[0]))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "engine params: struct_size %u is not a brisk_engine_params layout (call "
+                       "brisk_engine_params_init)",
                        in->struct_size);
   memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
   if (out->max_running < 1)
@@ -226,12 +291,6 @@ static brisk_status load_prompt(brisk_engine *e, const brisk_request_params *p,
   r->tokens = brisk_malloc(cap * sizeof *r->tokens);
   if (!r->tokens) return brisk_error_oom();
   if (p->prompt_tokens) {
-    int32_t n_vocab = brisk_model_n_vocab(e->model);
-    for (size_t i = 0; i < n; i++)
-      if (p->prompt_tokens[i] < 0 || p->prompt_tokens[i] >= n_vocab)
-        return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                           "brisk_engine_submit: prompt token %zu is %d, outside [0, %d)", i,
-                           p->prompt_tokens[i], n_vocab);
     memcpy(r->tokens, p->prompt_tokens, n * sizeof *r->tokens);
   } else {
     size_t got = 0;
@@ -239,6 +298,14 @@ static brisk_status load_prompt(brisk_engine *e, const brisk_request_params *p,
                         BRISK_TOKENIZE_ADD_SPECIAL, &got);
     if (st) return st;
   }
+  /* Tokenized prompts too: an id the model cannot embed would fail every
+   * batch it joins, so it is refused here, where only this request fails. */
+  int32_t n_vocab = brisk_model_n_vocab(e->model);
+  for (size_t i = 0; i < n; i++)
+    if (r->tokens[i] < 0 || r->tokens[i] >= n_vocab)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "brisk_engine_submit: prompt token %zu is %d, outside [0, %d)%s", i,
+                         r->tokens[i], n_vocab, p->prompt_tokens ? "" : " (from the tokenizer)");
   r->n_prompt = r->n_tokens = (int32_t)n;
   return BRISK_OK;
 }
@@ -275,6 +342,20 @@ static brisk_status check_request(const brisk_engine *e, const brisk_request_par
   if (p->n_stop && !brisk_model_tokenizer(e->model)[0])
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "brisk_engine_submit: stop strings need a model with a vocabulary");
+  /* Matching costs each token up to (stop strings) x (their length) x (the
+   * text held back, which is up to their length): bounded here so one
+   * request cannot make every step slow. */
+  if (p->n_stop > BRISK_MAX_STOP_STRINGS)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: n_stop %zu is more than %d stop strings", p->n_stop,
+                       BRISK_MAX_STOP_STRINGS);
+  for (size_t i = 0; p->stop && i < p->n_stop; i++) {
+    size_t len = p->stop[i] ? strnlen(p->stop[i], BRISK_MAX_STOP_BYTES + 1) : 0;
+    if (len > BRISK_MAX_STOP_BYTES)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "brisk_engine_submit: stop string %zu is longer than %d bytes", i,
+                         BRISK_MAX_STOP_BYTES);
+  }
   return BRISK_OK;
 }
 
@@ -383,9 +464,13 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_
                        "brisk_engine_submit: engine, params and id must be set");
   brisk_request_params p;
   brisk_request_params_init(&p);
-  if (params->struct_size < offsetof(brisk_request_params, user_data) + sizeof(void *))
+  if (bad_struct_size(params->struct_size,
+                      offsetof(brisk_request_params, user_data) + sizeof(void *), sizeof p,
+                      _Alignof(brisk_request_params), request_fields,
+                      sizeof request_fields / sizeof request_fields[0]))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_engine_submit: params struct_size %u is too small",
+                       "brisk_engine_submit: params struct_size %u is not a brisk_request_params "
+                       "layout (call brisk_request_params_init)",
                        params->struct_size);
   memcpy(&p, params, params->struct_size < sizeof p ? params->struct_size : sizeof p);
   brisk_engine_request *first = NULL, *last = NULL;
@@ -476,6 +561,12 @@ static void fill_request_stats(const brisk_engine_request *leader, brisk_request
   if (s->struct_size >= offsetof(brisk_request_stats, n_spec_accepted) + sizeof(uint64_t)) {
     s->n_spec_drafted = drafted;
     s->n_spec_accepted = accepted;
+  }
+  if (s->struct_size >= offsetof(brisk_request_stats, error) + sizeof s->error) {
+    s->error[0] = 0;
+    r = leader;
+    for (int32_t i = 0; i < leader->n_completions && !s->error[0]; i++, r = r->next)
+      memcpy(s->error, r->error, sizeof s->error);
   }
   if (s->struct_size >= offsetof(brisk_request_stats, n_cached_tokens) + sizeof(int32_t))
     s->n_cached_tokens = leader->n_cached;

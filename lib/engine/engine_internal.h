@@ -59,6 +59,9 @@ typedef struct brisk_engine_request {
   uint64_t n_spec_drafted, n_spec_accepted;
   brisk_seq_swap swap; /* its KV in host memory while swapped out, else empty */
   uint64_t t_submit, t_admit, t_first, t_finish; /* brisk_now_ns; 0 = not yet */
+  /* Why it finished with BRISK_FINISH_ERROR ("" otherwise): a fixed buffer,
+   * so recording a failure cannot itself fail. */
+  char error[sizeof(((brisk_request_stats *)0)->error)];
   int32_t n_cached; /* tokens its first admission reused from the prefix cache */
 } brisk_engine_request;
 

@@ -14,10 +14,12 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "spec/spec_internal.h"
 #include "tokenizer/utf8.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static int32_t blocks_for(const brisk_engine *e, int32_t n_tokens) {
@@ -68,6 +70,15 @@ static void finish(brisk_engine *e, brisk_engine_request *r, int32_t token,
     brisk_engine_metrics_on_finish(e, r->leader);
   }
   brisk_engine_push_event(e, r, token, x, reason);
+}
+
+/* Finishes completion r with BRISK_FINISH_ERROR, keeping the message of
+ * the call that failed (the thread's last error) as its reason. */
+static void fail(brisk_engine *e, brisk_engine_request *r, int32_t token) {
+  snprintf(r->error, sizeof r->error, "%s", brisk_last_error());
+  BRISK_WARN("engine: request %llu completion %d failed: %s", (unsigned long long)r->id,
+             (int)r->index, r->error);
+  finish(e, r, token, NULL, BRISK_FINISH_ERROR);
 }
 
 /* Frees a running request's KV (in swap mode after copying it to host
@@ -270,6 +281,16 @@ static int32_t draft_tokens(const brisk_engine *e, brisk_engine_request *r, int3
                                     (size_t)cap, r->draft);
 }
 
+/* Adds r's next c entries to the batch: its tokens from n_computed on, then
+ * its drafts. Every draft entry has logits: entry j's score draft j + 1. */
+static void add_entries(brisk_engine *e, const brisk_engine_request *r, int32_t c) {
+  for (int32_t t = 0; t < c; t++) {
+    int32_t pos = r->n_computed + t;
+    int32_t tok = pos < r->n_tokens ? r->tokens[pos] : r->draft[pos - r->n_tokens];
+    brisk_batch_add(e->batch, tok, pos, r->seq, pos >= r->n_tokens - 1);
+  }
+}
+
 /* Fills the batch: first every generating request's next token (and its
  * drafts), then prompt chunks, each in rank order, within the token budget
  * and the free blocks. A request that finds no room at all preempts the
@@ -335,12 +356,7 @@ static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
       s->first = brisk_batch_size(e->batch);
       s->count = c;
       s->n_draft = m;
-      /* Every draft entry has logits: entry j's score draft j + 1. */
-      for (int32_t t = 0; t < c; t++) {
-        int32_t pos = r->n_computed + t;
-        int32_t tok = pos < r->n_tokens ? r->tokens[pos] : r->draft[pos - r->n_tokens];
-        brisk_batch_add(e->batch, tok, pos, r->seq, pos >= r->n_tokens - 1);
-      }
+      add_entries(e, r, c);
       r->sched_stamp = stamp;
       i++;
     }
@@ -387,15 +403,16 @@ static void emit(brisk_engine *e, brisk_engine_request *r, int32_t entry, int32_
   brisk_engine_event_extra x = {.text_off = e->text_n, .lp_off = e->lp_n};
   int stop = 0;
   if (r->stopper && add_text(e, r, tok, reason != BRISK_FINISH_NONE, &x, &stop)) {
-    finish(e, r, tok, NULL, BRISK_FINISH_ERROR);
+    fail(e, r, tok);
     return;
   }
   if (stop) reason = BRISK_FINISH_STOP;
   if (r->n_logprobs > 0) {
     const float *logits = brisk_get_logits(e->ctx, entry);
+    if (!logits) brisk_error(BRISK_E_INTERNAL, "engine: no logits for batch entry %d", (int)entry);
     if (!logits || brisk_engine_append_logprobs(e, logits, brisk_model_n_vocab(e->model), tok,
                                                 r->n_logprobs, &x)) {
-      finish(e, r, tok, NULL, BRISK_FINISH_ERROR);
+      fail(e, r, tok);
       return;
     }
   }
@@ -412,7 +429,7 @@ static void produce(brisk_engine *e, brisk_engine_request *r, int32_t entry) {
   int32_t tok;
   if (brisk_sampler_sample(r->sampler, e->ctx, entry, &tok) ||
       brisk_sampler_accept(r->sampler, tok)) {
-    finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
+    fail(e, r, -1);
     return;
   }
   emit(e, r, entry, tok);
@@ -443,7 +460,7 @@ static void accept_drafts(brisk_engine *e, brisk_engine_request *r, int32_t entr
     r->spec_cur = k < r->spec_k ? k : r->spec_k;
   }
   if (r->state == BRISK_REQ_RUNNING && brisk_seq_truncate(e->ctx, r->seq, r->n_computed))
-    finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
+    fail(e, r, -1);
 }
 
 /* Draft model: generating request r fed its pending token at `entry` and
@@ -461,7 +478,7 @@ static void accept_verified(brisk_engine *e, brisk_engine_request *r, int32_t en
   for (int32_t i = 0; i <= m; i++) sp->rows[i] = brisk_get_logits(e->ctx, entry + i);
   if (brisk_spec_verify(r->sampler, sp->rows, r->draft, (size_t)m, r->q, sp->scratch, out,
                         &n_out)) {
-    finish(e, r, -1, NULL, BRISK_FINISH_ERROR); /* frees both sequences */
+    fail(e, r, -1); /* frees both sequences */
     return;
   }
   int32_t kept = (int32_t)n_out - 1;
@@ -478,7 +495,7 @@ static void accept_verified(brisk_engine *e, brisk_engine_request *r, int32_t en
   }
   if (r->state != BRISK_REQ_RUNNING) return; /* finished: its KV is gone */
   brisk_spec_draft_keep(sp, r->seq, (size_t)n, (size_t)kept);
-  if (brisk_seq_truncate(e->ctx, r->seq, r->n_computed)) finish(e, r, -1, NULL, BRISK_FINISH_ERROR);
+  if (brisk_seq_truncate(e->ctx, r->seq, r->n_computed)) fail(e, r, -1);
 }
 
 /* Completion 0 has just prefilled the prompt: the waiting completions fork
@@ -515,6 +532,77 @@ static int prompt_done(const brisk_engine_request *r) {
          r->n_computed == r->n_tokens && r->next->state == BRISK_REQ_FORK_WAIT;
 }
 
+/* After a successful decode of scheduled share s (its entries from
+ * s->first on in the batch just run): advances the request, and when it fed
+ * its last known token, produces its next tokens (forking waiting
+ * completions after a prompt). Returns the entries that produced tokens. */
+static int32_t after_decode(brisk_engine *e, const brisk_engine_sched *s) {
+  brisk_engine_request *r = s->req;
+  int32_t m = s->n_draft;
+  r->n_computed += s->count - m; /* drafts count once kept */
+  r->cow_pending = 0;
+  if (r->n_computed < r->n_tokens) return 0;
+  int32_t entry = s->first + s->count - 1 - m;
+  if (m > 0) {
+    if (r->spec_use_draft)
+      accept_verified(e, r, entry, m);
+    else
+      accept_drafts(e, r, entry, m);
+    return 1 + m;
+  }
+  if (!prompt_done(r)) {
+    produce(e, r, entry);
+    return 1;
+  }
+  fork_completions(e, r);
+  brisk_engine_request *f = r->next;
+  produce(e, r, entry); /* after the forks: it may finish and free its sequence */
+  for (int32_t i = 1; i < r->n_completions; i++, f = f->next)
+    if (f->state == BRISK_REQ_RUNNING && f->n_generated == 0 && f->n_computed == f->n_tokens)
+      produce(e, f, entry);
+  return 1;
+}
+
+/* The step's batch failed for a reason other than memory: some request's
+ * share makes the forward pass refuse it. Each share runs alone (its
+ * logits are bitwise those it had in the batch), and a share that still
+ * fails finishes its request with that error; with completions still
+ * waiting to fork its prompt, those fail with it (they would feed the same
+ * tokens). A share that meets a transient failure (memory, KV room) alone
+ * is kept as it was and scheduled again next step. */
+static void decode_alone(brisk_engine *e, int32_t n_sched, brisk_engine_step_info *si) {
+  int32_t n_tokens = 0;
+  for (int32_t k = 0; k < n_sched; k++) {
+    brisk_engine_sched one = e->sched[k];
+    brisk_engine_request *r = one.req;
+    if (r->state != BRISK_REQ_RUNNING) continue; /* a fork an earlier share failed */
+    brisk_batch_clear(e->batch);
+    one.first = 0;
+    add_entries(e, r, one.count);
+    brisk_status st = brisk_decode(e->ctx, e->batch);
+    if (st == BRISK_E_OUT_OF_MEMORY || st == BRISK_E_KV_FULL) continue;
+    if (st) {
+      brisk_engine_request *f = r->next;
+      int32_t n_forks = r->index == 0 ? r->n_completions - 1 : 0;
+      char why[sizeof r->error];
+      snprintf(why, sizeof why, "%s", brisk_last_error());
+      fail(e, r, -1);
+      for (int32_t i = 0; i < n_forks; i++, f = f->next)
+        if (f->state == BRISK_REQ_FORK_WAIT) {
+          brisk_error(st, "%s", why); /* the leader's reason */
+          fail(e, f, -1);
+        }
+      continue;
+    }
+    e->n_computed += (uint64_t)one.count;
+    n_tokens += one.count;
+    si->n_decode_tokens += after_decode(e, &one);
+  }
+  if (n_tokens) e->n_steps++;
+  si->n_tokens = n_tokens;
+  si->n_prefill_tokens = n_tokens - si->n_decode_tokens;
+}
+
 BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info *info) {
   /* Callers built before the swap and budget fields pass a smaller struct. */
   if (!e || (info && info->struct_size < offsetof(brisk_engine_step_info, n_swapped_out)))
@@ -547,39 +635,16 @@ BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info
       preempt(e, e->running[e->n_running - 1]);
       si.n_preempted++;
       si.n_tokens = 0;
-    } else if (st) {
-      return st;
-    } else {
+    } else if (st == BRISK_E_OUT_OF_MEMORY) {
+      return st; /* nothing changed: the step can be retried */
+    } else if (!st) {
       e->n_steps++;
       e->n_computed += (uint64_t)si.n_tokens;
-      for (int32_t k = 0; k < n_sched; k++) {
-        brisk_engine_request *r = e->sched[k].req;
-        int32_t m = e->sched[k].n_draft;
-        r->n_computed += e->sched[k].count - m; /* drafts count once kept */
-        r->cow_pending = 0;
-        if (r->n_computed < r->n_tokens) continue;
-        si.n_decode_tokens += 1 + m;
-        int32_t entry = e->sched[k].first + e->sched[k].count - 1 - m;
-        if (m > 0) {
-          if (r->spec_use_draft)
-            accept_verified(e, r, entry, m);
-          else
-            accept_drafts(e, r, entry, m);
-          continue;
-        }
-        if (!prompt_done(r)) {
-          produce(e, r, entry);
-          continue;
-        }
-        fork_completions(e, r);
-        brisk_engine_request *f = r->next;
-        produce(e, r, entry); /* after the forks: it may finish and free its sequence */
-        for (int32_t i = 1; i < r->n_completions; i++, f = f->next)
-          if (f->state == BRISK_REQ_RUNNING && f->n_generated == 0 && f->n_computed == f->n_tokens)
-            produce(e, f, entry);
-      }
+      for (int32_t k = 0; k < n_sched; k++) si.n_decode_tokens += after_decode(e, &e->sched[k]);
       si.n_prefill_tokens = si.n_tokens - si.n_decode_tokens;
       brisk_step_cost_observe(&e->cost, &e->plan, (double)(brisk_now_ns() - t_run));
+    } else {
+      decode_alone(e, n_sched, &si);
     }
   }
   si.n_running = e->n_running;

@@ -57,6 +57,9 @@ typedef struct brisk_gguf brisk_gguf;
 brisk_status brisk_gguf_open(const char *path, brisk_gguf **out);
 /* The same over a caller-owned buffer that must outlive the handle. */
 brisk_status brisk_gguf_open_memory(const void *data, size_t size, brisk_gguf **out);
+/* The same over a brisk_aligned_alloc'ed buffer the handle takes over on
+ * success (and frees at close); on failure the caller still owns it. */
+brisk_status brisk_gguf_open_owned(void *data, size_t size, brisk_gguf **out);
 /* brisk_gguf_open with flags: BRISK_GGUF_OPEN_NO_MMAP forces the read() path
  * (the file is read into one brisk_aligned_alloc'ed buffer), for tests. */
 #define BRISK_GGUF_OPEN_NO_MMAP 1u

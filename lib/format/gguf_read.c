@@ -433,6 +433,13 @@ brisk_status brisk_gguf_open_memory(const void *data, size_t size, brisk_gguf **
   return open_bytes(data, size, BRISK_GGUF_STORAGE_CALLER, out);
 }
 
+brisk_status brisk_gguf_open_owned(void *data, size_t size, brisk_gguf **out) {
+  if (!out || !data)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_gguf_open_owned: NULL %s",
+                       out ? "data" : "out");
+  return open_bytes(data, size, BRISK_GGUF_STORAGE_HEAP, out);
+}
+
 static brisk_status read_whole(int fd, unsigned char *buf, uint64_t size, const char *path) {
   uint64_t done = 0;
   while (done < size) {

@@ -37,16 +37,25 @@ typedef struct brisk_forward_batch {
 /* Abort check between layers: nonzero stops the pass with BRISK_E_CANCELLED. */
 typedef int (*brisk_forward_abort_fn)(void *user_data);
 
-/* Activation buffers sized for batches of up to max_tokens tokens. */
-brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *be, int32_t max_tokens,
-                                  brisk_forward **out);
+/* Activation buffers sized for batches of up to max_tokens tokens, on the
+ * host backend (a CPU backend: embeddings, and the layers the model keeps in
+ * host memory) and, exactly when the model has layers on a device, on
+ * `device` (a backend of the model's device, NULL otherwise). Both are
+ * borrowed and must outlive the pass. */
+brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
+                                  brisk_backend *device, int32_t max_tokens, brisk_forward **out);
+
+/* Which backend runs a layer, and the output: 0 the host's, 1 the device's.
+ * The layer's K/V cache and the logits buffer live on that backend. */
+int brisk_forward_layer_device(const brisk_model *model, int32_t layer);
+int brisk_forward_output_device(const brisk_model *model);
 void brisk_forward_free(brisk_forward *f);
 /* Bytes of backend memory the activation buffers hold. */
 uint64_t brisk_forward_bytes(const brisk_forward *f);
 
 /* Runs the model on the batch: writes every token's K/V into `kv` and the
- * logits of the out_rows tokens into logits ([n_out][n_vocab], backend
- * memory). */
+ * logits of the out_rows tokens into logits ([n_out][n_vocab], memory of the
+ * output's backend). */
 brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
                                const brisk_forward_batch *batch, float *logits,
                                brisk_forward_abort_fn abort_fn, void *abort_user_data);

@@ -19,6 +19,9 @@ brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
 /* Validates hyper-parameters read from any source (non-zero sizes, heads
  * divide evenly, sane bounds), naming the offending value. */
 brisk_status brisk_model_check_hparams(const brisk_hparams *hp);
+/* Each per-pair RoPE factor of a bound rope_freqs vector (none: OK) is
+ * finite and positive. */
+brisk_status brisk_model_check_rope_freqs(const brisk_weight *w);
 
 /* Fills *w for data of `type` holding rows x cols, after checking that the
  * type can be computed with (matrices) or is a float type (vectors); counts
@@ -30,7 +33,14 @@ brisk_status brisk_model_bind_check(brisk_model *m, const char *name, const void
 brisk_status brisk_model_alloc_layers(brisk_model *m);
 brisk_status brisk_model_alloc_experts(brisk_model *m, brisk_layer *layer);
 
-/* Regroups weight matrices in place into the layouts the CPU kernels read
+/* Places the weights (model/place.c): the first layers on m->device when it
+ * is not the CPU (params->n_gpu_layers), the rest regrouped in place for the
+ * CPU kernels when params->repack. */
+brisk_status brisk_model_place(brisk_model *m, const brisk_model_params *params);
+/* Frees what brisk_model_place put on a device. */
+void brisk_model_unplace(brisk_model *m);
+
+/* Regroups the host's weight matrices in place into the layouts the CPU kernels read
  * fastest (to _R8 where AVX2 runs), changing their types to the
  * packed ids; tied embeddings follow the output matrix. Nothing changes when
  * those matrices hold more than `budget` bytes (rewritten pages of a mapping

@@ -27,8 +27,7 @@ static brisk_status get_u32(const gguf_loader *L, const char *suffix, bool requi
   return st;
 }
 
-static brisk_status get_f32(const gguf_loader *L, const char *suffix, bool required,
-                            float *out) {
+static brisk_status get_f32(const gguf_loader *L, const char *suffix, bool required, float *out) {
   char key[128];
   snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
   brisk_status st = brisk_gguf_get_f32(L->g, key, out);
@@ -65,8 +64,8 @@ static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
   if ((st = get_u32(L, "attention.value_length", false, &value_length))) return st;
   if (value_length != hp->head_dim)
     return brisk_error(BRISK_E_UNSUPPORTED,
-                       "GGUF: attention.value_length %u differs from key_length %u",
-                       value_length, hp->head_dim);
+                       "GGUF: attention.value_length %u differs from key_length %u", value_length,
+                       hp->head_dim);
   hp->rope_dim = hp->head_dim;
   if ((st = get_u32(L, "rope.dimension_count", false, &hp->rope_dim))) return st;
 
@@ -120,22 +119,21 @@ static brisk_status bind(brisk_model *m, const gguf_loader *L, const char *name,
     return brisk_error(BRISK_E_FORMAT,
                        "tensor '%s' has shape [%llu, %llu, %llu, %llu]; expected [%lld%s%lld]",
                        name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3],
-                       (long long)cols, vector ? "" : ", ", vector ? 0LL : (long long)rows);
+                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)cols,
+                       vector ? "" : ", ", vector ? 0LL : (long long)rows);
   return brisk_model_bind_check(m, name, t->data, t->type, cols, vector ? 1 : rows, vector, w);
 }
 
 /* Stacked experts: one 3-D tensor [cols, rows, n_expert] split into views. */
 static brisk_status bind_experts(brisk_model *m, const gguf_loader *L, const char *name,
-                                 int64_t cols, int64_t rows, uint32_t n_expert,
-                                 brisk_weight *out) {
+                                 int64_t cols, int64_t rows, uint32_t n_expert, brisk_weight *out) {
   const brisk_gguf_tensor *t = brisk_gguf_find_tensor(L->g, name);
   if (!t) return brisk_error(BRISK_E_FORMAT, "tensor '%s' is missing", name);
   if (t->n_dims != 3 || (int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows ||
       t->ne[2] != n_expert)
     return brisk_error(BRISK_E_FORMAT,
-                       "tensor '%s' has shape [%llu, %llu, %llu]; expected [%lld, %lld, %u]",
-                       name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                       "tensor '%s' has shape [%llu, %llu, %llu]; expected [%lld, %lld, %u]", name,
+                       (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                        (unsigned long long)t->ne[2], (long long)cols, (long long)rows, n_expert);
   uint64_t row_bytes;
   if (!brisk_dtype_row_bytes(t->type, (uint64_t)cols, &row_bytes))
@@ -157,10 +155,10 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
           kv_dim = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
   char name[96];
   brisk_status st;
-#define BIND(suffix, cols, rows, required, field)                                                \
-  do {                                                                                           \
-    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);                                        \
-    if ((st = bind(m, L, name, cols, rows, required, &ly->field))) return st;                    \
+#define BIND(suffix, cols, rows, required, field)                                                  \
+  do {                                                                                             \
+    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);                                          \
+    if ((st = bind(m, L, name, cols, rows, required, &ly->field))) return st;                      \
   } while (0)
   BIND("attn_norm.weight", d, 0, true, attn_norm);
   BIND("attn_q.weight", d, q_dim, true, wq);
@@ -217,7 +215,8 @@ brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
   if ((st = bind(m, &L, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &m->token_embd)) ||
       (st = bind(m, &L, "output_norm.weight", hp->n_embd, 0, true, &m->output_norm)) ||
       (st = bind(m, &L, "output.weight", hp->n_embd, hp->n_vocab, false, &m->output)) ||
-      (st = bind(m, &L, "rope_freqs.weight", hp->rope_dim / 2, 0, false, &m->rope_freqs)))
+      (st = bind(m, &L, "rope_freqs.weight", hp->rope_dim / 2, 0, false, &m->rope_freqs)) ||
+      (st = brisk_model_check_rope_freqs(&m->rope_freqs)))
     return st;
   if (!m->output.data) {
     m->output = m->token_embd;

@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
+#include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 BRISK_API void brisk_model_params_init(brisk_model_params *params) {
@@ -16,6 +18,25 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params) {
   params->struct_size = sizeof *params;
   params->use_mmap = 1;
   params->repack = 1;
+  params->device = NULL;
+  params->n_gpu_layers = -1;
+}
+
+/* The layouts a caller's header can have: the first released one ends
+ * after use_mmap; each later one ends after a later field, or is that
+ * rounded up to the struct's alignment (its sizeof); a newer header's is
+ * larger, a multiple of the alignment, at most 4096. Anything else (sizeof
+ * - 1, 0xFFFFFFFF) is no layout. */
+static bool struct_size_ok(uint32_t size) {
+  const size_t a = _Alignof(brisk_model_params);
+  const size_t ends[] = {offsetof(brisk_model_params, use_mmap) + sizeof(int),
+                         offsetof(brisk_model_params, vocab_only) + sizeof(int),
+                         offsetof(brisk_model_params, repack) + sizeof(int)};
+  if (size > 4096) return false;
+  if (size >= sizeof(brisk_model_params)) return size % a == 0;
+  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+    if (size == ends[i] || size == (ends[i] + a - 1) / a * a) return true;
+  return false;
 }
 
 /* Reads a caller's params struct of any size up to ours: fields the caller's
@@ -23,9 +44,7 @@ BRISK_API void brisk_model_params_init(brisk_model_params *params) {
 static brisk_status copy_params(const brisk_model_params *in, brisk_model_params *out) {
   brisk_model_params_init(out);
   if (!in) return BRISK_OK;
-  /* The first released layout ends after use_mmap: no caller has less. */
-  if (in->struct_size < offsetof(brisk_model_params, use_mmap) + sizeof in->use_mmap ||
-      in->struct_size > 4096)
+  if (!struct_size_ok(in->struct_size))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_model_params.struct_size %u is invalid (call "
                        "brisk_model_params_init)",
@@ -33,6 +52,10 @@ static brisk_status copy_params(const brisk_model_params *in, brisk_model_params
   size_t n = in->struct_size < sizeof *out ? in->struct_size : sizeof *out;
   memcpy(out, in, n);
   out->struct_size = sizeof *out;
+  if (out->n_gpu_layers < -1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_params.n_gpu_layers %d must be >= 0, or -1 for all",
+                       (int)out->n_gpu_layers);
   return BRISK_OK;
 }
 
@@ -42,6 +65,11 @@ brisk_status brisk_model_report_progress(const brisk_model_params *params, float
   return BRISK_OK;
 }
 
+static bool finite_positive(float x) { return isfinite(x) && x > 0.0f; }
+
+/* Everything the forward pass and the backend would refuse at decode is
+ * refused here, so a file that loads also runs (brisk.h promises complete
+ * validation before use). */
 brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
   /* Bounds far above any real model, low enough that derived sizes cannot
    * overflow 64-bit arithmetic anywhere later. */
@@ -68,15 +96,51 @@ brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
   if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f))
     return brisk_error(BRISK_E_FORMAT, "rms epsilon %g is out of range (0, 1)",
                        (double)hp->rms_eps);
-  if (!(hp->rope_base > 0.0f))
-    return brisk_error(BRISK_E_FORMAT, "rope base %g must be positive", (double)hp->rope_base);
+  if (!finite_positive(hp->rope_base))
+    return brisk_error(BRISK_E_FORMAT, "rope base %g must be finite and positive",
+                       (double)hp->rope_base);
   if (hp->n_expert > 1024 || hp->n_expert_used > hp->n_expert ||
       (hp->n_expert > 0 && hp->n_expert_used == 0))
     return brisk_error(BRISK_E_FORMAT, "expert counts %u used of %u are inconsistent",
                        hp->n_expert_used, hp->n_expert);
-  if (hp->rope_scaling != BRISK_HP_ROPE_SCALING_NONE && !(hp->rope_factor > 0.0f))
-    return brisk_error(BRISK_E_FORMAT, "rope scaling factor %g must be positive",
+  if (hp->rope_scaling != BRISK_HP_ROPE_SCALING_NONE && !finite_positive(hp->rope_factor))
+    return brisk_error(BRISK_E_FORMAT, "rope scaling factor %g must be finite and positive",
                        (double)hp->rope_factor);
+  /* The forward pass hands these to the backend as int32 (a window of
+   * 2^32 - 1 would become -1 there). */
+  if (hp->sliding_window > INT32_MAX || hp->rope_orig_ctx > INT32_MAX)
+    return brisk_error(BRISK_E_FORMAT,
+                       "sliding window %u and rope original context %u must be at most %d",
+                       hp->sliding_window, hp->rope_orig_ctx, INT32_MAX);
+  if (hp->rope_scaling == BRISK_HP_ROPE_SCALING_YARN &&
+      (!finite_positive(hp->yarn_beta_fast) || !finite_positive(hp->yarn_beta_slow) ||
+       !isfinite(hp->yarn_attn_factor)))
+    return brisk_error(BRISK_E_FORMAT,
+                       "yarn beta_fast %g and beta_slow %g must be finite and positive, "
+                       "attn_factor %g finite",
+                       (double)hp->yarn_beta_fast, (double)hp->yarn_beta_slow,
+                       (double)hp->yarn_attn_factor);
+  /* GGUF files give llama3 scaling as a rope_freqs tensor (checked by
+   * brisk_model_check_rope_freqs); these two are used without one. */
+  if (hp->rope_scaling == BRISK_HP_ROPE_SCALING_LLAMA3 &&
+      (!finite_positive(hp->rope_low_freq_factor) || !finite_positive(hp->rope_high_freq_factor) ||
+       !(hp->rope_low_freq_factor < hp->rope_high_freq_factor)))
+    return brisk_error(BRISK_E_FORMAT,
+                       "llama3 rope scaling needs 0 < low_freq_factor %g < high_freq_factor %g",
+                       (double)hp->rope_low_freq_factor, (double)hp->rope_high_freq_factor);
+  return BRISK_OK;
+}
+
+brisk_status brisk_model_check_rope_freqs(const brisk_weight *w) {
+  for (int64_t i = 0; w->data && i < w->cols; i++) {
+    float f;
+    memcpy(&f, (const char *)w->data + (size_t)i * sizeof f, sizeof f);
+    if (!finite_positive(f))
+      return brisk_error(BRISK_E_FORMAT,
+                         "tensor 'rope_freqs.weight': factor %lld is %g, not "
+                         "finite and positive",
+                         (long long)i, (double)f);
+  }
   return BRISK_OK;
 }
 
@@ -106,6 +170,13 @@ brisk_status brisk_model_bind_check(brisk_model *m, const char *name, const void
   if (vector ? type != BRISK_DTYPE_F32 : !matmul_type_supported(type))
     return brisk_error(BRISK_E_UNSUPPORTED, "tensor '%s' has type %s, which brisk cannot %s yet",
                        name, brisk_dtype_name(type), vector ? "use for a vector" : "compute with");
+  /* Unquantized elements are read as aligned floats or halves (the matmul
+   * refuses misaligned weights): a file with a small general.alignment and
+   * odd offsets fails here, not at the first decode. */
+  const brisk_dtype_info *info = brisk_dtype_get(type);
+  if (info && !info->quantized && info->type_size > 1 && (uintptr_t)data % info->type_size)
+    return brisk_error(BRISK_E_FORMAT, "tensor '%s': %s data is not aligned to %u bytes", name,
+                       brisk_dtype_name(type), info->type_size);
   uint64_t row_bytes, n, bytes;
   if (!brisk_dtype_row_bytes(type, (uint64_t)cols, &row_bytes) ||
       brisk_mul_overflow_u64((uint64_t)cols, (uint64_t)rows, &n) ||
@@ -141,6 +212,7 @@ BRISK_API void brisk_model_free(brisk_model *m) {
       brisk_free(m->layers[i].expert_down);
     }
   }
+  brisk_model_unplace(m);
   brisk_free(m->layers);
   brisk_vocab_free(m->vocab);
   brisk_free(m->vocab_error);
@@ -149,28 +221,113 @@ BRISK_API void brisk_model_free(brisk_model *m) {
   brisk_free(m);
 }
 
-BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params_in,
-                                        brisk_model **out) {
-  if (!path || !out)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_load: path and out must be set");
+/* Where a load reads from: a path, a caller's buffer, or a reader. */
+typedef struct load_from {
+  const char *path;                /* a file or folder, or NULL */
+  const void *data;                /* a caller's GGUF image, or NULL */
+  size_t size;                     /* its bytes */
+  const brisk_model_reader *reader; /* or a reader */
+} load_from;
+
+/* The reader's bytes, in chunks, into a buffer the source will own; the
+ * read is the first half of the progress bar, and can be cancelled. */
+static brisk_status read_all(const brisk_model_reader *r, const brisk_model_params *params,
+                             void **out) {
+  enum { CHUNK = 16 << 20 };
+  if (r->size == 0 || r->size > (uint64_t)PTRDIFF_MAX)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "model reader: size %llu is not a GGUF image",
+                       (unsigned long long)r->size);
+  /* Page-aligned like a mapping, so tensor data keeps the file's alignment. */
+  unsigned char *buf = brisk_aligned_alloc(4096, (size_t)r->size);
+  if (!buf) return brisk_error_oom();
+  brisk_status st = BRISK_OK;
+  for (uint64_t off = 0; off < r->size && !st;) {
+    size_t want = r->size - off < CHUNK ? (size_t)(r->size - off) : CHUNK;
+    int64_t got = r->read(r->user_data, off, buf + off, want);
+    if (got < 0 || (uint64_t)got > want)
+      st = brisk_error(BRISK_E_IO, "model reader failed at offset %llu (returned %lld)",
+                       (unsigned long long)off, (long long)got);
+    else if (got == 0)
+      st = brisk_error(BRISK_E_IO, "model reader ended at offset %llu of %llu bytes",
+                       (unsigned long long)off, (unsigned long long)r->size);
+    else
+      off += (uint64_t)got;
+    if (!st) st = brisk_model_report_progress(params, 0.5f * (float)off / (float)r->size);
+  }
+  if (st) {
+    brisk_aligned_free(buf);
+    return st;
+  }
+  *out = buf;
+  return BRISK_OK;
+}
+
+static brisk_status open_source(const load_from *from, const brisk_model_params *params,
+                                brisk_model_source **out) {
+  if (from->path) return brisk_model_source_open(from->path, params, out);
+  if (from->data) return brisk_model_source_open_memory(from->data, from->size, false, out);
+  void *buf = NULL;
+  brisk_status st = read_all(from->reader, params, &buf);
+  if (st) return st;
+  if ((st = brisk_model_source_open_memory(buf, (size_t)from->reader->size, true, out)))
+    brisk_aligned_free(buf);
+  return st;
+}
+
+static brisk_status load(const load_from *from, const char *name,
+                         const brisk_model_params *params_in, brisk_model **out) {
   brisk_model_params params;
   brisk_status st = copy_params(params_in, &params);
   if (st) return st;
+  /* An unusable device fails before the file is read. */
+  brisk_device_ref device;
+  if ((st = brisk_device_parse(params.device, &device))) return st;
   if ((st = brisk_model_report_progress(&params, 0.0f))) return st;
   brisk_model *m = brisk_calloc(1, sizeof *m);
-  if (!m || !(m->path = brisk_strdup(path))) {
+  if (!m || !(m->path = brisk_strdup(name))) {
     brisk_free(m);
     return brisk_error_oom();
   }
-  if ((st = brisk_model_source_open(path, &params, &m->source)) ||
+  m->device = device;
+  if ((st = open_source(from, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
-      (params.repack && m->layers && (st = brisk_model_repack(m, brisk_model_repack_budget(m)))) ||
+      (m->layers && (st = brisk_model_place(m, &params))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
     brisk_model_free(m);
     return st;
   }
   *out = m;
   return BRISK_OK;
+}
+
+BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params,
+                                        brisk_model **out) {
+  if (!path || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_load: path and out must be set");
+  load_from from = {.path = path};
+  return load(&from, path, params, out);
+}
+
+BRISK_API brisk_status brisk_model_load_from_memory(const void *data, size_t size,
+                                                    const brisk_model_params *params,
+                                                    brisk_model **out) {
+  if (!data || size == 0 || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_load_from_memory: data, size and out must be set");
+  load_from from = {.data = data, .size = size};
+  return load(&from, "(memory)", params, out);
+}
+
+BRISK_API brisk_status brisk_model_load_from_reader(const brisk_model_reader *reader,
+                                                    const brisk_model_params *params,
+                                                    brisk_model **out) {
+  if (!reader || !reader->read || !out ||
+      reader->struct_size < offsetof(brisk_model_reader, user_data) + sizeof(void *))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_load_from_reader: reader (with struct_size and read) and out "
+                       "must be set");
+  load_from from = {.reader = reader};
+  return load(&from, "(reader)", params, out);
 }
 
 BRISK_API const char *brisk_model_architecture(const brisk_model *m) {

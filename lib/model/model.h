@@ -5,6 +5,7 @@
 #define BRISK_MODEL_MODEL_H
 
 #include "brisk.h"
+#include "backend/device.h"
 #include "model/arch.h"
 
 #include <stdbool.h>
@@ -53,6 +54,17 @@ struct brisk_model {
   uint64_t n_params;
   uint64_t weight_bytes;
   brisk_model_source *source; /* the open file(s); keeps the mapping alive */
+  /* Placement (model/place.c): layers [0, n_dev_layers) and, when
+   * output_on_device, output_norm and output live on `device` (their data
+   * pointers are its memory, their types its layouts); everything else is
+   * host memory for the CPU backend. A CPU model has n_dev_layers 0. */
+  brisk_device_ref device;
+  int32_t n_dev_layers;
+  bool output_on_device;
+  brisk_backend *dev_be;     /* owns the device copies (NULL for a CPU model) */
+  void **dev_bufs;           /* [n_dev_bufs] those copies, freed with the model */
+  size_t n_dev_bufs, dev_bufs_cap;
+  uint64_t dev_weight_bytes; /* their bytes */
   struct brisk_vocab *vocab;  /* NULL when the file has no supported tokenizer */
   char *vocab_error;          /* why vocab is NULL (for the vocabulary calls' message) */
   char *path;

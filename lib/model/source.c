@@ -45,6 +45,20 @@ brisk_status brisk_model_source_open(const char *path, const brisk_model_params 
   return BRISK_OK;
 }
 
+brisk_status brisk_model_source_open_memory(const void *data, size_t size, bool owned,
+                                            brisk_model_source **out) {
+  brisk_model_source *src = brisk_calloc(1, sizeof *src);
+  if (!src) return brisk_error_oom();
+  brisk_status st = owned ? brisk_gguf_open_owned((void *)(uintptr_t)data, size, &src->gguf)
+                          : brisk_gguf_open_memory(data, size, &src->gguf);
+  if (st) {
+    brisk_free(src);
+    return st;
+  }
+  *out = src;
+  return BRISK_OK;
+}
+
 void brisk_model_source_close(brisk_model_source *src) {
   if (!src) return;
   brisk_gguf_close(src->gguf);
@@ -100,6 +114,29 @@ static brisk_status load_vocab(brisk_model *m, const brisk_model_source *src) {
   return vocab_status(m, brisk_vocab_from_gguf(src->gguf, &m->vocab));
 }
 
+/* The vocabulary and the embedding must agree on the token ids. More
+ * tokens than embedding rows would give ids the model cannot embed or
+ * score: refused. Fewer (checkpoints pad the embedding to a round size) are
+ * used as the model's n_vocab: the embedding and output rows past the last
+ * token are never read, so every id that can be submitted or sampled has a
+ * token and a text. */
+static brisk_status fit_vocab(brisk_model *m) {
+  if (!m->vocab) return BRISK_OK;
+  uint32_t n = (uint32_t)brisk_vocab_n_tokens(m->vocab);
+  if (n > m->hp.n_vocab)
+    return brisk_error(BRISK_E_FORMAT,
+                       "the vocabulary has %u tokens but the embedding only %u rows: ids from "
+                       "%u up could not be embedded",
+                       n, m->hp.n_vocab, m->hp.n_vocab);
+  if (n == m->hp.n_vocab) return BRISK_OK;
+  BRISK_INFO("the embedding has %u rows for %u tokens; the %u rows past the vocabulary are unused",
+             m->hp.n_vocab, n, m->hp.n_vocab - n);
+  m->hp.n_vocab = n;
+  m->token_embd.rows = n;
+  m->output.rows = n; /* the same view when tied */
+  return BRISK_OK;
+}
+
 brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
                                      const brisk_model_params *params) {
   brisk_status st = load_vocab(m, src);
@@ -112,10 +149,7 @@ brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
            ? brisk_model_load_hf(m, src->hf, params, &src->owned, &src->n_owned, &src->cap_owned)
            : brisk_model_load_gguf(m, src->gguf, params);
   if (st) return st;
-  if (m->vocab && (uint32_t)brisk_vocab_n_tokens(m->vocab) > m->hp.n_vocab)
-    BRISK_WARN("the vocabulary has %d tokens but the embedding only %u rows",
-               brisk_vocab_n_tokens(m->vocab), m->hp.n_vocab);
-  return BRISK_OK;
+  return fit_vocab(m);
 }
 
 const char *brisk_model_source_kind(const brisk_model_source *src) {

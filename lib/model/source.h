@@ -7,6 +7,11 @@
 
 brisk_status brisk_model_source_open(const char *path, const brisk_model_params *params,
                                      brisk_model_source **out);
+/* A GGUF image in memory: borrowed (the caller's, never written, must
+ * outlive the model) when `owned` is false; else a brisk_aligned_alloc'ed
+ * buffer the source takes over on success. */
+brisk_status brisk_model_source_open_memory(const void *data, size_t size, bool owned,
+                                            brisk_model_source **out);
 void brisk_model_source_close(brisk_model_source *src);
 /* Reads hyper-parameters and binds every weight of m from the source. */
 brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,

@@ -15,9 +15,15 @@ typedef struct pretok_step {
   bool invert;
 } pretok_step;
 
+/* Backtracking steps one match may take. The pre-tokenizer patterns in use
+ * need tens per match; a file's Split regex that backtracks exponentially
+ * ("(a+)+$") gives up here, with an error, instead of hanging the caller. */
+enum { MATCH_LIMIT = 100000 };
+
 struct brisk_pretok {
   pcre2_general_context *gctx;
   pcre2_compile_context *cctx;
+  pcre2_match_context *mctx;
   pretok_step *steps; /* [n_steps] */
   size_t n_steps, cap;
 };
@@ -43,7 +49,9 @@ brisk_status brisk_pretok_create(brisk_pretok **out) {
   if (!p) return brisk_error_oom();
   p->gctx = pcre2_general_context_create(pc_malloc, pc_free, NULL);
   if (p->gctx) p->cctx = pcre2_compile_context_create(p->gctx);
-  if (!p->gctx || !p->cctx) {
+  if (p->gctx) p->mctx = pcre2_match_context_create(p->gctx);
+  if (p->mctx) pcre2_set_match_limit(p->mctx, MATCH_LIMIT);
+  if (!p->gctx || !p->cctx || !p->mctx) {
     brisk_pretok_free(p);
     return brisk_error_oom();
   }
@@ -56,6 +64,7 @@ void brisk_pretok_free(brisk_pretok *p) {
   for (size_t i = 0; i < p->n_steps; i++) pcre2_code_free(p->steps[i].re);
   brisk_free(p->steps);
   pcre2_compile_context_free(p->cctx);
+  pcre2_match_context_free(p->mctx);
   pcre2_general_context_free(p->gctx);
   brisk_free(p);
 }
@@ -205,7 +214,7 @@ static brisk_status run_step(const run_ctx *rc, size_t k, const char *s, size_t 
   uint32_t opts = 0;
   brisk_status r = BRISK_OK;
   while (start <= n) {
-    int m = pcre2_match(step->re, (PCRE2_SPTR)s, n, start, opts, md, NULL);
+    int m = pcre2_match(step->re, (PCRE2_SPTR)s, n, start, opts, md, rc->p->mctx);
     if (m == PCRE2_ERROR_NOMATCH) {
       if (opts == 0 || start >= n) break;
       /* No non-empty match where the last empty one was: move on a unit. */
@@ -214,6 +223,11 @@ static brisk_status run_step(const run_ctx *rc, size_t k, const char *s, size_t 
       continue;
     }
     if (m == PCRE2_ERROR_NOMEMORY || m == PCRE2_ERROR_HEAPLIMIT) return brisk_error_oom();
+    if (m == PCRE2_ERROR_MATCHLIMIT || m == PCRE2_ERROR_DEPTHLIMIT)
+      return brisk_error(BRISK_E_UNSUPPORTED,
+                         "pre-tokenizer: regex %zu gives up at byte %zu of a %zu-byte piece "
+                         "(more than %d backtracking steps)",
+                         k, start, n, MATCH_LIMIT);
     if (m < 0) {
       PCRE2_UCHAR msg[160];
       pcre2_get_error_message(m, msg, sizeof msg);

@@ -62,10 +62,22 @@ static inline brisk_status stage(tok_ctx *c, int32_t id) {
   return BRISK_OK;
 }
 
-static brisk_status emit_unk(tok_ctx *c) {
+/* Text no token covers (text[0, len), for the message) becomes the unknown
+ * token. Without one, Hugging Face drops the text; brisk_tokenize promises
+ * that nothing is lost, so it fails instead. */
+static brisk_status emit_unk(tok_ctx *c, const char *text, size_t len) {
   int32_t unk = c->v->special[BRISK_VOCAB_UNK];
   c->n_unk++;
-  if (unk < 0) return BRISK_OK; /* no unknown token: the text is dropped, as HF does */
+  if (unk < 0) {
+    char shown[64];
+    size_t n = len < sizeof shown - 1 ? len : sizeof shown - 1;
+    for (size_t i = 0; i < n; i++) shown[i] = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
+    shown[n] = 0;
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "tokenize: no token covers '%s' (%zu bytes), and the vocabulary has no "
+                       "unknown token or byte tokens to stand for it",
+                       shown, len);
+  }
   if (c->v->fuse_unk && c->last_unk) return BRISK_OK;
   brisk_status st = stage(c, unk);
   c->last_unk = true;
@@ -95,7 +107,8 @@ static brisk_status emit_unit(tok_ctx *c, const brisk_unit *u) {
       return st;
     }
   }
-  return emit_unk(c);
+  return emit_unk(c, u->id >= 0 ? brisk_strtab_str(&v->strs, u->id) : u->p,
+                  u->id >= 0 ? v->strs.len[u->id] : u->len);
 }
 
 static uint64_t ids_hash(const brisk_unit *u, size_t n) {
@@ -298,12 +311,25 @@ static brisk_status process_word(void *ctx, const char *s, size_t n) {
 
 /* Applies the normalization ops to a fragment; *out points at the result
  * (the input itself when nothing changed). */
+static brisk_status too_long(size_t n, size_t limit) {
+  return brisk_error(BRISK_E_UNSUPPORTED,
+                     "tokenize: the tokenizer's normalizers grow a %zu-byte fragment past %zu "
+                     "bytes (%d x its length + %d)",
+                     n, limit, BRISK_NORM_MAX_GROWTH, BRISK_NORM_MAX_EXTRA);
+}
+
 static brisk_status normalize(tok_ctx *c, const char *s, size_t n, bool at_start, const char **out,
                               size_t *out_n) {
   const brisk_vocab *v = c->v;
   int cur = -1; /* which buffer holds the text, -1: the input */
   const char *t = s;
   size_t tn = n;
+  /* Chained normalizers multiply: eight Replace("a" -> "aa") would turn one
+   * byte into 256 and a page into a megabyte per op. Real ones grow text by
+   * at most 3x (U+2581 for each space) plus a prefix. */
+  size_t limit = n <= (SIZE_MAX - BRISK_NORM_MAX_EXTRA) / BRISK_NORM_MAX_GROWTH
+                     ? n * BRISK_NORM_MAX_GROWTH + BRISK_NORM_MAX_EXTRA
+                     : SIZE_MAX;
   for (size_t i = 0; i < v->n_norm; i++) {
     const brisk_norm_op *op = &v->norm[i];
     int dst = cur == 0 ? 1 : 0;
@@ -319,7 +345,9 @@ static brisk_status normalize(tok_ctx *c, const char *s, size_t n, bool at_start
         }
       }
       if (hits == 0) continue;
-      size_t need = tn - hits * op->from_len + hits * op->to_len;
+      size_t need = tn - hits * op->from_len; /* hits * from_len <= tn */
+      if (op->to_len && hits > (limit - need) / op->to_len) return too_long(n, limit);
+      need += hits * op->to_len;
       if (brisk_grow((void **)&c->norm[dst], &c->norm_cap[dst], need ? need : 1, 1) != 0)
         return brisk_error_oom();
       char *o = c->norm[dst];
@@ -340,6 +368,7 @@ static brisk_status normalize(tok_ctx *c, const char *s, size_t n, bool at_start
       if (op->kind == BRISK_NORM_PREPEND_FIRST) apply = apply && at_start && !starts;
       if (op->kind == BRISK_NORM_PREPEND_UNLESS) apply = apply && !starts;
       if (!apply) continue;
+      if (op->to_len > limit - tn) return too_long(n, limit);
       if (brisk_grow((void **)&c->norm[dst], &c->norm_cap[dst], tn + op->to_len, 1) != 0)
         return brisk_error_oom();
       memcpy(c->norm[dst], op->to, op->to_len);

@@ -179,8 +179,11 @@ brisk_status brisk_vocab_build(const brisk_vocab_desc *d, brisk_pretok *pre, bri
   for (uint32_t i = 0; i < d->n_tokens; i++) {
     const brisk_vocab_str *t = &d->tokens[i];
     int32_t id;
-    if (t->len > UINT32_MAX / 2) {
-      st = brisk_error(BRISK_E_FORMAT, "tokenizer: token %u is %zu bytes long", i, t->len);
+    /* Bounds what one token adds to any text made from tokens
+     * (detokenizing, the engine's events, stop-string hold-back). */
+    if (t->len > BRISK_VOCAB_MAX_TOKEN_BYTES) {
+      st = brisk_error(BRISK_E_FORMAT, "tokenizer: token %u is %zu bytes long; the limit is %d", i,
+                       t->len, BRISK_VOCAB_MAX_TOKEN_BYTES);
       goto fail;
     }
     st = brisk_strtab_append(&v->strs, t->ptr, t->len, &id);

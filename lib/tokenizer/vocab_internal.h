@@ -16,6 +16,16 @@ typedef enum brisk_norm_kind {
   BRISK_NORM_PREPEND_UNLESS = 4, /* every fragment, not if it starts with `to` */
 } brisk_norm_kind;
 
+/* The normalizers together may grow a fragment of n bytes to at most
+ * n * BRISK_NORM_MAX_GROWTH + BRISK_NORM_MAX_EXTRA bytes; past that
+ * tokenizing fails (BRISK_E_UNSUPPORTED) instead of allocating. */
+enum { BRISK_NORM_MAX_GROWTH = 4, BRISK_NORM_MAX_EXTRA = 1024 };
+
+/* The longest token text a vocabulary may have (real ones stay under a few
+ * hundred bytes): each token's text, and so each detokenized token, is at
+ * most this long. */
+enum { BRISK_VOCAB_MAX_TOKEN_BYTES = 65536 };
+
 typedef struct brisk_norm_op {
   brisk_norm_kind kind;
   char *from, *to; /* brisk_malloc'ed, NUL-terminated */

@@ -43,7 +43,8 @@ static void add(arrays *a, test_rng *r, const char *gguf, const char *hf, uint64
   a->t[i].stacked = stacked;
   a->t[i].data = malloc(rows * cols * sizeof(float));
   for (uint64_t k = 0; k < rows * cols; k++)
-    a->t[i].data[k] = (float)(rows == 1 ? 1.0 + 0.1 * test_rng_normal(r) : 0.05 * test_rng_normal(r));
+    a->t[i].data[k] =
+        (float)(rows == 1 ? 1.0 + 0.1 * test_rng_normal(r) : 0.05 * test_rng_normal(r));
 }
 
 static void build(arrays *a, const char *arch, test_rng *r) {
@@ -55,8 +56,8 @@ static void build(arrays *a, const char *arch, test_rng *r) {
   add(a, r, "output.weight", "lm_head.weight", VOCAB, D, 0, -1);
   char g[96], h[96];
   for (int l = 0; l < LAYERS; l++) {
-#define T(gs, hs, rows, cols, perm)                                                              \
-  (snprintf(g, sizeof g, "blk.%d.%s", l, gs), snprintf(h, sizeof h, "model.layers.%d.%s", l, hs), \
+#define T(gs, hs, rows, cols, perm)                                                                \
+  (snprintf(g, sizeof g, "blk.%d.%s", l, gs), snprintf(h, sizeof h, "model.layers.%d.%s", l, hs),  \
    add(a, r, g, h, rows, cols, perm, -1))
     T("attn_norm.weight", "input_layernorm.weight", 1, D, 0);
     T("attn_q.weight", "self_attn.q_proj.weight", N_HEAD * HD, D, N_HEAD);
@@ -76,7 +77,8 @@ static void build(arrays *a, const char *arch, test_rng *r) {
         static const char *hw[] = {"w1", "w3", "w2"};
         for (int k = 0; k < 3; k++) {
           snprintf(g, sizeof g, "blk.%d.%s.weight", l, gg[k]);
-          snprintf(h, sizeof h, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e, hw[k]);
+          snprintf(h, sizeof h, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e,
+                   hw[k]);
           add(a, r, g, h, k == 2 ? D : FF, k == 2 ? FF : D, 0, e);
         }
       }
@@ -132,7 +134,8 @@ static void write_gguf(const arrays *a, const char *path) {
     uint64_t rows = t->rows, cols = t->cols, n3 = t->stacked == 0 ? N_EXP : 1;
     float *data = malloc(rows * cols * n3 * sizeof(float));
     if (t->stacked == 0) {
-      for (int e = 0; e < N_EXP; e++) memcpy(data + e * rows * cols, a->t[i + 3 * e].data, rows * cols * 4);
+      for (int e = 0; e < N_EXP; e++)
+        memcpy(data + e * rows * cols, a->t[i + 3 * e].data, rows * cols * 4);
     } else if (t->permute_heads && permute) {
       permute_rows(t->data, data, (uint64_t)t->permute_heads, rows, cols);
     } else {
@@ -169,14 +172,17 @@ static void write_hf(const arrays *a, const char *dir, uint32_t mat_type) {
   for (int i = 0; i < a->n_tensors; i++) {
     const array *t = &a->t[i];
     uint64_t n = t->rows * t->cols;
-    uint32_t type = t->rows == 1 ? (mat_type == BRISK_DTYPE_F32 ? BRISK_DTYPE_F32 : BRISK_DTYPE_BF16)
-                                 : mat_type;
+    uint32_t type = t->rows == 1
+                        ? (mat_type == BRISK_DTYPE_F32 ? BRISK_DTYPE_F32 : BRISK_DTYPE_BF16)
+                        : mat_type;
     size_t elt = type == BRISK_DTYPE_F32 ? 4 : 2;
     unsigned char *data = malloc(n * elt);
     for (uint64_t k = 0; k < n; k++) {
-      if (type == BRISK_DTYPE_F32) memcpy(data + 4 * k, &t->data[k], 4);
+      if (type == BRISK_DTYPE_F32)
+        memcpy(data + 4 * k, &t->data[k], 4);
       else {
-        uint16_t hv = type == BRISK_DTYPE_F16 ? brisk_f32_to_f16(t->data[k]) : brisk_f32_to_bf16(t->data[k]);
+        uint16_t hv =
+            type == BRISK_DTYPE_F16 ? brisk_f32_to_f16(t->data[k]) : brisk_f32_to_bf16(t->data[k]);
         memcpy(data + 2 * k, &hv, 2);
       }
     }
@@ -211,7 +217,8 @@ static int64_t gguf_row(int64_t r, int64_t hd) {
   return h * hd + (i < hd / 2 ? 2 * i : 2 * (i - hd / 2) + 1);
 }
 
-static void compare(const brisk_weight *hf, const brisk_weight *gg, int64_t permute_hd, double tol) {
+static void compare(const brisk_weight *hf, const brisk_weight *gg, int64_t permute_hd,
+                    double tol) {
   assert_int_equal(hf->rows, gg->rows);
   assert_int_equal(hf->cols, gg->cols);
   for (int64_t r = 0; r < hf->rows; r++)
@@ -327,10 +334,22 @@ static void check_arch(const char *arch, uint32_t mat_type) {
   free_arrays(&a);
 }
 
-static void test_llama_f32(void **state) { (void)state; check_arch("llama", BRISK_DTYPE_F32); }
-static void test_llama_bf16(void **state) { (void)state; check_arch("llama", BRISK_DTYPE_BF16); }
-static void test_qwen2_f16(void **state) { (void)state; check_arch("qwen2", BRISK_DTYPE_F16); }
-static void test_mixtral_f32(void **state) { (void)state; check_arch("mixtral", BRISK_DTYPE_F32); }
+static void test_llama_f32(void **state) {
+  (void)state;
+  check_arch("llama", BRISK_DTYPE_F32);
+}
+static void test_llama_bf16(void **state) {
+  (void)state;
+  check_arch("llama", BRISK_DTYPE_BF16);
+}
+static void test_qwen2_f16(void **state) {
+  (void)state;
+  check_arch("qwen2", BRISK_DTYPE_F16);
+}
+static void test_mixtral_f32(void **state) {
+  (void)state;
+  check_arch("mixtral", BRISK_DTYPE_F32);
+}
 
 static void test_hf_errors(void **state) {
   (void)state;
@@ -355,16 +374,93 @@ static void test_hf_errors(void **state) {
   assert_non_null(strstr(brisk_last_error(), "num_hidden_layers"));
   /* A shape that disagrees with config.json names the tensor. */
   f = fopen(path, "w");
-  fprintf(f,
-          "{\"model_type\": \"llama\", \"vocab_size\": 80, \"hidden_size\": 64, "
-          "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 4, "
-          "\"intermediate_size\": 96}");
+  fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 80, \"hidden_size\": 64, "
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 4, "
+             "\"intermediate_size\": 96}");
   fclose(f);
   assert_int_equal(brisk_model_load(dir, NULL, &m), BRISK_E_FORMAT);
   assert_non_null(strstr(brisk_last_error(), "k_proj"));
   assert_null(m);
   assert_int_equal(brisk_model_load("/nonexistent-folder/", NULL, &m), BRISK_E_IO);
   assert_int_equal(brisk_alloc_live_count(), live);
+  test_tmpdir_remove(dir);
+  free_arrays(&a);
+}
+
+/* Rewrites config.json with a rope_scaling object; loads the folder. */
+static brisk_status load_with_scaling(const char *dir, const char *scaling, brisk_model **m) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f,
+          "{\"model_type\": \"llama\", \"vocab_size\": %d, \"hidden_size\": %d, "
+          "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+          "\"intermediate_size\": %d, \"max_position_embeddings\": 512, \"rope_scaling\": %s}",
+          VOCAB, D, LAYERS, N_HEAD, N_KV, FF, scaling);
+  fclose(f);
+  return brisk_model_load(dir, NULL, m);
+}
+
+/* RoPE scaling a decode would refuse is refused at load, naming the values;
+ * sane values load and decode. */
+static void test_hf_rope_validation(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("hf_rope_validation");
+  arrays a;
+  build(&a, "llama", &r);
+  const char *dir = test_tmpdir();
+  write_hf(&a, dir, BRISK_DTYPE_F32);
+  brisk_model *m = NULL;
+  uint64_t live = brisk_alloc_live_count();
+  static const struct {
+    const char *scaling, *needle;
+  } bad[] = {
+      {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4, "
+       "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 128}",
+       "low_freq_factor 4 < high_freq_factor 4"},
+      {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4, "
+       "\"high_freq_factor\": 1, \"original_max_position_embeddings\": 128}",
+       "low_freq_factor 4 < high_freq_factor 1"},
+      {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": -1, "
+       "\"high_freq_factor\": 4}",
+       "low_freq_factor -1"},
+      {"{\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": -32, \"beta_slow\": 1}",
+       "beta_fast -32"},
+      {"{\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": 32, \"beta_slow\": 0}",
+       "beta_slow 0"},
+      {"{\"rope_type\": \"linear\", \"factor\": -2}", "rope scaling factor -2"},
+      {"{\"rope_type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": "
+       "3000000000}",
+       "rope original context 3000000000"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    brisk_status st = load_with_scaling(dir, bad[i].scaling, &m);
+    if (st != BRISK_E_FORMAT || !strstr(brisk_last_error(), bad[i].needle))
+      fprintf(stderr, "case %zu: got %d: %s\n", i, st, brisk_last_error());
+    assert_int_equal(st, BRISK_E_FORMAT);
+    assert_non_null(strstr(brisk_last_error(), bad[i].needle));
+    assert_null(m);
+  }
+  assert_int_equal(brisk_alloc_live_count(), live);
+  static const char *good[] = {
+      "{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, "
+      "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 128}",
+      "{\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": 32, \"beta_slow\": 1, "
+      "\"original_max_position_embeddings\": 128}",
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    assert_int_equal(load_with_scaling(dir, good[i], &m), BRISK_OK);
+    brisk_context *ctx = NULL;
+    brisk_batch *b = NULL;
+    assert_int_equal(brisk_context_create(m, NULL, &ctx), BRISK_OK);
+    assert_int_equal(brisk_batch_create(4, &b), BRISK_OK);
+    for (int32_t t = 0; t < 4; t++) assert_int_equal(brisk_batch_add(b, t, t, 0, t == 3), BRISK_OK);
+    assert_int_equal(brisk_decode(ctx, b), BRISK_OK);
+    brisk_batch_free(b);
+    brisk_context_free(ctx);
+    brisk_model_free(m);
+    m = NULL;
+  }
   test_tmpdir_remove(dir);
   free_arrays(&a);
 }
@@ -395,9 +491,13 @@ static void test_hf_allocation_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_llama_f32),   cmocka_unit_test(test_llama_bf16),
-      cmocka_unit_test(test_qwen2_f16),   cmocka_unit_test(test_mixtral_f32),
-      cmocka_unit_test(test_hf_errors),   cmocka_unit_test(test_hf_allocation_failures),
+      cmocka_unit_test(test_llama_f32),
+      cmocka_unit_test(test_llama_bf16),
+      cmocka_unit_test(test_qwen2_f16),
+      cmocka_unit_test(test_mixtral_f32),
+      cmocka_unit_test(test_hf_errors),
+      cmocka_unit_test(test_hf_rope_validation),
+      cmocka_unit_test(test_hf_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

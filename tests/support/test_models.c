@@ -14,8 +14,16 @@
 
 test_model_spec test_model_default(const char *arch) {
   test_model_spec s = {
-      .arch = arch, .n_vocab = 96, .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
-      .head_dim = 16, .n_ff = 96, .n_ctx = 256, .weight_type = BRISK_DTYPE_F32,
+      .arch = arch,
+      .n_vocab = 96,
+      .n_embd = 64,
+      .n_layer = 2,
+      .n_head = 4,
+      .n_head_kv = 2,
+      .head_dim = 16,
+      .n_ff = 96,
+      .n_ctx = 256,
+      .weight_type = BRISK_DTYPE_F32,
   };
   if (!strcmp(arch, "mixtral")) {
     s.n_expert = 4;
@@ -116,7 +124,7 @@ static void write_vocab(brisk_gguf_writer *w, uint32_t n_vocab) {
 brisk_status test_model_write(const char *path, const test_model_spec *s, test_rng *rng,
                               uint64_t *n_params) {
   writer_ctx c = {.spec = s, .rng = rng};
-  brisk_status st = brisk_gguf_writer_create(3, 32, &c.w);
+  brisk_status st = brisk_gguf_writer_create(3, s->alignment ? s->alignment : 32, &c.w);
   if (st) return st;
   char key[128];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", s->arch, suffix), key)
@@ -129,7 +137,8 @@ brisk_status test_model_write(const char *path, const test_model_spec *s, test_r
   brisk_gguf_writer_set_u32(c.w, KEY("attention.head_count"), s->n_head);
   brisk_gguf_writer_set_u32(c.w, KEY("attention.head_count_kv"), s->n_head_kv);
   brisk_gguf_writer_set_f32(c.w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
-  brisk_gguf_writer_set_f32(c.w, KEY("rope.freq_base"), 10000.0f);
+  brisk_gguf_writer_set_f32(c.w, KEY("rope.freq_base"),
+                            s->rope_base != 0.0f ? s->rope_base : 10000.0f);
   if (s->head_dim != s->n_embd / s->n_head) {
     brisk_gguf_writer_set_u32(c.w, KEY("attention.key_length"), s->head_dim);
     brisk_gguf_writer_set_u32(c.w, KEY("attention.value_length"), s->head_dim);
@@ -141,13 +150,19 @@ brisk_status test_model_write(const char *path, const test_model_spec *s, test_r
   if (s->sliding_window)
     brisk_gguf_writer_set_u32(c.w, KEY("attention.sliding_window"), s->sliding_window);
 #undef KEY
-  if (!s->no_vocab) write_vocab(c.w, s->n_vocab);
+  if (!s->no_vocab) write_vocab(c.w, s->vocab_tokens ? s->vocab_tokens : s->n_vocab);
+  if (s->extra) s->extra(c.w, s->arch, s->extra_user);
   uint32_t wt = s->weight_type, f32 = BRISK_DTYPE_F32;
   uint64_t d = s->n_embd, q = (uint64_t)s->n_head * s->head_dim,
            kv = (uint64_t)s->n_head_kv * s->head_dim, ff = s->n_ff;
   add(&c, "token_embd.weight", wt, d, s->n_vocab, 1);
   add(&c, "output_norm.weight", f32, d, 1, 1);
   if (!s->tied) add(&c, "output.weight", wt, d, s->n_vocab, 1);
+  if (s->rope_freqs && !c.st) {
+    uint64_t ne = s->head_dim / 2;
+    c.st = brisk_gguf_writer_add_tensor(c.w, "rope_freqs.weight", BRISK_DTYPE_F32, 1, &ne,
+                                        s->rope_freqs, ne * sizeof(float));
+  }
   bool bias = !strcmp(s->arch, "qwen2"), qk_norm = !strcmp(s->arch, "qwen3");
   for (uint32_t l = 0; l < s->n_layer; l++) {
     char name[96];

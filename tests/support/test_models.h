@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct brisk_gguf_writer;
+
 typedef struct test_model_spec {
   const char *arch; /* "llama", "mistral", "qwen2", "qwen3", "mixtral" */
   uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
@@ -23,6 +25,18 @@ typedef struct test_model_spec {
    * number of rows; both NULL for a valid model. */
   const char *omit_tensor;
   const char *misshape_tensor;
+  /* More hooks for hostile files (all 0 / NULL by default): the file's
+   * general.alignment (0: 32); rope.freq_base (0: 10000); tokens written to
+   * the vocabulary (0: n_vocab; the embedding keeps n_vocab rows); a
+   * rope_freqs.weight tensor of head_dim / 2 factors; and a callback run
+   * after the standard keys and before any tensor, to add keys or a leading
+   * tensor. */
+  uint32_t alignment;
+  float rope_base;
+  uint32_t vocab_tokens;
+  const float *rope_freqs;
+  void (*extra)(struct brisk_gguf_writer *w, const char *arch, void *user);
+  void *extra_user;
 } test_model_spec;
 
 /* A small valid spec for `arch`. */

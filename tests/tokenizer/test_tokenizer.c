@@ -677,6 +677,145 @@ static void test_hf_json_spm_like(void **state) {
   brisk_vocab_free(v);
 }
 
+/* Text that no token covers, in a vocabulary without an unknown token or
+ * byte tokens, fails the call instead of vanishing from the output. */
+static void test_uncovered_text_fails(void **state) {
+  (void)state;
+  brisk_vocab *v = hf_load(k_json_bl, "[\"a b\",\"\xC4\xA0 ab\"]");
+  int32_t out[16];
+  size_t n = 77;
+  assert_int_equal(brisk_vocab_tokenize(v, "ab z", 4, false, false, out, 16, &n),
+                   BRISK_E_UNSUPPORTED);
+  assert_non_null(strstr(brisk_last_error(), "no token covers 'z'"));
+  assert_int_equal(n, 77);
+  assert_int_equal(brisk_vocab_tokenize(v, "\xFF", 1, false, false, out, 16, &n),
+                   BRISK_E_UNSUPPORTED);
+  /* Covered text still works, and so does the empty text. */
+  assert_int_equal(brisk_vocab_tokenize(v, "ab cab", 6, false, false, out, 16, &n), BRISK_OK);
+  int32_t want[] = {3, 2, 5, 3}; /* ab, U+0120 (space), c, ab */
+  assert_int_equal(n, 4);
+  assert_memory_equal(out, want, sizeof want);
+  assert_int_equal(brisk_vocab_tokenize(v, "", 0, false, false, out, 16, &n), BRISK_OK);
+  assert_int_equal(n, 0);
+  brisk_vocab_free(v);
+}
+
+/* A tokenizer.json whose normalizers are `n` chained Replace("a" ->
+ * content), with a vocabulary of "a" and "aa". */
+static brisk_vocab *growing_vocab(int n_replace, const char *content, brisk_status *st) {
+  char json[8192];
+  size_t k = (size_t)snprintf(json, sizeof json,
+                              "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[");
+  for (int i = 0; i < n_replace; i++)
+    k += (size_t)snprintf(json + k, sizeof json - k,
+                          "%s{\"type\":\"Replace\",\"pattern\":{\"String\":\"a\"},"
+                          "\"content\":\"%s\"}",
+                          i ? "," : "", content);
+  snprintf(json + k, sizeof json - k,
+           "]},\"pre_tokenizer\":null,\"decoder\":null,\"model\":{\"type\":\"BPE\","
+           "\"unk_token\":null,\"vocab\":{\"a\":0,\"aa\":1},\"merges\":[\"a a\"]}}");
+  brisk_vocab *v = NULL;
+  *st = brisk_vocab_from_hf_json(json, strlen(json), &v);
+  return v;
+}
+
+/* Eight chained doubling Replaces turned a one-byte prompt into 256 bytes
+ * and a 16 MB one into 4 GB; the normalizers may now grow a fragment to 4x
+ * its length + 1024 bytes, and past that the call fails at once. */
+static void test_normalizer_amplification(void **state) {
+  (void)state;
+  brisk_status st;
+  brisk_vocab *v = growing_vocab(8, "aa", &st);
+  assert_int_equal(st, BRISK_OK);
+  int32_t out[1024];
+  size_t n = 0;
+  /* One byte -> 256: within the 1024 bytes of slack. */
+  assert_int_equal(brisk_vocab_tokenize(v, "a", 1, false, false, out, 1024, &n), BRISK_OK);
+  assert_int_equal(n, 128); /* 256 a's merged in pairs */
+  /* 5 bytes -> 1280 > 4 * 5 + 1024: refused, before allocating it. */
+  uint64_t live = brisk_alloc_live_bytes();
+  assert_int_equal(brisk_vocab_tokenize(v, "aaaaa", 5, false, false, out, 1024, &n),
+                   BRISK_E_UNSUPPORTED);
+  assert_non_null(strstr(brisk_last_error(), "normalizers grow a 5-byte fragment past 1044"));
+  assert_int_equal(brisk_alloc_live_bytes(), live);
+  /* A large prompt fails just as fast and allocates nothing near 256x. */
+  size_t big = 1 << 20;
+  char *text = malloc(big);
+  memset(text, 'a', big);
+  assert_int_equal(brisk_vocab_tokenize(v, text, big, false, false, out, 1024, &n),
+                   BRISK_E_UNSUPPORTED);
+  free(text);
+  brisk_vocab_free(v);
+  /* Two doublings stay within 4x: tokenized as before. */
+  v = growing_vocab(2, "aa", &st);
+  assert_int_equal(st, BRISK_OK);
+  assert_int_equal(brisk_vocab_tokenize(v, "aaaaaaaaaa", 10, false, false, out, 1024, &n),
+                   BRISK_OK);
+  assert_int_equal(n, 20);
+  brisk_vocab_free(v);
+  /* The audit's file: eight Replace("a" -> 16 a's) made 16^8 = 4.3e9 bytes
+   * of one; now the third op is refused. */
+  v = growing_vocab(8, "aaaaaaaaaaaaaaaa", &st);
+  assert_int_equal(st, BRISK_OK);
+  assert_int_equal(brisk_vocab_tokenize(v, "a", 1, false, false, out, 1024, &n),
+                   BRISK_E_UNSUPPORTED);
+  assert_non_null(strstr(brisk_last_error(), "1-byte fragment past 1028"));
+  brisk_vocab_free(v);
+}
+
+/* A token longer than 64 KiB is refused at load: no single token can
+ * amplify a detokenized text (or an engine event) past that. */
+static void test_token_length_limit(void **state) {
+  (void)state;
+  for (size_t len = 65536; len <= 65537; len++) {
+    size_t cap = len + 256;
+    char *json = malloc(cap);
+    size_t k = (size_t)snprintf(json, cap, "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"");
+    memset(json + k, 'b', len);
+    k += len;
+    snprintf(json + k, cap - k, "\":1},\"merges\":[]}}");
+    brisk_vocab *v = NULL;
+    brisk_status st = brisk_vocab_from_hf_json(json, strlen(json), &v);
+    if (len == 65536) {
+      assert_int_equal(st, BRISK_OK);
+      char piece[8];
+      size_t n = 0;
+      assert_int_equal(brisk_vocab_token_to_piece(v, 1, false, piece, sizeof piece, &n),
+                       BRISK_E_BUFFER_TOO_SMALL);
+      assert_int_equal(n, 65536);
+      brisk_vocab_free(v);
+    } else {
+      assert_int_equal(st, BRISK_E_FORMAT);
+      assert_non_null(strstr(brisk_last_error(), "token 1 is 65537 bytes long"));
+      assert_null(v);
+    }
+    free(json);
+  }
+}
+
+/* A Split regex that backtracks exponentially fails the call quickly
+ * instead of hanging it; a short text still splits. */
+static void test_regex_backtracking_limit(void **state) {
+  (void)state;
+  static const char json[] =
+      "{\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a|a)+$\"},"
+      "\"behavior\":\"Isolated\",\"invert\":false},\"model\":{\"type\":\"BPE\","
+      "\"unk_token\":null,\"vocab\":{\"a\":0,\"b\":1,\"c\":2},\"merges\":[]}}";
+  brisk_vocab *v = NULL;
+  assert_int_equal(brisk_vocab_from_hf_json(json, strlen(json), &v), BRISK_OK);
+  char text[64];
+  memset(text, 'a', 40);
+  text[40] = 'c'; /* 2^40 ways to fail to reach the end */
+  int32_t out[64];
+  size_t n = 0;
+  assert_int_equal(brisk_vocab_tokenize(v, text, 41, false, false, out, 64, &n),
+                   BRISK_E_UNSUPPORTED);
+  assert_non_null(strstr(brisk_last_error(), "backtracking steps"));
+  assert_int_equal(brisk_vocab_tokenize(v, "aac", 3, false, false, out, 64, &n), BRISK_OK);
+  assert_int_equal(n, 3);
+  brisk_vocab_free(v);
+}
+
 static void expect_hf_error(const char *json, brisk_status want, const char *needle) {
   brisk_vocab *v = NULL;
   assert_int_equal(brisk_vocab_from_hf_json(json, strlen(json), &v), want);
@@ -747,7 +886,9 @@ static brisk_status op_tokenize(void *p) {
   int32_t out[64];
   size_t n;
   const char text[] = "ab ab<|end|>c ba \xFF";
-  brisk_status st = brisk_vocab_tokenize(c->v_json, text, sizeof text - 1, true, true, out, 64, &n);
+  /* The byte-level vocabulary has no token for 0xFF (and no unknown token):
+   * its text stops before it. */
+  brisk_status st = brisk_vocab_tokenize(c->v_json, text, sizeof text - 2, true, true, out, 64, &n);
   if (st == BRISK_OK)
     st = brisk_vocab_tokenize(c->v_spm, text, sizeof text - 1, true, true, out, 64, &n);
   return st;
@@ -798,6 +939,10 @@ int main(void) {
       cmocka_unit_test(test_hf_json_bytelevel),
       cmocka_unit_test(test_hf_json_spm_like),
       cmocka_unit_test(test_hf_json_errors),
+      cmocka_unit_test(test_uncovered_text_fails),
+      cmocka_unit_test(test_normalizer_amplification),
+      cmocka_unit_test(test_token_length_limit),
+      cmocka_unit_test(test_regex_backtracking_limit),
       cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,7 +20,12 @@ static void test_create_paths(void **state) {
 #if !defined(__x86_64__)
   avx2 = false;
 #endif
-  assert_string_equal(be->name, avx2 ? "cpu-avx2" : "cpu-scalar");
+  /* AUTO: the best level allowed (BRISK_CPU_ISA may cap it). */
+  const brisk_isa_level level = brisk_cpu_isa_level();
+  assert_string_equal(be->name, !avx2                       ? "cpu-scalar"
+                                : level == BRISK_ISA_AVX512 ? "cpu-avx512"
+                                : level == BRISK_ISA_AVX2   ? "cpu-avx2"
+                                                            : "cpu-scalar");
   assert_int_equal(be->synchronize(be), BRISK_OK);
   brisk_backend_free(be);
   assert_int_equal(brisk_backend_cpu_create(NULL, BRISK_CPU_ISA_SCALAR, &be), BRISK_OK);
@@ -156,8 +161,8 @@ static brisk_status matmul_fresh(void *p) {
  * scalar kernels' bits, an AVX2 one the AVX2 kernels' bits. */
 static void test_matmul_follows_isa(void **state) {
   (void)state;
-  if (!(brisk_cpu()->avx2 && brisk_cpu()->fma && brisk_cpu()->f16c))
-    SKIP_BECAUSE("no AVX2 on this machine: only the scalar kernels exist");
+  if (brisk_cpu_isa_level() < BRISK_ISA_AVX2)
+    SKIP_BECAUSE("no AVX2 on this machine (or BRISK_CPU_ISA=scalar): only the scalar kernels run");
   test_rng r = test_rng_seeded("matmul_isa");
   enum { N = 37, K = 96, M = 3 };
   float w[N * K], x[M * K], want[2][M * N], got[M * N];
@@ -168,8 +173,9 @@ static void test_matmul_follows_isa(void **state) {
     assert_int_equal(brisk_quantize_row(BRISK_DTYPE_Q8_0, w + row * K, wq + row * (K / 32) * 34, K),
                      BRISK_OK);
   for (int avx = 0; avx < 2; avx++)
-    assert_int_equal(brisk_cpu_matmul_ex(NULL, avx, BRISK_DTYPE_Q8_0, wq, N, K, x, M, want[avx], NULL, 0),
-                     BRISK_OK);
+    assert_int_equal(
+        brisk_cpu_matmul_ex(NULL, avx, BRISK_DTYPE_Q8_0, wq, N, K, x, M, want[avx], NULL, 0),
+        BRISK_OK);
   /* The two kernel sets sum in different orders, so their bits differ. */
   assert_true(memcmp(want[0], want[1], sizeof got) != 0);
   const brisk_cpu_isa isas[2] = {BRISK_CPU_ISA_SCALAR, BRISK_CPU_ISA_AVX2};

@@ -29,24 +29,31 @@ _Static_assert(BRISK_MM_WIDE_W == BRISK_PACK_ROWS, "GEMV/GEMM row groups are pac
 #define FTILE_W 32
 #define FTILE_X 32
 
-static _Atomic int force_scalar;
+/* The process-wide cap of the hooks below; -1: brisk_cpu_isa_level(). */
+static _Atomic int isa_cap = -1;
 
-void brisk_cpu_matmul_force_scalar(bool force) { atomic_store(&force_scalar, force ? 1 : 0); }
-
-static bool avx2_usable(void) {
-  const brisk_cpu_features *f = brisk_cpu();
-  return !atomic_load(&force_scalar) && f->avx2 && f->fma && f->f16c;
+void brisk_cpu_matmul_set_isa(brisk_isa_level level) { atomic_store(&isa_cap, (int)level); }
+void brisk_cpu_matmul_force_scalar(bool force) {
+  atomic_store(&isa_cap, force ? (int)BRISK_ISA_SCALAR : -1);
 }
 
-bool brisk_cpu_matmul_uses_avx2(void) {
-  return avx2_usable() && brisk_mm_avx2_tile(BRISK_DTYPE_F32) != NULL;
+brisk_isa_level brisk_cpu_matmul_isa(void) {
+  brisk_isa_level l = brisk_cpu_isa_level();
+  const int cap = atomic_load(&isa_cap);
+  if (cap >= 0 && cap < (int)l) l = (brisk_isa_level)cap;
+  /* A build without the x86 kernels has only the scalar ones. */
+  if (l > BRISK_ISA_SCALAR && brisk_mm_avx2_tile(BRISK_DTYPE_F32) == NULL) l = BRISK_ISA_SCALAR;
+  return l;
 }
+
+bool brisk_cpu_matmul_uses_avx2(void) { return brisk_cpu_matmul_isa() >= BRISK_ISA_AVX2; }
 
 typedef struct mm_job {
   brisk_mm_tile_fn tile;
   brisk_mm_chunk_fn chunk; /* float-weight GEMM, when the kernels have it */
   bool wide;               /* tile takes up to BRISK_MM_WIDE_W weight rows */
   brisk_mm_tile_fn packed; /* packed weights: the kernel for whole groups of 8 rows */
+  int packed_gemm_w;       /* weight rows per packed tile with several activation rows */
   int64_t n_packed;        /* rows in whole packed groups; `tile` takes the rest (base layout) */
   brisk_mm_act_fn act;     /* NULL: x is used as given */
   const uint8_t *w;        /* [n][w_stride] */
@@ -82,15 +89,16 @@ static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64
      * accumulator chains; with more activation rows two suffice. */
     const bool packed = c < j->n_packed;
     const int64_t packed_left = (c1 < j->n_packed ? c1 : j->n_packed) - c;
-    const int nw = packed
-                       ? (r1 - r0 == 1 ? (int)clamp64(packed_left, BRISK_PACK_ROWS,
-                                                      BRISK_PACK_ROWS * BRISK_MM_R8_GEMV_GROUPS) /
-                                             BRISK_PACK_ROWS * BRISK_PACK_ROWS
-                                       : BRISK_PACK_ROWS)
-                   : j->wide ? (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W)
-                   : (r1 - r0 == 1 && left >= 4) ? 4
-                   : left >= 2                   ? 2
-                                                 : 1;
+    const int nw =
+        packed                        ? (r1 - r0 == 1 ? (int)clamp64(packed_left, BRISK_PACK_ROWS,
+                                                                     BRISK_PACK_ROWS * BRISK_MM_R8_GEMV_GROUPS) /
+                                     BRISK_PACK_ROWS * BRISK_PACK_ROWS
+                                                      : (int)clamp64(packed_left, BRISK_PACK_ROWS, j->packed_gemm_w) /
+                                     BRISK_PACK_ROWS * BRISK_PACK_ROWS)
+        : j->wide                     ? (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W)
+        : (r1 - r0 == 1 && left >= 4) ? 4
+        : left >= 2                   ? 2
+                                      : 1;
     const brisk_mm_tile_fn fn = packed ? j->packed : j->tile;
     t.w = j->w + (size_t)c * j->w_stride;
     for (int64_t r = r0; r < r1; r += BRISK_MM_MAX_X) {
@@ -206,15 +214,25 @@ size_t brisk_cpu_matmul_workspace_size(uint32_t w_type, int64_t k, int64_t m, in
   return act_bytes(w_type, xa_stride, m, &bytes) ? bytes : SIZE_MAX;
 }
 
+static bool is_packed_type(uint32_t w_type) { return brisk_dtype_base(w_type) != w_type; }
+
 static bool misaligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) != 0; }
 
 brisk_status brisk_cpu_matmul(brisk_threadpool *pool, uint32_t w_type, const void *w, int64_t n,
                               int64_t k, const float *x, int64_t m, float *y, void *workspace,
                               size_t workspace_size) {
-  return brisk_cpu_matmul_ex(pool, true, w_type, w, n, k, x, m, y, workspace, workspace_size);
+  return brisk_cpu_matmul_at(pool, BRISK_ISA_AVX512, w_type, w, n, k, x, m, y, workspace,
+                             workspace_size);
 }
 
 brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32_t w_type,
+                                 const void *w, int64_t n, int64_t k, const float *x, int64_t m,
+                                 float *y, void *workspace, size_t workspace_size) {
+  return brisk_cpu_matmul_at(pool, allow_avx2 ? BRISK_ISA_AVX512 : BRISK_ISA_SCALAR, w_type, w, n,
+                             k, x, m, y, workspace, workspace_size);
+}
+
+brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, uint32_t w_type,
                                  const void *w, int64_t n, int64_t k, const float *x, int64_t m,
                                  float *y, void *workspace, size_t workspace_size) {
   static const char fn[] = "brisk_cpu_matmul";
@@ -265,8 +283,15 @@ brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32
         "%s: workspace of %zu bytes is below the %zu needed (%s, k = %lld, m = %lld)", fn,
         workspace_size, need, brisk_dtype_name(w_type), (long long)k, (long long)m);
 
-  const bool avx2 = allow_avx2 && avx2_usable() && brisk_mm_avx2_tile(w_type) != NULL &&
+  brisk_isa_level level = brisk_cpu_matmul_isa();
+  if (max < level) level = max;
+  const bool avx2 = level >= BRISK_ISA_AVX2 && brisk_mm_avx2_tile(w_type) != NULL &&
                     brisk_mm_avx2_tile(base) != NULL;
+  /* AVX-512 kernels where the type has them (the packed groups); they give
+   * the AVX2 kernels' bits, so the AVX2 ones serve the rest of the call. */
+  const brisk_mm_tile_fn fn512 = avx2 && level >= BRISK_ISA_AVX512 && is_packed_type(w_type)
+                                     ? brisk_mm_avx512_tile(w_type)
+                                     : NULL;
   const brisk_mm_act act = brisk_mm_act_format(w_type);
   const brisk_mm_tile_fn wide = avx2 ? brisk_mm_avx2_q32_wide(base) : NULL;
   const bool is_packed = base != w_type;
@@ -276,9 +301,11 @@ brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32
                      : brisk_mm_scalar_tile(base),
       .wide = wide != NULL,
       .packed = !is_packed ? NULL
+                : fn512    ? fn512
                 : avx2     ? brisk_mm_avx2_tile(w_type)
                            : brisk_mm_scalar_tile(w_type),
       .n_packed = is_packed ? n / BRISK_PACK_ROWS * BRISK_PACK_ROWS : 0,
+      .packed_gemm_w = fn512 ? BRISK_PACK_ROWS * BRISK_MM_R8_GEMM_GROUPS_512 : BRISK_PACK_ROWS,
       .act = act == BRISK_MM_ACT_F32 ? NULL
              : avx2                  ? brisk_mm_avx2_act(act)
                                      : brisk_mm_scalar_act(act),

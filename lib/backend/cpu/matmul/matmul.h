@@ -10,17 +10,22 @@
  * integers; float weights multiply x as given. W is never dequantized whole.
  *
  * m <= 4 takes the GEMV path (each weight byte streamed once, output rows
- * split across tasks); larger m a cache-tiled GEMM. AVX2+FMA+F16C kernels are
- * chosen at run time when the CPU has them, else portable scalar ones.
+ * split across tasks); larger m a cache-tiled GEMM. Kernels are chosen at run
+ * time (core/cpu.h levels): AVX-512 VNNI ones for the packed 32-element
+ * types where the CPU has AVX-512 F/BW/VL/VNNI, AVX2+FMA+F16C ones for the
+ * rest (and all types on AVX2 machines), else portable scalar ones.
  *
  * Determinism: for one kernel set, each y[i][j] depends only on x row i and
  * W row j: not on the thread count, not on m (batch invariance), not on the
- * path. Scalar and AVX2 results agree to rounding, not bitwise.
+ * path. Scalar and AVX2 results agree to rounding, not bitwise; AVX-512 and
+ * AVX2 results are bitwise equal (same exact integer block sums, same float
+ * steps).
  */
 #ifndef BRISK_BACKEND_CPU_MATMUL_MATMUL_H
 #define BRISK_BACKEND_CPU_MATMUL_MATMUL_H
 
 #include "brisk.h"
+#include "core/cpu.h"
 #include "core/threadpool.h"
 
 #include <stdbool.h>
@@ -50,15 +55,28 @@ brisk_status brisk_cpu_matmul(brisk_threadpool *pool, uint32_t w_type, const voi
 
 /* As brisk_cpu_matmul with the kernel set chosen per call: allow_avx2 false
  * runs the scalar kernels (a backend created for the scalar ISA); true runs
- * AVX2 where the CPU has it, unless brisk_cpu_matmul_force_scalar is on. */
+ * the best set the process allows (brisk_cpu_matmul_isa). */
 brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32_t w_type,
                                  const void *w, int64_t n, int64_t k, const float *x, int64_t m,
                                  float *y, void *workspace, size_t workspace_size);
 
-/* Test and benchmark hook: true forces the portable scalar kernels even where
- * AVX2 is available (process-wide; not for use while a matmul runs). */
+/* As brisk_cpu_matmul with the kernels capped at `max` (a backend created
+ * for one ISA): the lower of max and brisk_cpu_matmul_isa() runs. Weight
+ * types without a kernel at that level take the next level down. */
+brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, uint32_t w_type,
+                                 const void *w, int64_t n, int64_t k, const float *x, int64_t m,
+                                 float *y, void *workspace, size_t workspace_size);
+
+/* Test and benchmark hooks (process-wide; not for use while a matmul runs).
+ * brisk_cpu_matmul_set_isa caps the kernels at `level` (at most what
+ * brisk_cpu_isa_level allows: the processor and BRISK_CPU_ISA);
+ * brisk_cpu_matmul_force_scalar(true) is set_isa(SCALAR), false restores
+ * the default, brisk_cpu_isa_level(). */
+void brisk_cpu_matmul_set_isa(brisk_isa_level level);
 void brisk_cpu_matmul_force_scalar(bool force);
-/* Whether the next call will use the AVX2 kernels. */
+/* The kernel level the next call will use. */
+brisk_isa_level brisk_cpu_matmul_isa(void);
+/* Whether the next call will use SIMD (AVX2 or AVX-512) kernels. */
 bool brisk_cpu_matmul_uses_avx2(void);
 
 #endif

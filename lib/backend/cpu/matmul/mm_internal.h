@@ -97,5 +97,14 @@ brisk_mm_tile_fn brisk_mm_avx2_k_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx2_r8_tile(uint32_t w_type);
 /* The same for the packed K-types (mm_avx2_r8_k.c). */
 brisk_mm_tile_fn brisk_mm_avx2_r8_k_tile(uint32_t w_type);
+/* AVX-512 VNNI kernels (BRISK_ISA_AVX512) for the packed layouts that have
+ * them (mm_avx512_*.c; NULL otherwise: the driver then runs the AVX2 one).
+ * The AVX2 packed kernels' tile shapes, and with n_x in 2..4 also up to
+ * BRISK_MM_R8_GEMM_GROUPS_512 groups (n_w = 16); bit for bit the AVX2
+ * kernels' results. */
+#define BRISK_MM_R8_GEMM_GROUPS_512 2
+brisk_mm_tile_fn brisk_mm_avx512_tile(uint32_t w_type);
+brisk_mm_tile_fn brisk_mm_avx512_r8_tile(uint32_t w_type);
+brisk_mm_tile_fn brisk_mm_avx512_r8_k_tile(uint32_t w_type);
 
 #endif

@@ -36,9 +36,6 @@ typedef struct attn_job {
 } attn_job;
 
 /* The keys a query at position p sees: [first_key, p]. */
-static int32_t first_key(int32_t p, int32_t window) {
-  return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-}
 
 /* Keys from `pos` in one chunk: never crosses a block or passes p. */
 static int32_t chunk_len(const attn_job *j, int32_t pos, int32_t p) {
@@ -82,7 +79,7 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
     for (int32_t i = 0; i < hd; i++) qs[g * hd + i] = q[i] * j->scale, acc[g * hd + i] = 0;
     m[g] = -INFINITY, l[g] = 0;
   }
-  for (int32_t pos = first_key(p, j->window); pos <= p;) {
+  for (int32_t pos = brisk_attn_first_key(p, j->window); pos <= p;) {
     const int32_t n = chunk_len(j, pos, p);
     const int64_t at = (((int64_t)table[pos / bs] * kv->n_kv_heads + kvh) * bs + pos % bs) * hd;
     if (pos + n <= p) prefetch_chunk(j, table, kvh, pos + n, p);
@@ -129,68 +126,14 @@ static void attend_range(void *p, int64_t u0, int64_t u1) {
   }
 }
 
-/* Every query's position, sequence and the blocks it will read. */
-static brisk_status check_batch(const brisk_kv_layout *kv, const brisk_attn_batch *b,
-                                int32_t window, double *n_keys) {
-  if (b->n_tokens < 0 || b->n_seqs < 1 || b->max_blocks < 1)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "attention: batch of %d tokens, %d sequences, %d blocks per table (needs "
-                       "tokens >= 0, sequences and blocks >= 1)",
-                       (int)b->n_tokens, (int)b->n_seqs, (int)b->max_blocks);
-  if (b->n_tokens > 0 && (!b->positions || !b->seq_of_token || !b->block_tables))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "attention: positions, seq_of_token or block_tables is NULL");
-  *n_keys = 0;
-  for (int32_t t = 0; t < b->n_tokens; t++) {
-    int32_t p = b->positions[t], s = b->seq_of_token[t];
-    if (s < 0 || s >= b->n_seqs)
-      return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                         "attention: token %d's sequence %d is outside [0, %d)", (int)t, (int)s,
-                         (int)b->n_seqs);
-    if (p < 0 || p / kv->block_size >= b->max_blocks)
-      return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                         "attention: token %d's position %d needs block %d of a %d-block table",
-                         (int)t, (int)p, p < 0 ? -1 : (int)(p / kv->block_size),
-                         (int)b->max_blocks);
-    const int32_t *table = b->block_tables + (int64_t)s * b->max_blocks;
-    int32_t lo = first_key(p, window);
-    for (int32_t i = lo / kv->block_size; i <= p / kv->block_size; i++)
-      if (table[i] < 0 || table[i] >= kv->n_blocks)
-        return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                           "attention: sequence %d's block table entry %d is block %d, outside "
-                           "[0, %d)",
-                           (int)s, (int)i, (int)table[i], (int)kv->n_blocks);
-    *n_keys += (double)(p - lo + 1);
-  }
-  return BRISK_OK;
-}
-
 brisk_status brisk_cpu_ops_attention(brisk_backend *be, const brisk_kv_layout *kv,
                                      const void *k_cache, const void *v_cache, const float *q,
                                      const brisk_attn_batch *batch, const brisk_attn_params *params,
                                      float *out) {
   const brisk_cpu_ctx *c = be->ctx;
-  brisk_status st = brisk_cpu_ops_check_kv("attention", kv, NULL);
-  if (st != BRISK_OK) return st;
-  if (!batch || !params)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "attention: batch or params is NULL");
-  if (params->n_heads < 1 || params->n_heads % kv->n_kv_heads)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "attention: %d query heads is not a positive multiple of %d kv heads",
-                       (int)params->n_heads, (int)kv->n_kv_heads);
-  if (params->sliding_window < 0 || !isfinite(params->scale))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "attention: sliding window %d must be >= 0 and scale %g finite",
-                       (int)params->sliding_window, (double)params->scale);
   double n_keys = 0;
-  st = check_batch(kv, batch, params->sliding_window, &n_keys);
-  if (st != BRISK_OK) return st;
-  if (batch->n_tokens == 0) return BRISK_OK;
-  st = brisk_cpu_ops_check_matrix("attention", batch->n_tokens,
-                                  (int64_t)params->n_heads * kv->head_dim);
-  if (st != BRISK_OK) return st;
-  if (!k_cache || !v_cache || !q || !out)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "attention: a cache, q or out is NULL");
+  brisk_status st = brisk_check_attention(kv, k_cache, v_cache, q, batch, params, out, &n_keys);
+  if (st != BRISK_OK || batch->n_tokens == 0) return st;
   const int32_t hd = kv->head_dim, group = params->n_heads / kv->n_kv_heads;
   int32_t heads_per_unit = SCRATCH / hd < MAX_GROUP ? SCRATCH / hd : MAX_GROUP;
   if (heads_per_unit > group) heads_per_unit = group;

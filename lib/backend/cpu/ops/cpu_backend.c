@@ -3,6 +3,7 @@
 #include "backend/cpu/ops/cpu_backend.h"
 
 #include "backend/cpu/matmul/matmul.h"
+#include "backend/cpu/matmul/pack.h"
 #include "backend/cpu/ops/ops.h"
 #include "backend/cpu/ops/vec.h"
 #include "core/alloc.h"
@@ -73,7 +74,8 @@ static brisk_status cpu_matmul(brisk_backend *be, uint32_t w_type, const void *w
   size_t need = brisk_cpu_matmul_workspace_size(w_type, k, m, n_tasks);
   /* SIZE_MAX flags arguments the matmul rejects: let it say why. */
   if (need == SIZE_MAX)
-    return brisk_cpu_matmul_ex(c->pool, c->avx2, w_type, w, n, k, x, m, y, NULL, 0);
+    return brisk_cpu_matmul_at(c->pool, (brisk_isa_level)c->mm_isa, w_type, w, n, k, x, m, y, NULL,
+                               0);
   if (need > c->workspace_size) {
     void *ws = brisk_aligned_alloc(BUFFER_ALIGN, need);
     if (!ws) return brisk_error(BRISK_E_OUT_OF_MEMORY, "matmul: %zu bytes of workspace", need);
@@ -82,48 +84,103 @@ static brisk_status cpu_matmul(brisk_backend *be, uint32_t w_type, const void *w
     c->workspace_size = need;
   }
   /* The backend's ISA choice covers the matmul too (SCALAR means scalar everywhere). */
-  return brisk_cpu_matmul_ex(c->pool, c->avx2, w_type, w, n, k, x, m, y, c->workspace,
-                             c->workspace_size);
+  return brisk_cpu_matmul_at(c->pool, (brisk_isa_level)c->mm_isa, w_type, w, n, k, x, m, y,
+                             c->workspace, c->workspace_size);
 }
 
 size_t brisk_backend_cpu_workspace_bytes(const brisk_backend *be) {
   return be ? ((const brisk_cpu_ctx *)be->ctx)->workspace_size : 0;
 }
 
+/* Matrices of a type the kernels read faster regrouped (the packed _R8
+ * layouts of backend/cpu/matmul/pack.h, where the AVX2 kernels run) are
+ * rewritten in place; the kernels give the same bits for either layout, so
+ * a caller that cannot afford the rewrite uses them as stored. Everything
+ * else is used as stored. */
+static brisk_status cpu_weight_plan(brisk_backend *be, uint32_t type, int64_t rows, int64_t cols,
+                                    bool matrix, brisk_weight_plan *plan) {
+  (void)be;
+  if (!plan || rows < 1 || cols < 1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "weight_plan: plan is NULL or shape %lld x %lld",
+                       (long long)rows, (long long)cols);
+  *plan = (brisk_weight_plan){BRISK_WEIGHT_AS_STORED, type, 0};
+  if (!matrix) return BRISK_OK;
+  const uint32_t packed = brisk_cpu_pack_type(type, rows);
+  if (packed != type) *plan = (brisk_weight_plan){BRISK_WEIGHT_IN_PLACE, packed, 0};
+  return BRISK_OK;
+}
+
+static brisk_status cpu_weight_prepare(brisk_backend *be, const brisk_weight_plan *plan,
+                                       uint32_t type, int64_t rows, int64_t cols, void *src,
+                                       void **out) {
+  (void)be;
+  if (!plan || !src || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "weight_prepare: NULL argument");
+  switch (plan->mode) {
+  case BRISK_WEIGHT_AS_STORED: *out = src; return BRISK_OK;
+  case BRISK_WEIGHT_IN_PLACE: {
+    if (brisk_cpu_pack_type(type, rows) != plan->type)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "weight_prepare: the plan's type %u is not this backend's for type %u",
+                         plan->type, type);
+    brisk_status st = brisk_cpu_pack(plan->type, src, rows, cols);
+    if (!st) *out = src;
+    return st;
+  }
+  default:
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "weight_prepare: mode %d is not the CPU's",
+                       (int)plan->mode);
+  }
+}
+
 brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
                                       brisk_backend **out) {
   if (!out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "cpu backend: out is NULL");
-  const brisk_cpu_features *f = brisk_cpu();
-  bool have_avx2 = f->avx2 && f->fma && f->f16c;
+  brisk_isa_level have = brisk_cpu_isa_detected();
 #ifndef BRISK_HAVE_AVX2_KERNELS
-  have_avx2 = false;
+  have = BRISK_ISA_SCALAR;
 #endif
-  bool avx2;
+  brisk_isa_level level;
   switch (isa) {
-  case BRISK_CPU_ISA_AUTO: avx2 = have_avx2; break;
-  case BRISK_CPU_ISA_SCALAR: avx2 = false; break;
+  case BRISK_CPU_ISA_AUTO:
+    level = brisk_cpu_isa_level();
+    if (level > have) level = have;
+    break;
+  case BRISK_CPU_ISA_SCALAR: level = BRISK_ISA_SCALAR; break;
   case BRISK_CPU_ISA_AVX2:
-    if (!have_avx2)
+  case BRISK_CPU_ISA_AVX512:
+    level = isa == BRISK_CPU_ISA_AVX2 ? BRISK_ISA_AVX2 : BRISK_ISA_AVX512;
+    if (have < level)
       return brisk_error(BRISK_E_UNSUPPORTED,
-                         "cpu backend: AVX2 kernels asked for, but this build or processor lacks "
-                         "AVX2, FMA or F16C");
-    avx2 = true;
+                         "cpu backend: %s kernels asked for, but this build or processor lacks "
+                         "%s",
+                         brisk_isa_name(level),
+                         level == BRISK_ISA_AVX2 ? "AVX2, FMA or F16C"
+                                                 : "AVX-512 F/BW/VL/VNNI (or the OS's ZMM state)");
     break;
   default: return brisk_error(BRISK_E_INVALID_ARGUMENT, "cpu backend: unknown isa %d", (int)isa);
   }
+  const bool avx2 = level >= BRISK_ISA_AVX2;
   cpu_backend *cb = brisk_calloc(1, sizeof *cb);
   if (!cb) return brisk_error_oom();
   cb->ctx.pool = pool;
   cb->ctx.avx2 = avx2;
+  cb->ctx.mm_isa = (int)level;
   cb->base = (brisk_backend){
-      .name = avx2 ? "cpu-avx2" : "cpu-scalar",
+      .name = level == BRISK_ISA_AVX512 ? "cpu-avx512"
+              : avx2                    ? "cpu-avx2"
+                                        : "cpu-scalar",
       .ctx = &cb->ctx,
       .destroy = cpu_destroy,
       .buffer_alloc = cpu_buffer_alloc,
       .buffer_free = cpu_buffer_free,
       .upload = cpu_upload,
       .download = cpu_download,
+      .host_memory = true,
       .synchronize = cpu_synchronize,
+      .workspace_bytes = brisk_backend_cpu_workspace_bytes,
+      .weight_plan = cpu_weight_plan,
+      .weight_prepare = cpu_weight_prepare,
       .matmul = cpu_matmul,
       .embed = brisk_cpu_ops_embed,
       .rmsnorm = brisk_cpu_ops_rmsnorm,

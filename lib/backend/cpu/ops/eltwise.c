@@ -65,13 +65,8 @@ BRISK_AVX2 static void glu_avx2(void *p, int64_t i0, int64_t i1) {
 brisk_status brisk_cpu_ops_glu(brisk_backend *be, brisk_glu_kind kind, const float *gate,
                                const float *up, int64_t n, float *out) {
   const brisk_cpu_ctx *c = be->ctx;
-  if (kind != BRISK_GLU_SWIGLU && kind != BRISK_GLU_GEGLU)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "glu: unknown kind %d", (int)kind);
-  if (n == 0) return BRISK_OK;
-  brisk_status st = brisk_cpu_ops_check_matrix("glu", 1, n);
-  if (st != BRISK_OK) return st;
-  if (!gate || !up || !out)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "glu: gate, up or out is NULL");
+  brisk_status st = brisk_check_glu(kind, gate, up, n, out);
+  if (st != BRISK_OK || n == 0) return st;
   glu_job job = {gate, up, out, n, kind};
   brisk_cpu_range_fn fn = glu_scalar;
 #ifdef BRISK_HAVE_AVX2_KERNELS
@@ -104,9 +99,8 @@ static void add_rows(void *p, int64_t r0, int64_t r1) {
 brisk_status brisk_cpu_ops_add(brisk_backend *be, const float *a, const float *b, int64_t n_rows,
                                int64_t n_cols, bool broadcast_b, float *out) {
   const brisk_cpu_ctx *c = be->ctx;
-  brisk_status st = brisk_cpu_ops_check_matrix("add", n_rows, n_cols);
+  brisk_status st = brisk_check_add(a, b, n_rows, n_cols, out);
   if (st != BRISK_OK) return st;
-  if (!a || !b || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "add: a, b or out is NULL");
   add_job job = {a, b, out, n_cols, broadcast_b};
   brisk_cpu_ops_parallel(c->pool, n_rows, 1, (double)n_rows * (double)n_cols, add_rows, &job);
   return BRISK_OK;
@@ -126,10 +120,8 @@ static void scale_range(void *p, int64_t i0, int64_t i1) {
 brisk_status brisk_cpu_ops_scale(brisk_backend *be, const float *x, int64_t n, float s,
                                  float *out) {
   const brisk_cpu_ctx *c = be->ctx;
-  if (n == 0) return BRISK_OK;
-  brisk_status st = brisk_cpu_ops_check_matrix("scale", 1, n);
-  if (st != BRISK_OK) return st;
-  if (!x || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "scale: x or out is NULL");
+  brisk_status st = brisk_check_scale(x, n, out);
+  if (st != BRISK_OK || n == 0) return st;
   scale_job job = {x, out, s};
   brisk_cpu_ops_parallel(c->pool, n, GRAIN, (double)n, scale_range, &job);
   return BRISK_OK;

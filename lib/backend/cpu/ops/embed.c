@@ -35,29 +35,12 @@ brisk_status brisk_cpu_ops_embed(brisk_backend *be, uint32_t table_type, const v
                                  int64_t n_vocab, int64_t n_embd, const int32_t *tokens,
                                  int32_t n_tokens, float *out) {
   const brisk_cpu_ctx *c = be->ctx;
-  if (brisk_dtype_is_packed(table_type) ? !brisk_cpu_pack_known(table_type)
-                                        : !brisk_quant_can_dequantize(table_type))
-    return brisk_error(BRISK_E_UNSUPPORTED, "embed: table type %s (%u) cannot be read",
-                       brisk_dtype_name(table_type), (unsigned)table_type);
-  uint64_t row_bytes, table_bytes;
-  if (n_vocab < 1 || n_embd < 1 || n_tokens < 0 ||
-      !brisk_dtype_row_bytes(table_type, (uint64_t)n_embd, &row_bytes) ||
-      brisk_mul_overflow_u64(row_bytes, (uint64_t)n_vocab, &table_bytes) ||
-      table_bytes > PTRDIFF_MAX)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "embed: table [%lld][%lld] of %s with %d tokens (needs vocab, embd >= 1, "
-                       "embd a multiple of the block size %u)",
-                       (long long)n_vocab, (long long)n_embd, brisk_dtype_name(table_type),
-                       (int)n_tokens, brisk_dtype_get(brisk_dtype_base(table_type))->block_size);
-  if (n_tokens == 0) return BRISK_OK;
-  brisk_status st = brisk_cpu_ops_check_matrix("embed", n_tokens, n_embd);
-  if (st != BRISK_OK) return st;
-  if (!table || !tokens || !out)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "embed: table, tokens or out is NULL");
-  for (int32_t t = 0; t < n_tokens; t++)
-    if (tokens[t] < 0 || tokens[t] >= n_vocab)
-      return brisk_error(BRISK_E_INVALID_ARGUMENT, "embed: token %d at %d is outside [0, %lld)",
-                         (int)tokens[t], (int)t, (long long)n_vocab);
+  const bool readable = brisk_dtype_is_packed(table_type) ? brisk_cpu_pack_known(table_type)
+                                                          : brisk_quant_can_dequantize(table_type);
+  uint64_t row_bytes = 0;
+  brisk_status st = brisk_check_embed(readable, table_type, table, n_vocab, n_embd, tokens,
+                                      n_tokens, out, &row_bytes);
+  if (st != BRISK_OK || n_tokens == 0) return st;
   embed_job job = {table, tokens, out, table_type, n_vocab, n_embd, (size_t)row_bytes, 0};
   brisk_cpu_ops_parallel(c->pool, n_tokens, 1, 4.0 * (double)n_tokens * (double)n_embd, embed_range,
                          &job);

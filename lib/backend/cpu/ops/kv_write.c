@@ -66,22 +66,8 @@ brisk_status brisk_cpu_ops_kv_write(brisk_backend *be, const brisk_kv_layout *kv
                                     void *v_cache, const float *k, const float *v,
                                     const int64_t *slots, int32_t n_tokens) {
   const brisk_cpu_ctx *c = be->ctx;
-  brisk_status st = brisk_cpu_ops_check_kv("kv_write", kv, NULL);
-  if (st != BRISK_OK) return st;
-  if (n_tokens < 0)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "kv_write: n_tokens %d is negative",
-                       (int)n_tokens);
-  if (n_tokens == 0) return BRISK_OK;
-  if (!k_cache || !v_cache || !k || !v || !slots)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "kv_write: a cache, k, v or slots is NULL");
-  st = brisk_cpu_ops_check_matrix("kv_write", n_tokens, (int64_t)kv->n_kv_heads * kv->head_dim);
-  if (st != BRISK_OK) return st;
-  const int64_t n_slots = (int64_t)kv->n_blocks * kv->block_size;
-  for (int32_t t = 0; t < n_tokens; t++)
-    if (slots[t] >= n_slots)
-      return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                         "kv_write: token %d's slot %lld is beyond the cache's %lld slots", (int)t,
-                         (long long)slots[t], (long long)n_slots);
+  brisk_status st = brisk_check_kv_write(kv, k_cache, v_cache, k, v, slots, n_tokens);
+  if (st != BRISK_OK || n_tokens == 0) return st;
   kv_write_job job = {kv, {k_cache, v_cache}, {k, v}, slots, c->avx2};
   double work = 2.0 * n_tokens * (double)kv->n_kv_heads * kv->head_dim;
   brisk_cpu_ops_parallel(c->pool, n_tokens, 1, work, kv_write_range, &job);
@@ -91,21 +77,9 @@ brisk_status brisk_cpu_ops_kv_write(brisk_backend *be, const brisk_kv_layout *kv
 brisk_status brisk_cpu_ops_kv_copy_blocks(brisk_backend *be, const brisk_kv_layout *kv, void *cache,
                                           const int32_t *pairs, int32_t n_pairs) {
   (void)be;
-  size_t cache_bytes;
-  brisk_status st = brisk_cpu_ops_check_kv("kv_copy_blocks", kv, &cache_bytes);
+  size_t block_bytes = 0;
+  brisk_status st = brisk_check_kv_copy_blocks(kv, cache, pairs, n_pairs, &block_bytes);
   if (st != BRISK_OK) return st;
-  if (n_pairs < 0 || (n_pairs > 0 && (!cache || !pairs)))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "kv_copy_blocks: %d pairs, cache or pairs NULL",
-                       (int)n_pairs);
-  for (int32_t i = 0; i < n_pairs; i++) {
-    int32_t src = pairs[2 * i], dst = pairs[2 * i + 1];
-    if (src < 0 || src >= kv->n_blocks || dst < 0 || dst >= kv->n_blocks || src == dst)
-      return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                         "kv_copy_blocks: pair %d copies block %d to %d (needs distinct blocks in "
-                         "[0, %d))",
-                         (int)i, (int)src, (int)dst, (int)kv->n_blocks);
-  }
-  const size_t block_bytes = cache_bytes / (size_t)kv->n_blocks;
   for (int32_t i = 0; i < n_pairs; i++)
     memcpy((char *)cache + (size_t)pairs[2 * i + 1] * block_bytes,
            (const char *)cache + (size_t)pairs[2 * i] * block_bytes, block_bytes);

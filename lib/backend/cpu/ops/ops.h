@@ -5,6 +5,7 @@
 #define BRISK_BACKEND_CPU_OPS_OPS_H
 
 #include "backend/backend.h"
+#include "backend/check.h"
 #include "core/threadpool.h"
 
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 typedef struct brisk_cpu_ctx {
   brisk_threadpool *pool; /* may be NULL: the caller's thread does the work */
   bool avx2;              /* AVX2 + FMA + F16C kernels chosen */
+  int mm_isa;             /* brisk_isa_level cap of the matmul kernels */
   void *workspace;        /* [workspace_size] bytes of matmul scratch, grown on demand */
   size_t workspace_size;
 } brisk_cpu_ctx;
@@ -27,10 +29,6 @@ typedef void (*brisk_cpu_range_fn)(void *ctx, int64_t begin, int64_t end);
  * Callers keep results independent of the split. */
 void brisk_cpu_ops_parallel(brisk_threadpool *pool, int64_t n, int64_t grain, double work,
                             brisk_cpu_range_fn fn, void *ctx);
-
-/* Checks a [n_rows][n_cols] float operand: n_rows >= 0, n_cols >= 1, the
- * byte size fits in size_t. `what` names the operation in the message. */
-brisk_status brisk_cpu_ops_check_matrix(const char *what, int64_t n_rows, int64_t n_cols);
 
 brisk_status brisk_cpu_ops_embed(brisk_backend *be, uint32_t table_type, const void *table,
                                  int64_t n_vocab, int64_t n_embd, const int32_t *tokens,
@@ -63,9 +61,5 @@ brisk_status brisk_cpu_ops_argmax(brisk_backend *be, const float *x, int64_t n_r
                                   int32_t *ids);
 brisk_status brisk_cpu_ops_top_k(brisk_backend *be, const float *x, int64_t n_rows, int64_t n_cols,
                                  int32_t k, int32_t *ids, float *vals);
-
-/* Validates a KV layout; *cache_bytes gets the size of one cache. */
-brisk_status brisk_cpu_ops_check_kv(const char *what, const brisk_kv_layout *kv,
-                                    size_t *cache_bytes);
 
 #endif

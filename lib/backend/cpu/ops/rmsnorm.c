@@ -79,12 +79,8 @@ BRISK_AVX2 static void rmsnorm_avx2(void *p, int64_t r0, int64_t r1) {
 brisk_status brisk_cpu_ops_rmsnorm(brisk_backend *be, const float *x, const float *weight,
                                    int64_t n_rows, int64_t n_cols, float eps, float *out) {
   const brisk_cpu_ctx *c = be->ctx;
-  brisk_status st = brisk_cpu_ops_check_matrix("rmsnorm", n_rows, n_cols);
+  brisk_status st = brisk_check_rmsnorm(x, n_rows, n_cols, eps, out);
   if (st != BRISK_OK) return st;
-  if (!x || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "rmsnorm: x or out is NULL");
-  if (!isfinite(eps) || eps < 0)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "rmsnorm: eps %g must be finite and >= 0",
-                       (double)eps);
   rmsnorm_job job = {x, weight, out, n_cols, eps};
   brisk_cpu_range_fn fn = rmsnorm_scalar;
 #ifdef BRISK_HAVE_AVX2_KERNELS

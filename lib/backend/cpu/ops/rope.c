@@ -108,22 +108,9 @@ brisk_status brisk_cpu_ops_rope(brisk_backend *be, float *x, int32_t n_tokens, i
                                 const brisk_rope_params *p) {
   const brisk_cpu_ctx *c = be->ctx;
   double inv_freq[BRISK_MAX_HEAD_DIM / 2], mscale;
-  brisk_status st = brisk_rope_frequencies(p, head_dim, inv_freq, &mscale);
-  if (st != BRISK_OK) return st;
-  if (n_tokens < 0 || n_heads < 1 || token_stride < (int64_t)n_heads * head_dim)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "rope: %d tokens, %d heads of %d, token stride %lld (needs tokens >= 0, "
-                       "heads >= 1, stride >= heads * head_dim)",
-                       (int)n_tokens, (int)n_heads, (int)head_dim, (long long)token_stride);
-  if (n_tokens == 0) return BRISK_OK;
-  st = brisk_cpu_ops_check_matrix("rope", n_tokens, token_stride);
-  if (st != BRISK_OK) return st;
-  if (!x || !positions)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "rope: x or positions is NULL");
-  for (int32_t t = 0; t < n_tokens; t++)
-    if (positions[t] < 0)
-      return brisk_error(BRISK_E_INVALID_ARGUMENT, "rope: token %d has negative position %d",
-                         (int)t, (int)positions[t]);
+  brisk_status st = brisk_check_rope(x, n_tokens, token_stride, n_heads, head_dim, positions, p,
+                                     inv_freq, &mscale);
+  if (st != BRISK_OK || n_tokens == 0) return st;
   rope_job job = {x,        positions,    inv_freq,
                   mscale,   token_stride, n_heads,
                   head_dim, p->n_rot,     p->layout == BRISK_ROPE_NEOX,

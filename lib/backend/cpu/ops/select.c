@@ -57,15 +57,6 @@ static int32_t row_argmax(const float *x, int32_t n) {
   return best;
 }
 
-static brisk_status check_selection(const char *what, int64_t n_rows, int64_t n_cols) {
-  brisk_status st = brisk_cpu_ops_check_matrix(what, n_rows, n_cols);
-  if (st != BRISK_OK) return st;
-  if (n_cols > INT32_MAX)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: %lld columns do not fit int32 ids", what,
-                       (long long)n_cols);
-  return BRISK_OK;
-}
-
 typedef struct select_job {
   const float *x; // [n_rows][n_cols]
   int32_t *ids;   // [n_rows][k]
@@ -81,9 +72,8 @@ static void argmax_rows(void *p, int64_t r0, int64_t r1) {
 brisk_status brisk_cpu_ops_argmax(brisk_backend *be, const float *x, int64_t n_rows, int64_t n_cols,
                                   int32_t *ids) {
   const brisk_cpu_ctx *c = be->ctx;
-  brisk_status st = check_selection("argmax", n_rows, n_cols);
+  brisk_status st = brisk_check_select("argmax", x, n_rows, n_cols, 1, ids, false, NULL);
   if (st != BRISK_OK) return st;
-  if (!x || !ids) return brisk_error(BRISK_E_INVALID_ARGUMENT, "argmax: x or ids is NULL");
   select_job job = {x, ids, NULL, (int32_t)n_cols, 1};
   brisk_cpu_ops_parallel(c->pool, n_rows, 1, (double)n_rows * (double)n_cols, argmax_rows, &job);
   return BRISK_OK;
@@ -103,12 +93,8 @@ static void top_k_rows(void *p, int64_t r0, int64_t r1) {
 brisk_status brisk_cpu_ops_top_k(brisk_backend *be, const float *x, int64_t n_rows, int64_t n_cols,
                                  int32_t k, int32_t *ids, float *vals) {
   const brisk_cpu_ctx *c = be->ctx;
-  brisk_status st = check_selection("top_k", n_rows, n_cols);
+  brisk_status st = brisk_check_select("top_k", x, n_rows, n_cols, k, ids, false, NULL);
   if (st != BRISK_OK) return st;
-  if (k < 1 || k > n_cols)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "top_k: k %d is outside [1, %lld]", (int)k,
-                       (long long)n_cols);
-  if (!x || !ids) return brisk_error(BRISK_E_INVALID_ARGUMENT, "top_k: x or ids is NULL");
   select_job job = {x, ids, vals, (int32_t)n_cols, k};
   double work = (double)n_rows * ((double)n_cols + (double)k * log2((double)k + 1) * 4);
   brisk_cpu_ops_parallel(c->pool, n_rows, 1, work, top_k_rows, &job);
@@ -145,13 +131,9 @@ brisk_status brisk_cpu_ops_moe_route(brisk_backend *be, const float *logits, int
                                      int32_t n_experts, int32_t k, bool renormalize, int32_t *ids,
                                      float *weights) {
   const brisk_cpu_ctx *c = be->ctx;
-  brisk_status st = check_selection("moe_route", n_tokens, n_experts);
+  brisk_status st =
+      brisk_check_select("moe_route", logits, n_tokens, n_experts, k, ids, true, weights);
   if (st != BRISK_OK) return st;
-  if (k < 1 || k > n_experts)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "moe_route: k %d is outside [1, %d experts]",
-                       (int)k, (int)n_experts);
-  if (!logits || !ids || !weights)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "moe_route: logits, ids or weights is NULL");
   route_job job = {logits, ids, weights, n_experts, k, renormalize};
   brisk_cpu_ops_parallel(c->pool, n_tokens, 1, 30.0 * n_tokens * (double)n_experts, route_rows,
                          &job);

@@ -78,11 +78,8 @@ BRISK_AVX2 static void softmax_avx2(void *p, int64_t r0, int64_t r1) {
 brisk_status brisk_cpu_ops_softmax(brisk_backend *be, const float *x, int64_t n_rows,
                                    int64_t n_cols, float scale, float *out) {
   const brisk_cpu_ctx *c = be->ctx;
-  brisk_status st = brisk_cpu_ops_check_matrix("softmax", n_rows, n_cols);
+  brisk_status st = brisk_check_softmax(x, n_rows, n_cols, scale, out);
   if (st != BRISK_OK) return st;
-  if (!x || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "softmax: x or out is NULL");
-  if (!isfinite(scale))
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "softmax: scale %g is not finite", (double)scale);
   softmax_job job = {x, out, n_cols, scale};
   brisk_cpu_range_fn fn = softmax_scalar;
 #ifdef BRISK_HAVE_AVX2_KERNELS

@@ -1,0 +1,47 @@
+/* The interface between libbrisk and a device plugin (libbrisk-cuda.so).
+ *
+ * A plugin exports one function, BRISK_PLUGIN_ENTRY. libbrisk calls it once,
+ * after dlopen, with the host table: the plugin reports errors, logs and
+ * allocates host memory through it, so that brisk_last_error, the log
+ * callback and the allocator hook cover the plugin too. The plugin fills the
+ * API table with its device provider (backend/device.h). Plugin and library
+ * are built from one tree: the ABI number and the version string must both
+ * match, or the plugin is refused (BRISK_E_NO_DEVICE, naming both). */
+#ifndef BRISK_BACKEND_PLUGIN_H
+#define BRISK_BACKEND_PLUGIN_H
+
+#include "backend/device.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRISK_PLUGIN_ABI 1
+#define BRISK_PLUGIN_ENTRY "brisk_plugin_entry_v1"
+
+typedef struct brisk_plugin_host {
+  uint32_t abi;
+  /* Sets the calling thread's brisk_last_error and returns st. */
+  brisk_status (*error)(brisk_status st, const char *message);
+  void (*log)(brisk_log_level level, const char *message);
+  /* Host memory through the allocator hook and its accounting. */
+  void *(*malloc)(size_t bytes);
+  void *(*calloc)(size_t n, size_t size);
+  void (*free)(void *p);
+} brisk_plugin_host;
+
+typedef struct brisk_plugin_api {
+  uint32_t abi;
+  const char *version; /* the brisk version the plugin was built from */
+  brisk_device_provider provider;
+} brisk_plugin_api;
+
+typedef brisk_status (*brisk_plugin_entry_fn)(const brisk_plugin_host *host, brisk_plugin_api *api);
+
+/* The CUDA provider of the registry: loads the plugin on first use and
+ * forwards to it; without a usable plugin it has no devices and says why. */
+extern const brisk_device_provider brisk_cuda_provider;
+
+/* brisk_set_plugin_dir's state: BRISK_E_INVALID_STATE once a plugin was looked for. */
+brisk_status brisk_plugin_set_dir(const char *dir);
+
+#endif

@@ -1,0 +1,23 @@
+/* The CUDA backend over the SIMT emulation, as a device kind of its own
+ * ("cudaemu:0"), for the test suite: models load onto it and run every
+ * operation through the CUDA backend's host code and the kernels of
+ * kernels/, with host memory standing in for the device's. */
+#ifndef BRISK_TESTS_CUDA_EMU_H
+#define BRISK_TESTS_CUDA_EMU_H
+
+#include "backend/cuda/cuda_rt.h"
+#include "brisk.h"
+
+#include <stddef.h>
+
+extern const brisk_cuda_rt brisk_cuda_rt_emu;
+
+/* Registers the "cudaemu" device kind (once; later calls do nothing). */
+brisk_status brisk_cuda_emu_register(void);
+
+/* Device memory the emulation may hand out in all (SIZE_MAX: no limit), and
+ * what it holds now. */
+void brisk_cuda_emu_set_limit(size_t bytes);
+size_t brisk_cuda_emu_in_use(void);
+
+#endif

@@ -1,0 +1,239 @@
+/* Whole models on the CUDA backend against the float64 reference forward
+ * (tests/support/ref_forward.c, an implementation that shares nothing with
+ * either backend) and against the CPU backend: every architecture, the
+ * weight types the device computes with, F16 and F32 caches, prefill and
+ * token-by-token decode, several n_gpu_layers splits; plus a device that
+ * runs out of memory at load and in a context.
+ *
+ * On "cudaemu:0" (the SIMT emulation) in the normal suite; on a GPU with
+ * BRISK_TEST_DEVICE=cuda:0 (tests/gpu/run.sh). */
+#include "cuda_emu.h"
+#include "ref_forward.h"
+#include "test_models.h"
+
+#include "core/dtype.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[64];
+
+static const char *device_name(void) {
+  const char *d = getenv("BRISK_TEST_DEVICE");
+  return d && *d ? d : "cudaemu:0";
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (brisk_cuda_emu_register()) return -1;
+  const char *d = test_tmpdir();
+  if (!d) return -1;
+  snprintf(dir, sizeof dir, "%s", d);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  test_tmpdir_remove(dir);
+  return 0;
+}
+
+static void write_model(const test_model_spec *s, const char *tag, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s.gguf", dir, tag);
+  test_rng r = test_rng_seeded(tag);
+  assert_int_equal(test_model_write(path, s, &r, NULL), BRISK_OK);
+}
+
+static brisk_model *load(const char *path, const char *device, int32_t n_gpu_layers) {
+  brisk_model_params p;
+  brisk_model_params_init(&p);
+  p.device = device;
+  p.n_gpu_layers = n_gpu_layers;
+  brisk_model *m = NULL;
+  if (brisk_model_load(path, &p, &m)) fail_msg("load on %s: %s", device, brisk_last_error());
+  return m;
+}
+
+static brisk_context *make_ctx(const brisk_model *m, brisk_kv_type kv) {
+  brisk_context_params p;
+  brisk_context_params_init(&p);
+  p.kv_type = kv;
+  p.kv_tokens = 256;
+  p.block_size = 16;
+  p.n_threads = 2;
+  p.max_batch_tokens = 64;
+  p.n_seq_max = 4;
+  brisk_context *c = NULL;
+  if (brisk_context_create(m, &p, &c)) fail_msg("context: %s", brisk_last_error());
+  return c;
+}
+
+static double rel_l2(const float *a, const double *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* n tokens prefilled as one batch (prefill attention), then 4 more decoded
+ * one at a time (split-KV decode attention); every row against the
+ * reference, which reads the weights of `host`, the same file loaded on the
+ * CPU (the device model's weights are in device layouts). Returns the worst
+ * relative L2 error. */
+static double worst_vs_reference(const brisk_model *m, const brisk_model *host, brisk_kv_type kv,
+                                 const int32_t *toks, int n) {
+  brisk_context *c = make_ctx(m, kv);
+  const int32_t nv = brisk_model_n_vocab(m);
+  ref_model *r = ref_create(host, n + 4);
+  double *want = malloc((size_t)nv * sizeof(double)), worst = 0;
+  brisk_batch *b;
+  assert_int_equal(brisk_batch_create(n, &b), BRISK_OK);
+  for (int i = 0; i < n; i++) assert_int_equal(brisk_batch_add(b, toks[i], i, 0, 1), BRISK_OK);
+  if (brisk_decode(c, b)) fail_msg("decode: %s", brisk_last_error());
+  for (int i = 0; i < n; i++) {
+    ref_eval(r, toks[i], want);
+    double e = rel_l2(brisk_get_logits(c, i), want, nv);
+    if (e > worst) worst = e;
+  }
+  for (int i = 0; i < 4; i++) {
+    int32_t t = toks[i];
+    brisk_batch_clear(b);
+    assert_int_equal(brisk_batch_add(b, t, n + i, 0, 1), BRISK_OK);
+    if (brisk_decode(c, b)) fail_msg("decode step %d: %s", i, brisk_last_error());
+    ref_eval(r, t, want);
+    double e = rel_l2(brisk_get_logits(c, 0), want, nv);
+    if (e > worst) worst = e;
+  }
+  free(want);
+  ref_free(r);
+  brisk_batch_free(b);
+  brisk_context_free(c);
+  return worst;
+}
+
+static void random_tokens(test_rng *r, int32_t n_vocab, int32_t *toks, int n) {
+  for (int i = 0; i < n; i++) toks[i] = (int32_t)(test_rng_u64(r) % (uint64_t)n_vocab);
+}
+
+/* Float32 weights: the device's pass matches the reference to float32
+ * rounding, as the CPU's does (the same bounds as tests/forward). */
+static void test_architectures(void **state) {
+  (void)state;
+  const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral"};
+  test_rng r = test_rng_seeded("cuda_arch_tokens");
+  for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+    test_model_spec s = test_model_default(archs[a]);
+    if (!strcmp(archs[a], "mistral")) s.sliding_window = 8;
+    char path[256];
+    write_model(&s, archs[a], path, sizeof path);
+    brisk_model *m = load(path, device_name(), -1), *host = load(path, "cpu", 0);
+    int32_t toks[20];
+    random_tokens(&r, (int32_t)s.n_vocab, toks, 20);
+    double e32 = worst_vs_reference(m, host, BRISK_KV_F32, toks, 20);
+    double e16 = worst_vs_reference(m, host, BRISK_KV_F16, toks, 20);
+    fprintf(stderr, "%-8s on %s: f32 kv %.2e  f16 kv %.2e\n", archs[a], device_name(), e32, e16);
+    assert_true(e32 < 1e-4);
+    if (s.n_expert == 0) assert_true(e16 < 2e-3); /* MoE: see tests/forward */
+    brisk_model_free(m);
+    brisk_model_free(host);
+  }
+}
+
+/* Quantized weights: the device multiplies exact float activations by the
+ * dequantized weights, as the reference does, so it stays within float32
+ * rounding of it (the CPU, which rounds activations to 8 bits, is within
+ * 3e-2). */
+static void test_weight_types(void **state) {
+  (void)state;
+  const uint32_t types[] = {BRISK_DTYPE_F16,  BRISK_DTYPE_BF16, BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0,
+                            BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1, BRISK_DTYPE_Q4_K,
+                            BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K};
+  test_rng r = test_rng_seeded("cuda_type_tokens");
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+    test_model_spec s = test_model_default("llama");
+    s.weight_type = types[t];
+    if (brisk_dtype_get(types[t])->block_size == 256) s.n_embd = 256, s.n_ff = 512, s.head_dim = 64;
+    char tag[32], path[256];
+    snprintf(tag, sizeof tag, "cuda_%s", brisk_dtype_name(types[t]));
+    write_model(&s, tag, path, sizeof path);
+    brisk_model *m = load(path, device_name(), -1), *host = load(path, "cpu", 0);
+    int32_t toks[12];
+    random_tokens(&r, (int32_t)s.n_vocab, toks, 12);
+    double e = worst_vs_reference(m, host, BRISK_KV_F32, toks, 12);
+    fprintf(stderr, "%-5s on %s: %.2e\n", brisk_dtype_name(types[t]), device_name(), e);
+    assert_true(e < 1e-3);
+    brisk_model_free(m);
+    brisk_model_free(host);
+  }
+}
+
+/* The first layers on the device and the rest on the CPU: within the
+ * bounds of the CPU's own pass. */
+static void test_splits(void **state) {
+  (void)state;
+  test_model_spec s = test_model_default("qwen2");
+  s.n_layer = 4;
+  s.weight_type = BRISK_DTYPE_Q8_0;
+  char path[256];
+  write_model(&s, "cuda_split", path, sizeof path);
+  test_rng r = test_rng_seeded("cuda_split_tokens");
+  int32_t toks[10];
+  random_tokens(&r, (int32_t)s.n_vocab, toks, 10);
+  brisk_model *host = load(path, "cpu", 0);
+  const int32_t splits[] = {0, 1, 3, 4};
+  for (size_t i = 0; i < sizeof splits / sizeof *splits; i++) {
+    brisk_model *m = load(path, device_name(), splits[i]);
+    double e = worst_vs_reference(m, host, BRISK_KV_F16, toks, 10);
+    fprintf(stderr, "q8_0 with %d of 4 layers on %s: %.2e\n", (int)splits[i], device_name(), e);
+    assert_true(e < 3e-2);
+    brisk_model_free(m);
+  }
+  brisk_model_free(host);
+}
+
+/* Out of device memory at load is BRISK_E_OUT_OF_MEMORY with nothing left
+ * behind; in a context the same, and the model stays usable. */
+static void test_device_memory_limit(void **state) {
+  (void)state;
+  if (strncmp(device_name(), "cudaemu", 7) != 0) skip();
+  test_model_spec s = test_model_default("llama");
+  char path[256];
+  write_model(&s, "cuda_oom", path, sizeof path);
+  const size_t before = brisk_cuda_emu_in_use();
+  brisk_cuda_emu_set_limit(before + 20000);
+  brisk_model_params p;
+  brisk_model_params_init(&p);
+  p.device = device_name();
+  brisk_model *m = NULL;
+  assert_int_equal(brisk_model_load(path, &p, &m), BRISK_E_OUT_OF_MEMORY);
+  assert_null(m);
+  assert_int_equal(brisk_cuda_emu_in_use(), before);
+  brisk_cuda_emu_set_limit(SIZE_MAX);
+  m = load(path, device_name(), -1);
+  const size_t with_weights = brisk_cuda_emu_in_use();
+  brisk_cuda_emu_set_limit(with_weights + 1000);
+  brisk_context_params cp;
+  brisk_context_params_init(&cp);
+  brisk_context *c = NULL;
+  assert_int_equal(brisk_context_create(m, &cp, &c), BRISK_E_OUT_OF_MEMORY);
+  assert_int_equal(brisk_cuda_emu_in_use(), with_weights);
+  brisk_cuda_emu_set_limit(SIZE_MAX);
+  c = make_ctx(m, BRISK_KV_F16);
+  brisk_context_free(c);
+  brisk_model_free(m);
+  assert_int_equal(brisk_cuda_emu_in_use(), before);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_architectures),
+      cmocka_unit_test(test_weight_types),
+      cmocka_unit_test(test_splits),
+      cmocka_unit_test(test_device_memory_limit),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
