@@ -324,6 +324,17 @@ try:
     status, _, data = srv.raw("GET", "/v1/completions")
     assert status == 405 and json.loads(data)["error"]["message"], (status, data)
 
+    # A completion the engine fails (every token forbidden) answers 500 with the engine's reason,
+    # streaming or not.
+    everything = {str(i): -100 for i in range(512)}
+    expect_error(500, lambda: c.completions.create(model="stories260K", prompt="x", max_tokens=3,
+                                                   logit_bias=everything), None, "every logit is -inf")
+    status, _, data = srv.raw("POST", "/v1/completions", json.dumps(
+        {"prompt": "x", "max_tokens": 3, "stream": True, "logit_bias": everything}).encode())
+    events = [ln[6:] for ln in data.decode().split("\n\n") if ln.startswith("data: ")]
+    assert status == 200 and events[-1] == "[DONE]" and "every logit is -inf" in \
+        json.loads(events[0])["error"]["message"], data
+
     # Malformed JSON and HTTP: errors, never a crash.
     for body in [b"{", b"", b"[]", b"null", b"{\"prompt\": \"x\"} trailing", b"{\"prompt\": \"\xff\xfe\"}",
                  b"[" * 100000, b"{\"prompt\": \"x\", \"max_tokens\": 1.5}", b"{\"prompt\": {\"a\": 1}}",

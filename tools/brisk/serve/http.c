@@ -233,12 +233,15 @@ static enum MHD_Result generate(sv_server *s, struct MHD_Connection *mc, sv_kind
     wait_a_little(s, job);
     if (!sv_job_finished(job) && !peer_alive(fd)) gone = true;
   }
+  char job_error[256];
+  snprintf(job_error, sizeof job_error, "%s", job->error_message);
   if (!gone && !(failed = job->error)) text = sv_response_json(s, job);
   pthread_mutex_unlock(&s->mu);
   sv_release(s, job);
   if (gone) return MHD_NO; /* closes the connection; the request is cancelled */
   if (failed) {
-    sv_fail(&e, 500, NULL, "generation failed (sampling or memory)");
+    sv_fail(&e, 500, NULL, "generation failed: %s",
+            job_error[0] ? job_error : "sampling or memory");
     return answer_error(s, mc, &e);
   }
   return answer(s, mc, 200, "application/json", text);

@@ -284,7 +284,8 @@ bool sv_stream_chunks(sv_server *s, sv_job *job, char **out, size_t *len, size_t
   *done = false;
   if (job->error) {
     sv_error e;
-    sv_fail(&e, 500, NULL, "generation failed (sampling or memory)");
+    sv_fail(&e, 500, NULL, "generation failed: %s",
+            job->error_message[0] ? job->error_message : "sampling or memory");
     char *j = sv_error_json(&e);
     bool ok = j && sv_buf_append(out, len, cap, "data: ", 6) &&
               sv_buf_append(out, len, cap, j, strlen(j)) &&

@@ -87,6 +87,8 @@ static void route(sv_server *s, const brisk_engine_event *ev) {
    * thread has stored the id. */
   brisk_status got = brisk_engine_request_stats(s->engine, ev->id, &st);
   if (got == BRISK_OK) sub->n_cached = st.n_cached_tokens;
+  if (got == BRISK_OK && st.error[0] && !job->error_message[0])
+    snprintf(job->error_message, sizeof job->error_message, "%s", st.error);
   if (got == BRISK_OK && (ev->reason == BRISK_FINISH_EOG || ev->reason == BRISK_FINISH_LENGTH ||
                           ev->reason == BRISK_FINISH_STOP)) {
     sv_hist_add(&s->h_queue, (double)st.queue_ns * 1e-9);

@@ -115,10 +115,11 @@ typedef struct sv_job {
   int64_t created;
   /* state shared with the router, under sv_server.mu */
   pthread_cond_t cond;
-  int32_t n_subs_open; /* subs whose completions are not all finished */
-  bool http_done;      /* the HTTP side let go: the router frees it at the end */
-  bool error;          /* a completion finished with BRISK_FINISH_ERROR */
-  bool wake;           /* got events since the router last woke its thread */
+  int32_t n_subs_open;     /* subs whose completions are not all finished */
+  bool http_done;          /* the HTTP side let go: the router frees it at the end */
+  bool error;              /* a completion finished with BRISK_FINISH_ERROR */
+  bool wake;               /* got events since the router last woke its thread */
+  char error_message[256]; /* the engine's reason for the first failed completion */
   struct sv_job *prev, *next;
 } sv_job;
 
