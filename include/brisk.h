@@ -1605,6 +1605,12 @@ typedef struct brisk_request_stats {
    * of the failing call, naming the cause), NUL-terminated; "" otherwise.
    * Callers built before this field do not get it. */
   char error[256];
+  /* Prompt tokens whose KV the request's first admission took from the
+   * prefix cache instead of computing them (a multiple of the block size;
+   * 0 with the cache off or before admission): what OpenAI-style usage
+   * reports as cached tokens. Callers built before this field do not get
+   * it. */
+  int32_t n_cached_tokens;
 } brisk_request_stats;
 
 /*

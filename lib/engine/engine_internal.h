@@ -66,6 +66,7 @@ typedef struct brisk_engine_request {
   /* Why it finished with BRISK_FINISH_ERROR ("" otherwise): a fixed buffer,
    * so recording a failure cannot itself fail. */
   char error[sizeof(((brisk_request_stats *)0)->error)];
+  int32_t n_cached; /* tokens its first admission reused from the prefix cache */
 } brisk_engine_request;
 
 typedef struct brisk_engine_cancel_node {

@@ -216,7 +216,10 @@ static void admit(brisk_engine *e) {
       brisk_engine_swap_in(e, best); /* its KV comes back from host memory */
     else
       best->n_computed = reused;
-    if (!best->t_admit) best->t_admit = brisk_now_ns();
+    if (!best->t_admit) {
+      best->t_admit = brisk_now_ns();
+      best->n_cached = reused;
+    }
     e->n_waiting--;
     int32_t at = e->n_running;
     while (at > 0 && brisk_engine_ranks_before(best, e->running[at - 1])) at--;

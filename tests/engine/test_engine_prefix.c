@@ -3,7 +3,6 @@
  * hit counters), are admitted on the blocks they still need, complete under
  * 4x oversubscription (re-admitted requests reuse cached blocks), and a pool
  * full of cached blocks still admits new work (cached blocks are evicted). */
-#include "engine_harness.h"
 #include "test_models.h"
 
 #include <math.h>
@@ -30,9 +29,17 @@ static int teardown(void **state) {
   return 0;
 }
 
-enum { MAXOUT = 32 };
+enum { MAXP = 96, MAXOUT = 32 };
 
-typedef eh_job job; /* tests/support/engine_harness.h */
+typedef struct job {
+  int32_t prompt[MAXP];
+  int32_t n_prompt, max_tokens;
+  brisk_sampler_params sp;
+  uint64_t id;
+  int32_t out[MAXOUT];
+  int32_t n_out, finished;
+  int32_t n_cached; /* brisk_request_stats.n_cached_tokens at its finish */
+} job;
 
 /* Jobs whose prompts are `shared` (a common prefix of n_shared tokens)
  * followed by 1..max_tail tokens of their own; odd ones sample. */
@@ -42,8 +49,6 @@ static void make_jobs(test_rng *r, job *jobs, int n, const int32_t *shared, int3
   for (int i = 0; i < n; i++) {
     job *j = &jobs[i];
     memset(j, 0, sizeof *j);
-    brisk_request_params_init(&j->extra);
-    j->stop_at_eog = 0;
     memcpy(j->prompt, shared, (size_t)n_shared * sizeof *shared);
     j->n_prompt = n_shared + 1 + (int32_t)(test_rng_u64(r) % (uint64_t)max_tail);
     for (int32_t k = n_shared; k < j->n_prompt; k++)
@@ -79,13 +84,42 @@ static brisk_engine *make_engine(int32_t kv_tokens, int32_t max_running, int pre
 }
 
 static void submit(brisk_engine *e, job *j) {
-  if (eh_submit(e, j)) fail_msg("submit: %s", brisk_last_error());
+  brisk_request_params p;
+  brisk_request_params_init(&p);
+  p.prompt_tokens = j->prompt;
+  p.n_prompt_tokens = (size_t)j->n_prompt;
+  p.sampler = &j->sp;
+  p.max_tokens = j->max_tokens;
+  p.stop_at_eog = 0;
+  p.user_data = j;
+  if (brisk_engine_submit(e, &p, &j->id)) fail_msg("submit: %s", brisk_last_error());
 }
 
-/* Runs every job to its max_tokens (stop_at_eog is off). */
 static void run(brisk_engine *e, job *jobs, int n) {
-  eh_run(e, jobs, n, 100000);
-  for (int i = 0; i < n; i++) assert_int_equal(jobs[i].reason[0], BRISK_FINISH_LENGTH);
+  for (int steps = 0;; steps++) {
+    assert_true(steps < 100000);
+    brisk_engine_event ev[16];
+    size_t got;
+    do {
+      assert_int_equal(brisk_engine_poll(e, ev, 16, &got), BRISK_OK);
+      for (size_t i = 0; i < got; i++) {
+        job *j = ev[i].user_data;
+        assert_true(ev[i].token >= 0 && j->n_out < MAXOUT);
+        j->out[j->n_out++] = ev[i].token;
+        if (ev[i].finished) {
+          assert_int_equal(ev[i].reason, BRISK_FINISH_LENGTH);
+          brisk_request_stats rs = {.struct_size = sizeof rs};
+          assert_int_equal(brisk_engine_request_stats(e, j->id, &rs), BRISK_OK);
+          j->n_cached = rs.n_cached_tokens;
+          j->finished = 1;
+        }
+      }
+    } while (got == 16);
+    int done = 1;
+    for (int i = 0; i < n; i++) done &= jobs[i].finished;
+    if (done) return;
+    if (brisk_engine_step(e, NULL)) fail_msg("step: %s", brisk_last_error());
+  }
 }
 
 static brisk_engine_counters counters(brisk_engine *e) {
@@ -96,8 +130,9 @@ static brisk_engine_counters counters(brisk_engine *e) {
 
 static void expect_same_tokens(const job *a, const job *b, int n) {
   for (int i = 0; i < n; i++) {
-    assert_int_equal(a[i].n_out[0], a[i].max_tokens);
-    eh_expect_same(&a[i], &b[i]);
+    assert_int_equal(a[i].n_out, a[i].max_tokens);
+    assert_int_equal(a[i].n_out, b[i].n_out);
+    assert_memory_equal(a[i].out, b[i].out, (size_t)a[i].n_out * sizeof a[i].out[0]);
   }
 }
 
@@ -124,6 +159,12 @@ static void test_same_outputs_and_hits(void **state) {
     run(es[k], js[k], N);
   }
   expect_same_tokens(on, off, N);
+  /* Each request's own count: the first computed everything, the others
+   * reused the 40 shared tokens; none with the cache off. */
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(on[i].n_cached, i ? 40 : 0);
+    assert_int_equal(off[i].n_cached, 0);
+  }
   brisk_engine_counters c_on = counters(e_on), c_off = counters(e_off);
   uint64_t prompts = 0;
   for (int i = 0; i < N; i++) prompts += (uint64_t)on[i].n_prompt;
@@ -145,15 +186,16 @@ static void test_same_outputs_and_hits(void **state) {
   assert_true(m.prefix_hit_rate == 0);
   /* Resubmitting a finished request reuses its prompt and output too. */
   job again = on[0];
-  eh_reset(&again);
-  memcpy(again.prompt + again.n_prompt, on[0].out[0], (size_t)on[0].n_out[0] * sizeof(int32_t));
-  again.n_prompt += on[0].n_out[0] - 1; /* its last token was never fed */
+  again.n_out = again.finished = 0;
+  memcpy(again.prompt + again.n_prompt, on[0].out, (size_t)on[0].n_out * sizeof(int32_t));
+  again.n_prompt += on[0].n_out - 1; /* its last token was never fed */
   again.max_tokens = 1;
   submit(e_on, &again);
   run(e_on, &again, 1);
   brisk_engine_counters c2 = counters(e_on);
   assert_int_equal(c2.n_prefix_hit_tokens - c_on.n_prefix_hit_tokens,
                    (uint64_t)((again.n_prompt - 1) / 4 * 4));
+  assert_int_equal(again.n_cached, (again.n_prompt - 1) / 4 * 4);
   brisk_engine_free(e_on);
   brisk_engine_free(e_off);
 }
@@ -215,7 +257,7 @@ static void test_cached_blocks_are_evicted(void **state) {
   submit(e, &big);
   run(e, &big, 1);
   /* The warm prompts' blocks were evicted: nothing of them is reused. */
-  for (int i = 0; i < N; i++) eh_reset(&warm[i]);
+  for (int i = 0; i < N; i++) warm[i].n_out = warm[i].finished = 0;
   submit(e, &warm[0]);
   run(e, &warm[0], 1);
   brisk_engine_counters c2 = counters(e);

@@ -14,6 +14,7 @@ int cmd_logits(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_serve_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 static const struct {
   const char *name;
@@ -22,6 +23,7 @@ static const struct {
 } commands[] = {
     {"bench", cmd_bench, "model, kernel and tokenizer speed against the machine's limits"},
     {"logits", cmd_logits, "write the logits of a token sequence (float32 [n][n_vocab])"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server on the engine (docs/server.md)"},
     {"serve-bench", cmd_serve_bench, "synthetic serving workloads through the engine"},
     {"run", cmd_run, "generate text from a prompt, or chat (--chat), streaming it"},
     {"version", cmd_version, "print the version and what this machine supports"},

@@ -119,7 +119,7 @@ class RequestStats(Structure):
                 ("finished", c_int32), ("reason", c_int), ("queue_ns", c_uint64),
                 ("ttft_ns", c_uint64), ("e2e_ns", c_uint64), ("tpot_ns", c_uint64),
                 ("n_spec_drafted", c_uint64), ("n_spec_accepted", c_uint64),
-                ("error", c_char * 256)]
+                ("error", c_char * 256), ("n_cached_tokens", c_int32)]
 
 
 class EngineCounters(Structure):

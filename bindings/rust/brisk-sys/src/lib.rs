@@ -274,6 +274,7 @@ pub struct brisk_request_stats {
     pub n_spec_drafted: u64,
     pub n_spec_accepted: u64,
     pub error: [c_char; 256],
+    pub n_cached_tokens: i32,
 }
 
 // Arrays longer than 32 have no derived Default.
@@ -293,6 +294,7 @@ impl Default for brisk_request_stats {
             n_spec_drafted: 0,
             n_spec_accepted: 0,
             error: [0; 256],
+            n_cached_tokens: 0,
         }
     }
 }

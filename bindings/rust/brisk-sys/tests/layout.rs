@@ -170,7 +170,8 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             tpot_ns,
             n_spec_drafted,
             n_spec_accepted,
-            error
+            error,
+            n_cached_tokens
         }),
         layout!(brisk_engine_counters {
             struct_size,
