@@ -3,7 +3,8 @@
  * layouts of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) against
  * the AVX2 ones (bit for bit: same exact integer block sums, same float
  * steps) and against a float64 reference, tile by tile and through the
- * driver. On a machine without AVX-512 F/BW/VL/VNNI (or whose OS does not
+ * driver; the float-weight kernels against the reference and across the
+ * GEMV / GEMM paths. On a machine without AVX-512 F/BW/VL/VNNI (or whose OS does not
  * save the ZMM state) the AVX-512 tests skip with a message; the kernels
  * are still compiled. */
 #include "test_support.h"
@@ -279,11 +280,89 @@ static void test_driver_matches_avx2(void **state) {
   brisk_threadpool_free(pool);
 }
 
+/* The float-weight kernels at the AVX-512 level: within the float64 bound
+ * (one float32 rounding per step, relative to sum |w| |x|), the GEMM
+ * (chunked, m > 4) and GEMV (m <= 4) paths bit for bit the same on every
+ * row, across thread counts, with k % 16 >= 8 (the half step), odd k (the
+ * remainder) and k past the GEMM's 512-element chunks; and not the AVX2
+ * kernels' bits everywhere (they sum in another order). */
+static void test_float_kernels(void **state) {
+  (void)state;
+  NEED_AVX512();
+  test_rng rng = test_rng_seeded("matmul_isa_float");
+  brisk_threadpool *pool = NULL;
+  assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
+  static const uint32_t types[] = {BRISK_DTYPE_F32, BRISK_DTYPE_F16, BRISK_DTYPE_BF16};
+  const int64_t ks[] = {8, 24, 101, 520, 1031, 1048}, ns[] = {1, 5, 67};
+  const int64_t m = 37;
+  for (size_t t = 0; t < 3; t++) {
+    const uint32_t type = types[t];
+    const size_t es = brisk_dtype_get(type)->type_size;
+    int64_t n_differ = 0;
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+      for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+        const int64_t k = ks[ki], n = ns[ni];
+        uint8_t *w = malloc((size_t)(n * k) * es);
+        float *deq = malloc((size_t)(n * k) * sizeof(float));
+        float *row = malloc((size_t)k * sizeof(float));
+        for (int64_t j = 0; j < n; j++) {
+          for (int64_t l = 0; l < k; l++) row[l] = (float)test_rng_normal(&rng);
+          assert_int_equal(brisk_quantize_row(type, row, w + (size_t)(j * k) * es, k), BRISK_OK);
+          assert_int_equal(brisk_dequantize_row(type, w + (size_t)(j * k) * es, deq + j * k, k),
+                           BRISK_OK);
+        }
+        float *x = make_x(&rng, m, k, false);
+        float *y = malloc((size_t)(m * n) * sizeof(float));
+        float *y1 = malloc((size_t)(m * n) * sizeof(float));
+        brisk_cpu_matmul_set_isa(BRISK_ISA_AVX512);
+        assert_int_equal(brisk_cpu_matmul(pool, type, w, n, k, x, m, y, NULL, 0), BRISK_OK);
+        assert_int_equal(brisk_cpu_matmul(NULL, type, w, n, k, x, m, y1, NULL, 0), BRISK_OK);
+        assert_memory_equal(y, y1, (size_t)(m * n) * sizeof(float));
+        for (int64_t i = 0; i + 4 <= m; i += 7) /* GEMV: 1 row, then 4 */
+          for (int64_t rows = 1; rows <= 4; rows += 3) {
+            assert_int_equal(brisk_cpu_matmul(pool, type, w, n, k, x + i * k, rows, y1, NULL, 0),
+                             BRISK_OK);
+            assert_memory_equal(y + i * n, y1, (size_t)(rows * n) * sizeof(float));
+          }
+        for (int64_t i = 0; i < m; i++)
+          for (int64_t j = 0; j < n; j++) {
+            double ref = 0, mag = 0;
+            for (int64_t l = 0; l < k; l++) {
+              ref += (double)deq[j * k + l] * x[i * k + l];
+              mag += fabs((double)deq[j * k + l] * x[i * k + l]);
+            }
+            const double bound = (double)(k / 8 + 16) * FLT_EPSILON * mag + 1e-30;
+            if (!(fabs(y[i * n + j] - ref) <= bound)) {
+              fprintf(stderr, "%s k=%lld n=%lld: y[%lld][%lld] = %.9g, reference %.9g\n",
+                      brisk_dtype_name(type), (long long)k, (long long)n, (long long)i,
+                      (long long)j, y[i * n + j], ref);
+              fail();
+            }
+          }
+        brisk_cpu_matmul_set_isa(BRISK_ISA_AVX2);
+        assert_int_equal(brisk_cpu_matmul(pool, type, w, n, k, x, m, y1, NULL, 0), BRISK_OK);
+        for (int64_t i = 0; i < m * n; i++) n_differ += y[i] != y1[i];
+        free(w);
+        free(deq);
+        free(row);
+        free(x);
+        free(y);
+        free(y1);
+      }
+    fprintf(stderr, "%s: %lld outputs differ from the AVX2 kernels' (summation order)\n",
+            brisk_dtype_name(type), (long long)n_differ);
+    assert_true(n_differ > 0);
+  }
+  brisk_cpu_matmul_force_scalar(false);
+  brisk_threadpool_free(pool);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_tiles_match_avx2),
       cmocka_unit_test(test_driver_matches_avx2),
+      cmocka_unit_test(test_float_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

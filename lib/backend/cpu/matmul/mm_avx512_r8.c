@@ -213,9 +213,10 @@ brisk_mm_tile_fn brisk_mm_avx512_r8_tile(uint32_t w_type) {
 
 #endif
 
-/* The AVX-512 table: the packed layouts; every other type keeps its AVX2
- * kernel at BRISK_ISA_AVX512. */
+/* The AVX-512 table: the packed layouts and the float types; the base
+ * layouts of the quantized types keep their AVX2 kernels at BRISK_ISA_AVX512. */
 brisk_mm_tile_fn brisk_mm_avx512_tile(uint32_t w_type) {
   brisk_mm_tile_fn f = brisk_mm_avx512_r8_tile(w_type);
-  return f ? f : brisk_mm_avx512_r8_k_tile(w_type);
+  if (!f) f = brisk_mm_avx512_r8_k_tile(w_type);
+  return f ? f : brisk_mm_avx512_float_tile(w_type);
 }
