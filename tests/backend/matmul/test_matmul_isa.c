@@ -1,5 +1,6 @@
 /* The kernel levels of the CPU matmul (core/cpu.h): feature detection and
- * the BRISK_CPU_ISA / set_isa caps, and the AVX-512 VNNI kernels (the packed
+ * the BRISK_CPU_ISA / set_isa caps; the AVX-VNNI kernels (packed 32-element
+ * types) against the AVX2 ones bit for bit; and the AVX-512 VNNI kernels (the packed
  * layouts of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) against
  * the AVX2 ones (bit for bit: same exact integer block sums, same float
  * steps) and against a float64 reference, tile by tile and through the
@@ -45,11 +46,10 @@ static void test_levels(void **state) {
   (void)state;
   const brisk_cpu_features *f = brisk_cpu();
   const brisk_isa_level det = brisk_cpu_isa_detected();
-  assert_true(det ==
-              (f->avx2 && f->fma && f->f16c
-                   ? (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni ? BRISK_ISA_AVX512
-                                                                                : BRISK_ISA_AVX2)
-                   : BRISK_ISA_SCALAR));
+  brisk_isa_level want = BRISK_ISA_SCALAR;
+  if (f->avx2 && f->fma && f->f16c) want = f->avxvnni ? BRISK_ISA_AVXVNNI : BRISK_ISA_AVX2;
+  if (want && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) want = BRISK_ISA_AVX512;
+  assert_int_equal(det, want);
   /* AVX-512 subsets imply the foundation (each needs the ZMM state). */
   if (f->avx512bw || f->avx512vl || f->avx512vnni || f->avx512bf16) assert_true(f->avx512f);
   if (f->avx512f || f->avxvnni) assert_true(f->avx2);
@@ -66,10 +66,12 @@ static void test_levels(void **state) {
     assert_int_equal(brisk_isa_capped(l, "AVX512x"), l);
     assert_int_equal(brisk_isa_capped(l, "scalar"), BRISK_ISA_SCALAR);
     assert_int_equal(brisk_isa_capped(l, "avx2"), l < BRISK_ISA_AVX2 ? l : BRISK_ISA_AVX2);
+    assert_int_equal(brisk_isa_capped(l, "avxvnni"), l < BRISK_ISA_AVXVNNI ? l : BRISK_ISA_AVXVNNI);
     assert_int_equal(brisk_isa_capped(l, "avx512"), l);
   }
   assert_int_equal(brisk_cpu_isa_level(), brisk_isa_capped(det, getenv("BRISK_CPU_ISA")));
   assert_string_equal(brisk_isa_name(BRISK_ISA_AVX512), "avx512");
+  assert_string_equal(brisk_isa_name(BRISK_ISA_AVXVNNI), "avxvnni");
   /* The matmul hooks cap, never raise. */
   const brisk_isa_level top = brisk_cpu_matmul_isa();
   assert_true(top <= brisk_cpu_isa_level());
@@ -90,9 +92,9 @@ static void test_levels(void **state) {
   brisk_backend_free(be);
   be = NULL;
   assert_int_equal(brisk_backend_cpu_create(NULL, BRISK_CPU_ISA_AUTO, &be), BRISK_OK);
-  assert_string_equal(be->name, brisk_cpu_isa_level() == BRISK_ISA_AVX512 ? "cpu-avx512"
-                                : brisk_cpu_isa_level() == BRISK_ISA_AVX2 ? "cpu-avx2"
-                                                                          : "cpu-scalar");
+  char name[32];
+  snprintf(name, sizeof name, "cpu-%s", brisk_isa_name(brisk_cpu_isa_level()));
+  assert_string_equal(be->name, name);
   brisk_backend_free(be);
   /* Every packed 32-element type has an AVX-512 kernel in an x86-64 build. */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -152,18 +154,17 @@ static float *make_x(test_rng *rng, int64_t m, int64_t k, bool extreme) {
  * one or two groups against 1..4 rows; with and without the GEMV
  * prefetch), called directly: the AVX-512 kernel writes the AVX2 kernel's
  * bits. */
-static void test_tiles_match_avx2(void **state) {
-  (void)state;
-  NEED_AVX512();
+static void tiles_match_avx2(bool vnni) {
   test_rng rng = test_rng_seeded("matmul_isa_tiles");
   for (size_t t = 0; t < N_R8; t++) {
     const uint32_t type = r8_types[t] | BRISK_DTYPE_PACKED_R8;
     const int64_t bs = brisk_dtype_get(r8_types[t])->block_size;
     const int64_t ks[] = {bs, 2 * bs, 3 * bs, 2048}; /* 1, 2, 3 and 64 or 8 blocks */
     const brisk_mm_act act = brisk_mm_act_format(type);
-    const brisk_mm_tile_fn f2 = brisk_mm_avx2_tile(type), f5 = brisk_mm_avx512_tile(type);
+    const brisk_mm_tile_fn f2 = brisk_mm_avx2_tile(type);
+    const brisk_mm_tile_fn f5 = vnni ? brisk_mm_avxvnni_tile(type) : brisk_mm_avx512_tile(type);
     assert_non_null(f2);
-    assert_non_null(f5);
+    if (!f5) continue; /* AVX-VNNI: the 32-element types only */
     for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
       for (int raw = 0; raw < 2; raw++)
         for (int extreme = 0; extreme < 2; extreme++) {
@@ -177,7 +178,7 @@ static void test_tiles_match_avx2(void **state) {
           for (int64_t r = 0; r < m; r++) brisk_mm_scalar_act(act)(x + r * k, xq + r * xs, k);
           /* G = 1..4 x R = 1 (both kernels), G = 1 x R = 2..4 (both), G = 2 x R = 2..4
            * (AVX-512 only: against the AVX2 kernel's G = 1 tiles, one group at a time) */
-          for (int shape = 0; shape < 10; shape++)
+          for (int shape = 0; shape < (vnni ? 7 : 10); shape++)
             for (int pf = 0; pf < 2; pf++) {
               const int nw = shape < 4 ? 8 * (shape + 1) : shape < 7 ? 8 : 16;
               const int nx = shape < 4 ? 1 : shape < 7 ? shape - 2 : shape - 5;
@@ -213,6 +214,41 @@ static void test_tiles_match_avx2(void **state) {
           free(w);
         }
   }
+}
+
+static void test_tiles_match_avx2(void **state) {
+  (void)state;
+  NEED_AVX512();
+  tiles_match_avx2(false);
+}
+
+/* The AVX-VNNI kernels the same way (AVX2 tile shapes), and through the
+ * driver at the AVXVNNI level against AVX2, GEMV and GEMM. */
+static void test_vnni_matches_avx2(void **state) {
+  (void)state;
+  if (!brisk_cpu()->avxvnni || brisk_cpu_isa_level() < BRISK_ISA_AVXVNNI)
+    SKIP_BECAUSE("AVX-VNNI kernels not run: this machine (or BRISK_CPU_ISA) gives level %s%s",
+                 brisk_isa_name(brisk_cpu_isa_level()),
+                 brisk_cpu()->avxvnni ? "" : ", no AVX-VNNI");
+  tiles_match_avx2(true);
+  test_rng rng = test_rng_seeded("matmul_isa_vnni_driver");
+  for (size_t t = 0; t < 5; t++) {
+    const uint32_t type = r8_types[t] | BRISK_DTYPE_PACKED_R8;
+    const int64_t n = 67, k = 512, m = 9;
+    uint8_t *w = make_packed(&rng, r8_types[t], n, k, t % 2 == 1, NULL);
+    float *x = make_x(&rng, m, k, false);
+    float y2[9 * 67], yv[9 * 67];
+    for (int64_t mm = 1; mm <= m; mm += m - 1) {
+      brisk_cpu_matmul_set_isa(BRISK_ISA_AVX2);
+      assert_int_equal(brisk_cpu_matmul(NULL, type, w, n, k, x, mm, y2, NULL, 0), BRISK_OK);
+      brisk_cpu_matmul_set_isa(BRISK_ISA_AVXVNNI);
+      assert_int_equal(brisk_cpu_matmul(NULL, type, w, n, k, x, mm, yv, NULL, 0), BRISK_OK);
+      assert_memory_equal(y2, yv, (size_t)(mm * n) * sizeof(float));
+    }
+    free(x);
+    free(w);
+  }
+  brisk_cpu_matmul_force_scalar(false);
 }
 
 /* Through the driver at both levels (GEMV and GEMM, whole groups and a short
@@ -361,6 +397,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_tiles_match_avx2),
+      cmocka_unit_test(test_vnni_matches_avx2),
       cmocka_unit_test(test_driver_matches_avx2),
       cmocka_unit_test(test_float_kernels),
   };

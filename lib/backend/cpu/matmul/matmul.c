@@ -295,6 +295,11 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
   const brisk_mm_tile_fn fn512 = avx2 && level >= BRISK_ISA_AVX512 && is_packed_type(w_type)
                                      ? brisk_mm_avx512_tile(w_type)
                                      : NULL;
+  /* AVX-VNNI where there is no AVX-512 kernel (the same bits again). */
+  const brisk_mm_tile_fn vnni =
+      avx2 && !fn512 && level >= BRISK_ISA_AVXVNNI && brisk_cpu()->avxvnni && is_packed_type(w_type)
+          ? brisk_mm_avxvnni_tile(w_type)
+          : NULL;
   /* Float weights: AVX-512 tile and chunk kernels together, or neither, so
    * that GEMV and GEMM give the same bits. */
   const brisk_mm_tile_fn float512 =
@@ -312,6 +317,7 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
       .wide = wide != NULL,
       .packed = !is_packed ? NULL
                 : fn512    ? fn512
+                : vnni     ? vnni
                 : avx2     ? brisk_mm_avx2_tile(w_type)
                            : brisk_mm_scalar_tile(w_type),
       .n_packed = is_packed ? n / BRISK_PACK_ROWS * BRISK_PACK_ROWS : 0,
