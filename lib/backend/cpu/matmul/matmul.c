@@ -75,6 +75,24 @@ typedef struct mm_job {
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* Weight rows of the tile call at column c (of a block ending at c1) with
+ * n_x activation rows. Packed groups start at multiples of 8 (task and tile
+ * bounds are): whole groups, up to BRISK_MM_R8_GEMV_GROUPS for one
+ * activation row and packed_gemm_w rows for more. Otherwise four weight
+ * rows give a single activation row enough independent accumulator chains;
+ * with more activation rows two suffice. */
+static int tile_rows(const mm_job *j, int64_t c, int64_t c1, int64_t n_x) {
+  const int64_t left = c1 - c;
+  if (c < j->n_packed) {
+    const int64_t packed_left = (c1 < j->n_packed ? c1 : j->n_packed) - c;
+    const int64_t most =
+        n_x == 1 ? BRISK_PACK_ROWS * BRISK_MM_R8_GEMV_GROUPS : (int64_t)j->packed_gemm_w;
+    return (int)(clamp64(packed_left, BRISK_PACK_ROWS, most) / BRISK_PACK_ROWS * BRISK_PACK_ROWS);
+  }
+  if (j->wide) return (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W);
+  return n_x == 1 && left >= 4 ? 4 : left >= 2 ? 2 : 1;
+}
+
 /* Outputs [r0, r1) x [c0, c1) in tile-kernel calls. Column groups run outer
  * so a group's weight rows stay in L1 while the activation rows pass. */
 static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64_t r1,
@@ -85,22 +103,8 @@ static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64
                      .y_stride = (size_t)j->n,
                      .prefetch = prefetch};
   for (int64_t c = c0; c < c1;) {
-    const int64_t left = c1 - c;
-    /* Packed groups start at multiples of 8 (task and tile bounds are). Four
-     * weight rows give a single activation row enough independent
-     * accumulator chains; with more activation rows two suffice. */
     const bool packed = c < j->n_packed;
-    const int64_t packed_left = (c1 < j->n_packed ? c1 : j->n_packed) - c;
-    const int nw =
-        packed                        ? (r1 - r0 == 1 ? (int)clamp64(packed_left, BRISK_PACK_ROWS,
-                                                                     BRISK_PACK_ROWS * BRISK_MM_R8_GEMV_GROUPS) /
-                                     BRISK_PACK_ROWS * BRISK_PACK_ROWS
-                                                      : (int)clamp64(packed_left, BRISK_PACK_ROWS, j->packed_gemm_w) /
-                                     BRISK_PACK_ROWS * BRISK_PACK_ROWS)
-        : j->wide                     ? (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W)
-        : (r1 - r0 == 1 && left >= 4) ? 4
-        : left >= 2                   ? 2
-                                      : 1;
+    const int nw = tile_rows(j, c, c1, r1 - r0);
     const brisk_mm_tile_fn fn = packed ? j->packed : j->tile;
     t.w = j->w + (size_t)c * j->w_stride;
     for (int64_t r = r0; r < r1; r += BRISK_MM_MAX_X) {
