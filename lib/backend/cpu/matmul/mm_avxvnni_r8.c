@@ -225,4 +225,7 @@ brisk_mm_tile_fn brisk_mm_avxvnni_r8_tile(uint32_t w_type) {
 
 #endif
 
-brisk_mm_tile_fn brisk_mm_avxvnni_tile(uint32_t w_type) { return brisk_mm_avxvnni_r8_tile(w_type); }
+brisk_mm_tile_fn brisk_mm_avxvnni_tile(uint32_t w_type) {
+  brisk_mm_tile_fn f = brisk_mm_avxvnni_r8_tile(w_type);
+  return f ? f : brisk_mm_avxvnni_r8_k_tile(w_type);
+}

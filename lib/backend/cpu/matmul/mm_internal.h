@@ -103,10 +103,11 @@ brisk_mm_tile_fn brisk_mm_avx2_r8_k_tile(uint32_t w_type);
  * BRISK_MM_R8_GEMM_GROUPS_512 groups (n_w = 16); bit for bit the AVX2
  * kernels' results. */
 #define BRISK_MM_R8_GEMM_GROUPS_512 2
-/* AVX-VNNI kernels (BRISK_ISA_AVXVNNI, mm_avxvnni_r8.c) for the packed
- * 32-element types: the AVX2 packed kernels' shapes and bits. */
+/* AVX-VNNI kernels (BRISK_ISA_AVXVNNI, mm_avxvnni_r8.c, mm_avxvnni_r8_k.c)
+ * for the packed layouts: the AVX2 packed kernels' shapes and bits. */
 brisk_mm_tile_fn brisk_mm_avxvnni_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avxvnni_r8_tile(uint32_t w_type);
+brisk_mm_tile_fn brisk_mm_avxvnni_r8_k_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_r8_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_r8_k_tile(uint32_t w_type);
