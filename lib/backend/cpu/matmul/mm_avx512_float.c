@@ -96,8 +96,10 @@ MM_INLINE void finish(const brisk_mm_tile *t, const int kind, const int C, const
 MM_INLINE void tile_float(const brisk_mm_tile *t, const int kind, const int C, const int R) {
   __m512 acc[BRISK_MM_MAX_X][BRISK_MM_MAX_W];
   MM_UNROLL(4)
-  for (int r = 0; r < R; r++) MM_UNROLL(4)
-  for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+  for (int r = 0; r < R; r++) {
+    MM_UNROLL(4)
+    for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+  }
   steps(t, kind, C, R, 0, t->k / 8 * 8, acc);
   finish(t, kind, C, R, acc);
 }
@@ -109,16 +111,20 @@ MM_INLINE void chunk_float(const brisk_mm_tile *t, const int kind, const int C, 
                            int64_t k0, int64_t k1, float *buf, size_t acc_stride) {
   __m512 acc[BRISK_MM_MAX_X][BRISK_MM_MAX_W];
   MM_UNROLL(4)
-  for (int r = 0; r < R; r++) MM_UNROLL(4)
-  for (int c = 0; c < C; c++) acc[r][c] = _mm512_loadu_ps(buf + (r * acc_stride + c) * 16);
+  for (int r = 0; r < R; r++) {
+    MM_UNROLL(4)
+    for (int c = 0; c < C; c++) acc[r][c] = _mm512_loadu_ps(buf + (r * acc_stride + c) * 16);
+  }
   if (k1 < 0) {
     finish(t, kind, C, R, acc);
     return;
   }
   steps(t, kind, C, R, k0, k1, acc);
   MM_UNROLL(4)
-  for (int r = 0; r < R; r++) MM_UNROLL(4)
-  for (int c = 0; c < C; c++) _mm512_storeu_ps(buf + (r * acc_stride + c) * 16, acc[r][c]);
+  for (int r = 0; r < R; r++) {
+    MM_UNROLL(4)
+    for (int c = 0; c < C; c++) _mm512_storeu_ps(buf + (r * acc_stride + c) * 16, acc[r][c]);
+  }
 }
 
 #  define CHUNK_SHAPE(name, kind, C, R)                                                            \
