@@ -2,7 +2,9 @@
  * BRISK_ISA_AVX512 (core/cpu.h) on the same weights, in one run, call after
  * call, so both see the same load from other processes.
  *
- *   bench_isa [threads] [type-name-filter]
+ *   bench_isa [threads] [type-name-filter] [avx512|avxvnni]
+ *
+ * The last argument picks the level set against AVX2 (default avx512).
  *
  * threads = 1 runs on the calling thread and times with its CPU clock (the
  * kernels' own speed, little moved by other processes); more threads run on
@@ -185,8 +187,14 @@ int main(int argc, char **argv) {
          "level %s; threads %d\n",
          f->avx2, f->fma, f->f16c, f->avxvnni, f->avx512f, f->avx512bw, f->avx512vl, f->avx512vnni,
          f->avx512bf16, brisk_isa_name(brisk_cpu_isa_level()), threads);
-  if (brisk_cpu_isa_level() < BRISK_ISA_AVX512) {
-    printf("no AVX-512 F/BW/VL/VNNI here (or BRISK_CPU_ISA caps it): nothing to compare\n");
+  const char *hi_name = argc > 3 ? argv[3] : "avx512";
+  const brisk_isa_level hi = brisk_isa_capped(BRISK_ISA_AVX512, hi_name);
+  if (hi <= BRISK_ISA_AVX2 || strcmp(brisk_isa_name(hi), hi_name) != 0) {
+    fprintf(stderr, "bench_isa: the level to compare is avx512 or avxvnni, not %s\n", hi_name);
+    return 2;
+  }
+  if (brisk_cpu_isa_level() < hi || (hi == BRISK_ISA_AVXVNNI && !f->avxvnni)) {
+    printf("no %s kernels here (or BRISK_CPU_ISA caps them): nothing to compare\n", hi_name);
     return 0;
   }
   print_load("before");
@@ -212,9 +220,10 @@ int main(int argc, char **argv) {
   float *y = malloc((size_t)(mm * gn) * sizeof(float));
   if (!x || !y) return 1;
   for (int64_t i = 0; i < mm * gk; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
-  printf("\n%-8s | GEMV %lldx%lld cold: GB/s avx2 avx512     x  of read | "
-         "GEMM m=%lld %lldx%lld: GFLOP/s avx2 avx512     x\n",
-         "type", (long long)gn, (long long)gk, (long long)mm, (long long)mn, (long long)mk);
+  printf("\n%-8s | GEMV %lldx%lld cold: GB/s avx2 %7s     x  of read | "
+         "GEMM m=%lld %lldx%lld: GFLOP/s avx2 %7s     x\n",
+         "type", (long long)gn, (long long)gk, hi_name, (long long)mm, (long long)mn, (long long)mk,
+         hi_name);
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     const uint32_t type = types[t];
     if (filter && !strstr(brisk_dtype_name(type), filter)) continue;
@@ -239,10 +248,10 @@ int main(int argc, char **argv) {
     static double g2[MAX_SAMPLES], g5[MAX_SAMPLES], rr[MAX_SAMPLES], of[MAX_SAMPLES];
     int n = 0;
     time_call(&c, BRISK_ISA_AVX2);
-    time_call(&c, BRISK_ISA_AVX512);
+    time_call(&c, hi);
     const double t0 = now_s();
     do {
-      const double a = time_call(&c, BRISK_ISA_AVX2), b = time_call(&c, BRISK_ISA_AVX512);
+      const double a = time_call(&c, BRISK_ISA_AVX2), b = time_call(&c, hi);
       const double r = time_read(pool, threads, bytes);
       g2[n] = (double)bytes / a / 1e9;
       g5[n] = (double)bytes / b / 1e9;
@@ -272,13 +281,13 @@ int main(int argc, char **argv) {
     n = 0;
     const double t1 = now_s();
     do {
-      const double a = time_call(&c, BRISK_ISA_AVX2), b = time_call(&c, BRISK_ISA_AVX512);
+      const double a = time_call(&c, BRISK_ISA_AVX2), b = time_call(&c, hi);
       best2 = a < best2 ? a : best2;
       best5 = b < best5 ? b : best5;
       rr[n++] = a / b;
     } while (n < MAX_SAMPLES && (now_s() - t1 < 3.0 || n < 5));
     const double flop = 2.0 * (double)mm * (double)mn * (double)mk;
-    printf("%-8s | %30.1f %6.1f %5.2fx %7.0f%% | %30.1f %6.1f %5.2fx\n", brisk_dtype_name(type),
+    printf("%-8s | %30.1f %7.1f %5.2fx %7.0f%% | %30.1f %7.1f %5.2fx\n", brisk_dtype_name(type),
            gv2, gv5, gx, 100 * gof, flop / best2 / 1e9, flop / best5 / 1e9, median(rr, n));
     fflush(stdout);
     free_weights(w, 1);

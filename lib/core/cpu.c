@@ -68,7 +68,7 @@ brisk_isa_level brisk_cpu_isa_detected(void) {
   const brisk_cpu_features *f = brisk_cpu();
   if (!(f->avx2 && f->fma && f->f16c)) return BRISK_ISA_SCALAR;
   if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) return BRISK_ISA_AVX512;
-  return BRISK_ISA_AVX2;
+  return f->avxvnni ? BRISK_ISA_AVXVNNI : BRISK_ISA_AVX2;
 }
 
 brisk_isa_level brisk_isa_capped(brisk_isa_level detected, const char *cap) {
@@ -78,6 +78,8 @@ brisk_isa_level brisk_isa_capped(brisk_isa_level detected, const char *cap) {
     c = BRISK_ISA_SCALAR;
   else if (strcmp(cap, "avx2") == 0)
     c = BRISK_ISA_AVX2;
+  else if (strcmp(cap, "avxvnni") == 0)
+    c = BRISK_ISA_AVXVNNI;
   else if (strcmp(cap, "avx512") == 0)
     c = BRISK_ISA_AVX512;
   return c < detected ? c : detected;
@@ -97,6 +99,7 @@ brisk_isa_level brisk_cpu_isa_level(void) {
 const char *brisk_isa_name(brisk_isa_level level) {
   switch (level) {
   case BRISK_ISA_AVX2: return "avx2";
+  case BRISK_ISA_AVXVNNI: return "avxvnni";
   case BRISK_ISA_AVX512: return "avx512";
   default: return "scalar";
   }

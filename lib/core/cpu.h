@@ -21,22 +21,26 @@ const brisk_cpu_features *brisk_cpu(void);
 
 /* Kernel sets the CPU code has, in order: each includes the ones below. */
 typedef enum brisk_isa_level {
-  BRISK_ISA_SCALAR = 0, /* portable C */
-  BRISK_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
-  BRISK_ISA_AVX512 = 2, /* AVX2's, plus AVX-512 F/BW/VL + VNNI kernels */
+  BRISK_ISA_SCALAR = 0,  /* portable C */
+  BRISK_ISA_AVX2 = 1,    /* AVX2 + FMA + F16C */
+  BRISK_ISA_AVXVNNI = 2, /* AVX2's, plus 256-bit VNNI kernels where the CPU has AVX-VNNI */
+  BRISK_ISA_AVX512 = 3,  /* AVX2's, plus AVX-512 F/BW/VL + VNNI kernels */
 } brisk_isa_level;
 
 /* The best level this processor (and OS) runs, capped by the environment
- * variable BRISK_CPU_ISA when it is set to scalar, avx2 or avx512 (read once;
+ * variable BRISK_CPU_ISA when it is set to scalar, avx2, avxvnni or avx512
+ * (read once;
  * asking for more than the processor has gives what it has; any other value
  * is ignored). Every CPU kernel choice starts from this. */
 brisk_isa_level brisk_cpu_isa_level(void);
 /* What the processor runs, ignoring BRISK_CPU_ISA. */
 brisk_isa_level brisk_cpu_isa_detected(void);
 /* BRISK_CPU_ISA's rule: the lower of `detected` and the level `cap` names
- * ("scalar", "avx2", "avx512"); NULL or any other string leaves detected. */
+ * ("scalar", "avx2", "avxvnni", "avx512"); NULL or any other string leaves
+ * detected. An AVX-512 CPU without AVX-VNNI capped at avxvnni runs the
+ * AVX2 kernels. */
 brisk_isa_level brisk_isa_capped(brisk_isa_level detected, const char *cap);
-/* "scalar", "avx2", "avx512". */
+/* "scalar", "avx2", "avxvnni", "avx512". */
 const char *brisk_isa_name(brisk_isa_level level);
 
 /* Online logical processors, at least 1. */

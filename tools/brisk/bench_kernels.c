@@ -294,8 +294,10 @@ int bench_kernels_run(int max_threads, bool quick, bool json) {
   }
   if (!json) {
     const brisk_cpu_features *f = brisk_cpu();
-    printf("cpu: avx2 %d fma %d f16c %d; matmul kernels %s; load average before %s\n", f->avx2,
-           f->fma, f->f16c, brisk_cpu_matmul_uses_avx2() ? "avx2" : "scalar", load_before);
+    printf("cpu: avx2 %d fma %d f16c %d avxvnni %d avx512f %d bw %d vl %d vnni %d bf16 %d; "
+           "matmul kernels %s (BRISK_CPU_ISA caps them); load average before %s\n",
+           f->avx2, f->fma, f->f16c, f->avxvnni, f->avx512f, f->avx512bw, f->avx512vl,
+           f->avx512vnni, f->avx512bf16, brisk_isa_name(brisk_cpu_matmul_isa()), load_before);
     printf("\n%-7s %9s %7s %9s %11s %11s %11s %9s\n", "threads", "read GB/s", "(best)", "copy GB/s",
            "FMA GFLOP/s", "(1 thread)", "dispatch us", "join us");
     for (int p = 0; p < n_pools; p++)
@@ -330,8 +332,7 @@ int bench_kernels_run(int max_threads, bool quick, bool json) {
   }
   printf("{\"quick\": %s, \"load_avg_before\": \"%s\", \"load_avg_after\": \"%s\", "
          "\"matmul_kernels\": \"%s\", \"limits\": [",
-         quick ? "true" : "false", load_before, load_after,
-         brisk_cpu_matmul_uses_avx2() ? "avx2" : "scalar");
+         quick ? "true" : "false", load_before, load_after, brisk_isa_name(brisk_cpu_matmul_isa()));
   for (int p = 0; p < n_pools; p++)
     printf("%s{\"threads\": %d, \"read_gbs\": %.3f, \"read_gbs_max\": %.3f, \"copy_gbs\": %.3f, "
            "\"fma_peak_gflops\": %.2f, \"fma_thread_gflops\": %.2f, \"dispatch_us\": %.4f, "

@@ -191,6 +191,23 @@ __attribute__((target("avx2,fma"))) static float fma_avx2(long iters) {
 }
 #endif
 
+#ifdef BENCH_X86
+/* The same on 16 lanes: AVX-512 machines have twice the FMA width, which
+ * the AVX-512 kernels can use (core/cpu.h levels). */
+__attribute__((target("avx512f"))) static float fma_avx512(long iters) {
+  __m512 a[12];
+  for (int c = 0; c < 12; c++) a[c] = _mm512_set1_ps(1.0f + 0.01f * (float)c);
+  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-6f);
+  for (long i = 0; i < iters; i++) {
+#  pragma GCC unroll 12
+    for (int c = 0; c < 12; c++) a[c] = _mm512_fmadd_ps(a[c], mul, add);
+  }
+  __m512 s = a[0];
+  for (int c = 1; c < 12; c++) s = _mm512_add_ps(s, a[c]);
+  return _mm512_reduce_add_ps(s);
+}
+#endif
+
 static float fma_portable(long iters) {
   float acc[FMA_CHAINS];
   for (int c = 0; c < FMA_CHAINS; c++) acc[c] = 1.0f + 0.01f * (float)c;
@@ -202,7 +219,7 @@ static float fma_portable(long iters) {
 }
 
 typedef struct fma_job {
-  bool avx2;
+  bool avx2, avx512;
   double secs[64]; /* per task, its own start to end */
   volatile float sink[64];
 } fma_job;
@@ -212,7 +229,9 @@ static void fma_task(void *p, size_t i) {
   const double t0 = bench_now_s();
   float r;
 #ifdef BENCH_X86
-  if (j->avx2)
+  if (j->avx512)
+    r = fma_avx512(FMA_ITERS);
+  else if (j->avx2)
     r = fma_avx2(FMA_ITERS);
   else
 #endif
@@ -223,14 +242,18 @@ static void fma_task(void *p, size_t i) {
 
 double bench_fma_peak(brisk_threadpool *pool, int threads, const char **isa, double *per_thread) {
   const brisk_cpu_features *f = brisk_cpu();
-  fma_job j = {.avx2 = f->avx2 && f->fma};
+  /* The widest the kernels run (BRISK_CPU_ISA caps both). */
+  fma_job j = {.avx2 = f->avx2 && f->fma, .avx512 = brisk_cpu_isa_level() >= BRISK_ISA_AVX512};
 #ifndef BENCH_X86
-  j.avx2 = false;
+  j.avx2 = j.avx512 = false;
 #endif
-  *isa = j.avx2 ? "avx2 vfmadd231ps (8 floats)" : "scalar multiply-add";
+  *isa = j.avx512 ? "avx512 vfmadd231ps (16 floats)"
+         : j.avx2 ? "avx2 vfmadd231ps (8 floats)"
+                  : "scalar multiply-add";
   /* Flops per task: chains x lanes x 2 (multiply and add) per iteration. */
-  const double flops =
-      j.avx2 ? (double)FMA_ITERS * FMA_CHAINS * 8 * 2 : (double)(FMA_ITERS / 8) * FMA_CHAINS * 2;
+  const double flops = j.avx512 ? (double)FMA_ITERS * 12 * 16 * 2
+                       : j.avx2 ? (double)FMA_ITERS * FMA_CHAINS * 8 * 2
+                                : (double)(FMA_ITERS / 8) * FMA_CHAINS * 2;
   double best = 0;
   *per_thread = 0;
   for (int rep = 0; rep < 5; rep++) {

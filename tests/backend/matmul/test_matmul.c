@@ -170,7 +170,8 @@ static bool have_avx2(void) {
   return brisk_cpu_matmul_uses_avx2();
 }
 
-/* Every type x shape x kernel set against the reference; also AVX2 vs scalar. */
+/* Every type x shape x kernel set (scalar, AVX2, and the machine's top
+ * level when higher) against the reference; also AVX2 vs scalar. */
 static void test_against_reference(void **state) {
   (void)state;
   test_rng rng = test_rng_seeded("matmul_against_reference");
@@ -178,6 +179,7 @@ static void test_against_reference(void **state) {
   const int64_t ns[] = {1, 5, 64, 67};
   const int nk = 4;
   const bool avx2 = have_avx2();
+  const brisk_isa_level top = brisk_cpu_matmul_isa(); /* above AVX2: that level runs too */
   if (!avx2) fprintf(stderr, "note: no AVX2 on this machine; only the scalar kernels run\n");
   brisk_threadpool *pool = NULL;
   assert_int_equal(brisk_threadpool_create(2, &pool), BRISK_OK);
@@ -187,7 +189,7 @@ static void test_against_reference(void **state) {
     /* one block, two, three, five (odd counts); float types: odd lengths too */
     const int64_t ks[4] = {bs == 1 ? 7 : bs, bs == 1 ? 64 : 2 * bs, bs == 1 ? 67 : 3 * bs,
                            bs == 1 ? 203 : 5 * bs};
-    double worst[2] = {0, 0};
+    double worst[3] = {0, 0, 0};
     int64_t n_differ = 0; /* outputs where the two kernel sets round differently */
     for (int ki = 0; ki < nk; ki++) {
       for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
@@ -202,10 +204,15 @@ static void test_against_reference(void **state) {
           matmul_ok(pool, &w, x, m, ys);
           worst[0] = fmax(worst[0], check_against_reference(&w, x, m, ys, "scalar"));
           if (avx2) {
-            brisk_cpu_matmul_force_scalar(false);
+            brisk_cpu_matmul_set_isa(BRISK_ISA_AVX2);
             matmul_ok(pool, &w, x, m, yv);
             worst[1] = fmax(worst[1], check_against_reference(&w, x, m, yv, "avx2"));
             for (int64_t i = 0; i < m * w.n; i++) n_differ += ys[i] != yv[i];
+          }
+          if (top > BRISK_ISA_AVX2) { /* AVX-VNNI / AVX-512 where the CPU has them */
+            brisk_cpu_matmul_force_scalar(false);
+            matmul_ok(pool, &w, x, m, yv);
+            worst[2] = fmax(worst[2], check_against_reference(&w, x, m, yv, brisk_isa_name(top)));
           }
           free(x);
           free(ys);
@@ -214,8 +221,11 @@ static void test_against_reference(void **state) {
         free_weights(&w);
       }
     }
-    fprintf(stderr, "%-5s worst error / bound: scalar %.3f, avx2 %.3f; %lld outputs differ\n",
-            brisk_dtype_name(type), worst[0], worst[1], (long long)n_differ);
+    fprintf(stderr,
+            "%-7s worst error / bound: scalar %.3f, avx2 %.3f, %s %.3f; %lld outputs differ "
+            "(scalar / avx2)\n",
+            brisk_dtype_name(type), worst[0], worst[1], brisk_isa_name(top), worst[2],
+            (long long)n_differ);
     /* Both kernel sets really ran: their summation orders differ somewhere. */
     if (avx2) assert_true(n_differ > 0);
   }

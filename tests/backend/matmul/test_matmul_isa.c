@@ -1,9 +1,11 @@
 /* The kernel levels of the CPU matmul (core/cpu.h): feature detection and
- * the BRISK_CPU_ISA / set_isa caps, and the AVX-512 VNNI kernels (the packed
+ * the BRISK_CPU_ISA / set_isa caps; the AVX-VNNI kernels (the packed
+ * layouts) against the AVX2 ones bit for bit; and the AVX-512 VNNI kernels (the packed
  * layouts of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) against
  * the AVX2 ones (bit for bit: same exact integer block sums, same float
  * steps) and against a float64 reference, tile by tile and through the
- * driver. On a machine without AVX-512 F/BW/VL/VNNI (or whose OS does not
+ * driver; the float-weight kernels against the reference and across the
+ * GEMV / GEMM paths. On a machine without AVX-512 F/BW/VL/VNNI (or whose OS does not
  * save the ZMM state) the AVX-512 tests skip with a message; the kernels
  * are still compiled. */
 #include "test_support.h"
@@ -44,11 +46,10 @@ static void test_levels(void **state) {
   (void)state;
   const brisk_cpu_features *f = brisk_cpu();
   const brisk_isa_level det = brisk_cpu_isa_detected();
-  assert_true(det ==
-              (f->avx2 && f->fma && f->f16c
-                   ? (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni ? BRISK_ISA_AVX512
-                                                                                : BRISK_ISA_AVX2)
-                   : BRISK_ISA_SCALAR));
+  brisk_isa_level want = BRISK_ISA_SCALAR;
+  if (f->avx2 && f->fma && f->f16c) want = f->avxvnni ? BRISK_ISA_AVXVNNI : BRISK_ISA_AVX2;
+  if (want && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) want = BRISK_ISA_AVX512;
+  assert_int_equal(det, want);
   /* AVX-512 subsets imply the foundation (each needs the ZMM state). */
   if (f->avx512bw || f->avx512vl || f->avx512vnni || f->avx512bf16) assert_true(f->avx512f);
   if (f->avx512f || f->avxvnni) assert_true(f->avx2);
@@ -65,10 +66,12 @@ static void test_levels(void **state) {
     assert_int_equal(brisk_isa_capped(l, "AVX512x"), l);
     assert_int_equal(brisk_isa_capped(l, "scalar"), BRISK_ISA_SCALAR);
     assert_int_equal(brisk_isa_capped(l, "avx2"), l < BRISK_ISA_AVX2 ? l : BRISK_ISA_AVX2);
+    assert_int_equal(brisk_isa_capped(l, "avxvnni"), l < BRISK_ISA_AVXVNNI ? l : BRISK_ISA_AVXVNNI);
     assert_int_equal(brisk_isa_capped(l, "avx512"), l);
   }
   assert_int_equal(brisk_cpu_isa_level(), brisk_isa_capped(det, getenv("BRISK_CPU_ISA")));
   assert_string_equal(brisk_isa_name(BRISK_ISA_AVX512), "avx512");
+  assert_string_equal(brisk_isa_name(BRISK_ISA_AVXVNNI), "avxvnni");
   /* The matmul hooks cap, never raise. */
   const brisk_isa_level top = brisk_cpu_matmul_isa();
   assert_true(top <= brisk_cpu_isa_level());
@@ -89,9 +92,9 @@ static void test_levels(void **state) {
   brisk_backend_free(be);
   be = NULL;
   assert_int_equal(brisk_backend_cpu_create(NULL, BRISK_CPU_ISA_AUTO, &be), BRISK_OK);
-  assert_string_equal(be->name, brisk_cpu_isa_level() == BRISK_ISA_AVX512 ? "cpu-avx512"
-                                : brisk_cpu_isa_level() == BRISK_ISA_AVX2 ? "cpu-avx2"
-                                                                          : "cpu-scalar");
+  char name[32];
+  snprintf(name, sizeof name, "cpu-%s", brisk_isa_name(brisk_cpu_isa_level()));
+  assert_string_equal(be->name, name);
   brisk_backend_free(be);
   /* Every packed 32-element type has an AVX-512 kernel in an x86-64 build. */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -151,16 +154,15 @@ static float *make_x(test_rng *rng, int64_t m, int64_t k, bool extreme) {
  * one or two groups against 1..4 rows; with and without the GEMV
  * prefetch), called directly: the AVX-512 kernel writes the AVX2 kernel's
  * bits. */
-static void test_tiles_match_avx2(void **state) {
-  (void)state;
-  NEED_AVX512();
+static void tiles_match_avx2(bool vnni) {
   test_rng rng = test_rng_seeded("matmul_isa_tiles");
   for (size_t t = 0; t < N_R8; t++) {
     const uint32_t type = r8_types[t] | BRISK_DTYPE_PACKED_R8;
     const int64_t bs = brisk_dtype_get(r8_types[t])->block_size;
     const int64_t ks[] = {bs, 2 * bs, 3 * bs, 2048}; /* 1, 2, 3 and 64 or 8 blocks */
     const brisk_mm_act act = brisk_mm_act_format(type);
-    const brisk_mm_tile_fn f2 = brisk_mm_avx2_tile(type), f5 = brisk_mm_avx512_tile(type);
+    const brisk_mm_tile_fn f2 = brisk_mm_avx2_tile(type);
+    const brisk_mm_tile_fn f5 = vnni ? brisk_mm_avxvnni_tile(type) : brisk_mm_avx512_tile(type);
     assert_non_null(f2);
     assert_non_null(f5);
     for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
@@ -176,7 +178,7 @@ static void test_tiles_match_avx2(void **state) {
           for (int64_t r = 0; r < m; r++) brisk_mm_scalar_act(act)(x + r * k, xq + r * xs, k);
           /* G = 1..4 x R = 1 (both kernels), G = 1 x R = 2..4 (both), G = 2 x R = 2..4
            * (AVX-512 only: against the AVX2 kernel's G = 1 tiles, one group at a time) */
-          for (int shape = 0; shape < 10; shape++)
+          for (int shape = 0; shape < (vnni ? 7 : 10); shape++)
             for (int pf = 0; pf < 2; pf++) {
               const int nw = shape < 4 ? 8 * (shape + 1) : shape < 7 ? 8 : 16;
               const int nx = shape < 4 ? 1 : shape < 7 ? shape - 2 : shape - 5;
@@ -212,6 +214,41 @@ static void test_tiles_match_avx2(void **state) {
           free(w);
         }
   }
+}
+
+static void test_tiles_match_avx2(void **state) {
+  (void)state;
+  NEED_AVX512();
+  tiles_match_avx2(false);
+}
+
+/* The AVX-VNNI kernels the same way (AVX2 tile shapes), and through the
+ * driver at the AVXVNNI level against AVX2, GEMV and GEMM. */
+static void test_vnni_matches_avx2(void **state) {
+  (void)state;
+  if (!brisk_cpu()->avxvnni || brisk_cpu_isa_level() < BRISK_ISA_AVXVNNI)
+    SKIP_BECAUSE("AVX-VNNI kernels not run: this machine (or BRISK_CPU_ISA) gives level %s%s",
+                 brisk_isa_name(brisk_cpu_isa_level()),
+                 brisk_cpu()->avxvnni ? "" : ", no AVX-VNNI");
+  tiles_match_avx2(true);
+  test_rng rng = test_rng_seeded("matmul_isa_vnni_driver");
+  for (size_t t = 0; t < N_R8; t++) {
+    const uint32_t type = r8_types[t] | BRISK_DTYPE_PACKED_R8;
+    const int64_t n = 67, k = 512, m = 9;
+    uint8_t *w = make_packed(&rng, r8_types[t], n, k, t % 2 == 1, NULL);
+    float *x = make_x(&rng, m, k, false);
+    float y2[9 * 67], yv[9 * 67];
+    for (int64_t mm = 1; mm <= m; mm += m - 1) {
+      brisk_cpu_matmul_set_isa(BRISK_ISA_AVX2);
+      assert_int_equal(brisk_cpu_matmul(NULL, type, w, n, k, x, mm, y2, NULL, 0), BRISK_OK);
+      brisk_cpu_matmul_set_isa(BRISK_ISA_AVXVNNI);
+      assert_int_equal(brisk_cpu_matmul(NULL, type, w, n, k, x, mm, yv, NULL, 0), BRISK_OK);
+      assert_memory_equal(y2, yv, (size_t)(mm * n) * sizeof(float));
+    }
+    free(x);
+    free(w);
+  }
+  brisk_cpu_matmul_force_scalar(false);
 }
 
 /* Through the driver at both levels (GEMV and GEMM, whole groups and a short
@@ -279,11 +316,90 @@ static void test_driver_matches_avx2(void **state) {
   brisk_threadpool_free(pool);
 }
 
+/* The float-weight kernels at the AVX-512 level: within the float64 bound
+ * (one float32 rounding per step, relative to sum |w| |x|), the GEMM
+ * (chunked, m > 4) and GEMV (m <= 4) paths bit for bit the same on every
+ * row, across thread counts, with k % 16 >= 8 (the half step), odd k (the
+ * remainder) and k past the GEMM's 512-element chunks; and not the AVX2
+ * kernels' bits everywhere (they sum in another order). */
+static void test_float_kernels(void **state) {
+  (void)state;
+  NEED_AVX512();
+  test_rng rng = test_rng_seeded("matmul_isa_float");
+  brisk_threadpool *pool = NULL;
+  assert_int_equal(brisk_threadpool_create(3, &pool), BRISK_OK);
+  static const uint32_t types[] = {BRISK_DTYPE_F32, BRISK_DTYPE_F16, BRISK_DTYPE_BF16};
+  const int64_t ks[] = {8, 24, 101, 520, 1031, 1048}, ns[] = {1, 5, 67};
+  const int64_t m = 37;
+  for (size_t t = 0; t < 3; t++) {
+    const uint32_t type = types[t];
+    const size_t es = brisk_dtype_get(type)->type_size;
+    int64_t n_differ = 0;
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+      for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+        const int64_t k = ks[ki], n = ns[ni];
+        uint8_t *w = malloc((size_t)(n * k) * es);
+        float *deq = malloc((size_t)(n * k) * sizeof(float));
+        float *row = malloc((size_t)k * sizeof(float));
+        for (int64_t j = 0; j < n; j++) {
+          for (int64_t l = 0; l < k; l++) row[l] = (float)test_rng_normal(&rng);
+          assert_int_equal(brisk_quantize_row(type, row, w + (size_t)(j * k) * es, k), BRISK_OK);
+          assert_int_equal(brisk_dequantize_row(type, w + (size_t)(j * k) * es, deq + j * k, k),
+                           BRISK_OK);
+        }
+        float *x = make_x(&rng, m, k, false);
+        float *y = malloc((size_t)(m * n) * sizeof(float));
+        float *y1 = malloc((size_t)(m * n) * sizeof(float));
+        brisk_cpu_matmul_set_isa(BRISK_ISA_AVX512);
+        assert_int_equal(brisk_cpu_matmul(pool, type, w, n, k, x, m, y, NULL, 0), BRISK_OK);
+        assert_int_equal(brisk_cpu_matmul(NULL, type, w, n, k, x, m, y1, NULL, 0), BRISK_OK);
+        assert_memory_equal(y, y1, (size_t)(m * n) * sizeof(float));
+        for (int64_t i = 0; i + 4 <= m; i += 7) /* GEMV: 1 row, then 4 */
+          for (int64_t rows = 1; rows <= 4; rows += 3) {
+            assert_int_equal(brisk_cpu_matmul(pool, type, w, n, k, x + i * k, rows, y1, NULL, 0),
+                             BRISK_OK);
+            assert_memory_equal(y + i * n, y1, (size_t)(rows * n) * sizeof(float));
+          }
+        for (int64_t i = 0; i < m; i++)
+          for (int64_t j = 0; j < n; j++) {
+            double ref = 0, mag = 0;
+            for (int64_t l = 0; l < k; l++) {
+              ref += (double)deq[j * k + l] * x[i * k + l];
+              mag += fabs((double)deq[j * k + l] * x[i * k + l]);
+            }
+            const double bound = (double)(k / 8 + 16) * FLT_EPSILON * mag + 1e-30;
+            if (!(fabs(y[i * n + j] - ref) <= bound)) {
+              fprintf(stderr, "%s k=%lld n=%lld: y[%lld][%lld] = %.9g, reference %.9g\n",
+                      brisk_dtype_name(type), (long long)k, (long long)n, (long long)i,
+                      (long long)j, y[i * n + j], ref);
+              fail();
+            }
+          }
+        brisk_cpu_matmul_set_isa(BRISK_ISA_AVX2);
+        assert_int_equal(brisk_cpu_matmul(pool, type, w, n, k, x, m, y1, NULL, 0), BRISK_OK);
+        for (int64_t i = 0; i < m * n; i++) n_differ += y[i] != y1[i];
+        free(w);
+        free(deq);
+        free(row);
+        free(x);
+        free(y);
+        free(y1);
+      }
+    fprintf(stderr, "%s: %lld outputs differ from the AVX2 kernels' (summation order)\n",
+            brisk_dtype_name(type), (long long)n_differ);
+    assert_true(n_differ > 0);
+  }
+  brisk_cpu_matmul_force_scalar(false);
+  brisk_threadpool_free(pool);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_tiles_match_avx2),
+      cmocka_unit_test(test_vnni_matches_avx2),
       cmocka_unit_test(test_driver_matches_avx2),
+      cmocka_unit_test(test_float_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

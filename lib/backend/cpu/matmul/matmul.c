@@ -25,7 +25,7 @@ _Static_assert(BRISK_MM_WIDE_W == BRISK_PACK_ROWS, "GEMV/GEMM row groups are pac
 /* Float-weight GEMM: k is walked in chunks so that 4 activation rows
  * (4 x 2 KiB) stay in L1 while up to FTILE_W weight rows stream from L2;
  * without it the kernels wait on L2 for the activations. */
-#define FCHUNK_K 512
+#define FCHUNK_K 512 /* a multiple of 16: the AVX-512 chunk kernels' step */
 #define FTILE_W 32
 #define FTILE_X 32
 
@@ -51,6 +51,8 @@ bool brisk_cpu_matmul_uses_avx2(void) { return brisk_cpu_matmul_isa() >= BRISK_I
 typedef struct mm_job {
   brisk_mm_tile_fn tile;
   brisk_mm_chunk_fn chunk; /* float-weight GEMM, when the kernels have it */
+  int chunk_lanes;         /* floats per output in the chunk kernels' accumulators: 8 or 16 */
+  int chunk_w;             /* weight rows per chunk-kernel call, at most: 2 or 4 */
   bool wide;               /* tile takes up to BRISK_MM_WIDE_W weight rows */
   brisk_mm_tile_fn packed; /* packed weights: the kernel for whole groups of 8 rows */
   int packed_gemm_w;       /* weight rows per packed tile with several activation rows */
@@ -73,6 +75,24 @@ typedef struct mm_job {
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* Weight rows of the tile call at column c (of a block ending at c1) with
+ * n_x activation rows. Packed groups start at multiples of 8 (task and tile
+ * bounds are): whole groups, up to BRISK_MM_R8_GEMV_GROUPS for one
+ * activation row and packed_gemm_w rows for more. Otherwise four weight
+ * rows give a single activation row enough independent accumulator chains;
+ * with more activation rows two suffice. */
+static int tile_rows(const mm_job *j, int64_t c, int64_t c1, int64_t n_x) {
+  const int64_t left = c1 - c;
+  if (c < j->n_packed) {
+    const int64_t packed_left = (c1 < j->n_packed ? c1 : j->n_packed) - c;
+    const int64_t most =
+        n_x == 1 ? BRISK_PACK_ROWS * BRISK_MM_R8_GEMV_GROUPS : (int64_t)j->packed_gemm_w;
+    return (int)(clamp64(packed_left, BRISK_PACK_ROWS, most) / BRISK_PACK_ROWS * BRISK_PACK_ROWS);
+  }
+  if (j->wide) return (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W);
+  return n_x == 1 && left >= 4 ? 4 : left >= 2 ? 2 : 1;
+}
+
 /* Outputs [r0, r1) x [c0, c1) in tile-kernel calls. Column groups run outer
  * so a group's weight rows stay in L1 while the activation rows pass. */
 static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64_t r1,
@@ -83,22 +103,8 @@ static void run_block(const mm_job *j, int64_t c0, int64_t c1, int64_t r0, int64
                      .y_stride = (size_t)j->n,
                      .prefetch = prefetch};
   for (int64_t c = c0; c < c1;) {
-    const int64_t left = c1 - c;
-    /* Packed groups start at multiples of 8 (task and tile bounds are). Four
-     * weight rows give a single activation row enough independent
-     * accumulator chains; with more activation rows two suffice. */
     const bool packed = c < j->n_packed;
-    const int64_t packed_left = (c1 < j->n_packed ? c1 : j->n_packed) - c;
-    const int nw =
-        packed                        ? (r1 - r0 == 1 ? (int)clamp64(packed_left, BRISK_PACK_ROWS,
-                                                                     BRISK_PACK_ROWS * BRISK_MM_R8_GEMV_GROUPS) /
-                                     BRISK_PACK_ROWS * BRISK_PACK_ROWS
-                                                      : (int)clamp64(packed_left, BRISK_PACK_ROWS, j->packed_gemm_w) /
-                                     BRISK_PACK_ROWS * BRISK_PACK_ROWS)
-        : j->wide                     ? (int)(left < BRISK_MM_WIDE_W ? left : BRISK_MM_WIDE_W)
-        : (r1 - r0 == 1 && left >= 4) ? 4
-        : left >= 2                   ? 2
-                                      : 1;
+    const int nw = tile_rows(j, c, c1, r1 - r0);
     const brisk_mm_tile_fn fn = packed ? j->packed : j->tile;
     t.w = j->w + (size_t)c * j->w_stride;
     for (int64_t r = r0; r < r1; r += BRISK_MM_MAX_X) {
@@ -143,25 +149,26 @@ static void gemm_float_task(void *ctx, size_t i) {
   int64_t c0 = wt * j->w_rows, c1 = c0 + j->w_rows, r0 = xt * j->x_rows, r1 = r0 + j->x_rows;
   if (c1 > j->n) c1 = j->n;
   if (r1 > j->m) r1 = j->m;
-  float acc[BRISK_MM_MAX_X * FTILE_W * 8]; /* [4][FTILE_W][8] lane sums */
+  float acc[BRISK_MM_MAX_X * FTILE_W * 16]; /* [4][FTILE_W][chunk_lanes] lane sums */
+  const int64_t L = j->chunk_lanes, CW = j->chunk_w;
   brisk_mm_tile t = {
       .k = j->k, .w_stride = j->w_stride, .x_stride = j->xa_stride, .y_stride = (size_t)j->n};
   const int64_t k8 = j->k / 8 * 8;
   for (int64_t r = r0; r < r1; r += BRISK_MM_MAX_X) {
     const int nx = (int)(r1 - r < BRISK_MM_MAX_X ? r1 - r : BRISK_MM_MAX_X);
-    memset(acc, 0, sizeof acc);
+    memset(acc, 0, (size_t)(BRISK_MM_MAX_X * FTILE_W * L) * sizeof(float));
     t.x = j->xa + (size_t)r * j->xa_stride;
     for (int64_t k0 = 0; k0 < k8; k0 += FCHUNK_K) {
       const int64_t k1 = k0 + FCHUNK_K < k8 ? k0 + FCHUNK_K : k8;
-      for (int64_t c = c0; c < c1; c += 2) {
+      for (int64_t c = c0; c < c1; c += CW) {
         t.w = j->w + (size_t)c * j->w_stride;
-        j->chunk(&t, c1 - c >= 2 ? 2 : 1, nx, k0, k1, acc + (c - c0) * 8, FTILE_W);
+        j->chunk(&t, (int)(c1 - c >= CW ? CW : c1 - c), nx, k0, k1, acc + (c - c0) * L, FTILE_W);
       }
     }
-    for (int64_t c = c0; c < c1; c += 2) {
+    for (int64_t c = c0; c < c1; c += CW) {
       t.w = j->w + (size_t)c * j->w_stride;
       t.y = j->y + (size_t)r * (size_t)j->n + (size_t)c;
-      j->chunk(&t, c1 - c >= 2 ? 2 : 1, nx, 0, -1, acc + (c - c0) * 8, FTILE_W);
+      j->chunk(&t, (int)(c1 - c >= CW ? CW : c1 - c), nx, 0, -1, acc + (c - c0) * L, FTILE_W);
     }
   }
 }
@@ -292,16 +299,29 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
   const brisk_mm_tile_fn fn512 = avx2 && level >= BRISK_ISA_AVX512 && is_packed_type(w_type)
                                      ? brisk_mm_avx512_tile(w_type)
                                      : NULL;
+  /* AVX-VNNI where there is no AVX-512 kernel (the same bits again). */
+  const brisk_mm_tile_fn vnni =
+      avx2 && !fn512 && level >= BRISK_ISA_AVXVNNI && brisk_cpu()->avxvnni && is_packed_type(w_type)
+          ? brisk_mm_avxvnni_tile(w_type)
+          : NULL;
+  /* Float weights: AVX-512 tile and chunk kernels together, or neither, so
+   * that GEMV and GEMM give the same bits. */
+  const brisk_mm_tile_fn float512 =
+      avx2 && level >= BRISK_ISA_AVX512 && brisk_mm_avx512_float_chunk(w_type)
+          ? brisk_mm_avx512_float_tile(w_type)
+          : NULL;
   const brisk_mm_act act = brisk_mm_act_format(w_type);
   const brisk_mm_tile_fn wide = avx2 ? brisk_mm_avx2_q32_wide(base) : NULL;
   const bool is_packed = base != w_type;
   mm_job j = {
-      .tile = wide   ? wide
-              : avx2 ? brisk_mm_avx2_tile(base)
-                     : brisk_mm_scalar_tile(base),
+      .tile = wide       ? wide
+              : float512 ? float512
+              : avx2     ? brisk_mm_avx2_tile(base)
+                         : brisk_mm_scalar_tile(base),
       .wide = wide != NULL,
       .packed = !is_packed ? NULL
                 : fn512    ? fn512
+                : vnni     ? vnni
                 : avx2     ? brisk_mm_avx2_tile(w_type)
                            : brisk_mm_scalar_tile(w_type),
       .n_packed = is_packed ? n / BRISK_PACK_ROWS * BRISK_PACK_ROWS : 0,
@@ -334,7 +354,11 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
     const int64_t g = j.wide || j.packed ? BRISK_MM_WIDE_W : 4;
     j.w_rows = clamp64(ceil_div(ceil_div(n, 4 * conc), g) * g, g, n);
     brisk_parallel_for(pool, (size_t)ceil_div(n, j.w_rows), gemv_task, &j);
-  } else if ((j.chunk = avx2 ? brisk_mm_avx2_float_chunk(w_type) : NULL) != NULL) {
+  } else if ((j.chunk = float512 ? brisk_mm_avx512_float_chunk(w_type)
+                        : avx2   ? brisk_mm_avx2_float_chunk(w_type)
+                                 : NULL) != NULL) {
+    j.chunk_lanes = float512 ? 16 : 8;
+    j.chunk_w = float512 ? BRISK_MM_CHUNK_W_512 : 2;
     j.x_rows = FTILE_X;
     j.w_rows = FTILE_W;
     while (j.w_rows > 2 && ceil_div(n, j.w_rows) * ceil_div(m, j.x_rows) < 4 * conc) j.w_rows /= 2;

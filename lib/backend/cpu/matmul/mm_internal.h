@@ -103,8 +103,20 @@ brisk_mm_tile_fn brisk_mm_avx2_r8_k_tile(uint32_t w_type);
  * BRISK_MM_R8_GEMM_GROUPS_512 groups (n_w = 16); bit for bit the AVX2
  * kernels' results. */
 #define BRISK_MM_R8_GEMM_GROUPS_512 2
+/* AVX-VNNI kernels (BRISK_ISA_AVXVNNI, mm_avxvnni_r8.c, mm_avxvnni_r8_k.c)
+ * for the packed layouts: the AVX2 packed kernels' shapes and bits. */
+brisk_mm_tile_fn brisk_mm_avxvnni_tile(uint32_t w_type);
+brisk_mm_tile_fn brisk_mm_avxvnni_r8_tile(uint32_t w_type);
+brisk_mm_tile_fn brisk_mm_avxvnni_r8_k_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_r8_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_r8_k_tile(uint32_t w_type);
+/* AVX-512 float-weight kernels (mm_avx512_float.c): as the AVX2 ones, but the
+ * chunk kernels keep 16 floats per output in acc (acc[(r * acc_stride + c) *
+ * 16]); they agree with the AVX2 kernels to rounding, and tile and chunk
+ * kernels with each other bit for bit. */
+#define BRISK_MM_CHUNK_W_512 4 /* their chunk kernels' n_w: 1..4 (the AVX2 ones': 1..2) */
+brisk_mm_tile_fn brisk_mm_avx512_float_tile(uint32_t w_type);
+brisk_mm_chunk_fn brisk_mm_avx512_float_chunk(uint32_t w_type);
 
 #endif

@@ -24,8 +24,9 @@ bool brisk_cpu_pack_known(uint32_t type) {
 
 uint32_t brisk_cpu_pack_type(uint32_t w_type, int64_t n) {
   if (!brisk_cpu_pack_known(w_type | BRISK_DTYPE_PACKED_R8) || n < BRISK_PACK_ROWS) return w_type;
-  const brisk_cpu_features *f = brisk_cpu();
-  if (!f->avx2 || !f->fma || !f->f16c || !brisk_mm_avx2_tile(w_type | BRISK_DTYPE_PACKED_R8))
+  /* The level, not just the flags: under BRISK_CPU_ISA=scalar nothing runs
+   * the SIMD kernels, so weights stay as stored. */
+  if (brisk_cpu_isa_level() < BRISK_ISA_AVX2 || !brisk_mm_avx2_tile(w_type | BRISK_DTYPE_PACKED_R8))
     return w_type;
   return w_type | BRISK_DTYPE_PACKED_R8;
 }

@@ -148,15 +148,19 @@ brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
     break;
   case BRISK_CPU_ISA_SCALAR: level = BRISK_ISA_SCALAR; break;
   case BRISK_CPU_ISA_AVX2:
+  case BRISK_CPU_ISA_AVXVNNI:
   case BRISK_CPU_ISA_AVX512:
-    level = isa == BRISK_CPU_ISA_AVX2 ? BRISK_ISA_AVX2 : BRISK_ISA_AVX512;
+    level = isa == BRISK_CPU_ISA_AVX2      ? BRISK_ISA_AVX2
+            : isa == BRISK_CPU_ISA_AVXVNNI ? BRISK_ISA_AVXVNNI
+                                           : BRISK_ISA_AVX512;
     if (have < level)
       return brisk_error(BRISK_E_UNSUPPORTED,
                          "cpu backend: %s kernels asked for, but this build or processor lacks "
                          "%s",
                          brisk_isa_name(level),
-                         level == BRISK_ISA_AVX2 ? "AVX2, FMA or F16C"
-                                                 : "AVX-512 F/BW/VL/VNNI (or the OS's ZMM state)");
+                         level == BRISK_ISA_AVX512 ? "AVX-512 F/BW/VL/VNNI (or the OS's ZMM state)"
+                         : level == BRISK_ISA_AVXVNNI ? "AVX-VNNI (and AVX-512 VNNI)"
+                                                      : "AVX2, FMA or F16C");
     break;
   default: return brisk_error(BRISK_E_INVALID_ARGUMENT, "cpu backend: unknown isa %d", (int)isa);
   }
@@ -167,9 +171,10 @@ brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
   cb->ctx.avx2 = avx2;
   cb->ctx.mm_isa = (int)level;
   cb->base = (brisk_backend){
-      .name = level == BRISK_ISA_AVX512 ? "cpu-avx512"
-              : avx2                    ? "cpu-avx2"
-                                        : "cpu-scalar",
+      .name = level == BRISK_ISA_AVX512    ? "cpu-avx512"
+              : level == BRISK_ISA_AVXVNNI ? "cpu-avxvnni"
+              : avx2                       ? "cpu-avx2"
+                                           : "cpu-scalar",
       .ctx = &cb->ctx,
       .destroy = cpu_destroy,
       .buffer_alloc = cpu_buffer_alloc,
