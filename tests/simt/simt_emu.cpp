@@ -40,11 +40,11 @@
 #  include <sanitizer/tsan_interface.h>
 #endif
 
-#if !defined(__x86_64__)
+#if !defined(__x86_64__) || defined(BRISK_SIMT_UCONTEXT)
 #  include <ucontext.h>
 #endif
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(BRISK_SIMT_UCONTEXT)
 extern "C" void brisk_simt_switch_x64(void **save, void *to);
 #endif
 
@@ -64,7 +64,7 @@ namespace {
 
 /* ---- context switch ------------------------------------------------------ */
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(BRISK_SIMT_UCONTEXT)
 /* switch_x64(save, to): pushes the callee-saved registers and the SSE/x87
  * control words, stores the stack pointer in *save, loads `to` and pops the
  * same frame from there (System V ABI: everything else is caller-saved). */
