@@ -423,6 +423,12 @@ static void test_invalid_launch(void **state) {
     assert_int_equal(flag, 0);
     assert_true(strlen(brisk_simt_last_error()) > 0);
   }
+  /* Static arrays on top of the largest dynamic allocation exceed the
+   * block's shared memory: found when the kernel declares them. */
+  std::vector<int> out(6 * 32);
+  assert_int_equal(BRISK_LAUNCH(k_shared, dim3(1), dim3(32), 227 * 1024, nullptr, out.data()),
+                   brisk_simt::ERR_LAUNCH_FAILURE);
+  assert_non_null(strstr(brisk_simt_last_error(), "shared memory"));
   int flag = 0;
   assert_int_equal(BRISK_LAUNCH(k_flag, dim3(1), dim3(1024), 227 * 1024, nullptr, &flag), 0);
   assert_int_equal(flag, 1);
