@@ -292,7 +292,8 @@ __device__ __forceinline__ void for_unit(const uint8_t *w, const brisk_kregroup_
 
 /* ---- GEMV --------------------------------------------------------------- */
 
-constexpr int kGemvWarps = 4; /* weight rows (warps) per block */
+constexpr int kGemvWarps = 4;             /* weight rows (warps) per block */
+constexpr int64_t kMaxGridX = 0x7fffffff; /* CUDA's limit for grid x */
 
 template <int T>
 __global__ void gemv_kernel(const uint8_t *__restrict__ w, // regrouped [n][k]
@@ -340,6 +341,7 @@ __global__ void gemv_kernel(const uint8_t *__restrict__ w, // regrouped [n][k]
 template <int T>
 int gemv_launch(const void *w, const brisk_kregroup_layout &l, int64_t n, int64_t k, const float *x,
                 int64_t m, float *y, brisk_kstream stream) {
+  if ((n + kGemvWarps - 1) / kGemvWarps > kMaxGridX) return -1;
   const dim3 grid((unsigned)((n + kGemvWarps - 1) / kGemvWarps)), block(32, kGemvWarps);
   const bool vec_x = k % 4 == 0 && (uintptr_t)x % 16 == 0;
   if (!kPlain<T> && !vec_x) return -1; /* quantized types need 16-byte aligned x */
@@ -471,6 +473,7 @@ template <int TA, int TB>
 int gemm_launch(const void *a, const void *b, int64_t m, int64_t n, int64_t k, float *c,
                 int64_t ldc, brisk_kstream stream) {
   /* grid.y is limited to 65535 blocks: taller products go in slices. */
+  if ((n + kBN - 1) / kBN > kMaxGridX) return -1;
   const int64_t slice = (int64_t)65535 * kBM;
   const size_t a_elem = TA == kF32 ? 4 : 2;
   for (int64_t r0 = 0; r0 < m; r0 += slice) {

@@ -12,7 +12,8 @@
  *
  * Launchers take device pointers and a stream, do not validate arguments (the
  * host side checks them as the CPU backend does), and return 0 or the
- * CUDA / emulation error code; -1 for a type they have no kernel for. */
+ * CUDA / emulation error code; -1 for a type they have no kernel for or a
+ * size beyond the grid limits (more than 2^33 weight rows). */
 #ifndef BRISK_KERNELS_MATMUL_H
 #define BRISK_KERNELS_MATMUL_H
 

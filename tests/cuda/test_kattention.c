@@ -283,6 +283,18 @@ static void test_bad_launches(void **state) {
   assert_int_equal(brisk_kattn_decode(&d, q, q, q, &pos, &seq, &table, 0, ws, out, NULL), -1);
   assert_int_equal(brisk_kattn_decode_workspace_bytes(0, 1, 64, 16), 0);
   assert_int_equal(brisk_kattn_decode_workspace_bytes(1 << 30, 1 << 30, 1024, 1 << 30), 0);
+  /* A launch the grid cannot hold (65536 kv heads: grid.y > 65535) fails
+   * with the platform's status before any thread runs. */
+  brisk_kattn_desc big = {.kv_dtype = BRISK_DTYPE_F32,
+                          .n_kv_heads = 70000,
+                          .block_size = 16,
+                          .head_dim = 1,
+                          .n_heads = 70000,
+                          .scale = 1,
+                          .n_tokens = 1,
+                          .max_blocks = 1};
+  assert_int_not_equal(brisk_kattn_prefill(&big, q, q, q, &pos, &seq, &table, out, NULL), 0);
+  assert_int_not_equal(brisk_kattn_decode(&big, q, q, q, &pos, &seq, &table, 16, ws, out, NULL), 0);
   /* The workspace bound: whole chunks of BRISK_KATTN_CHUNK keys. */
   assert_true(brisk_kattn_decode_workspace_bytes(3, 4, 64, 257) >= 3 * 4 * 2 * (64 + 2) * 4);
 }

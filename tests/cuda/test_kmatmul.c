@@ -342,6 +342,9 @@ static void test_unsupported(void **state) {
                    -1);
   assert_int_equal(brisk_kdequant_tile(BRISK_DTYPE_F32, w, 1, 4, 0, 1, BRISK_DTYPE_Q8_0, w, NULL),
                    -1);
+  /* More weight rows than a grid holds: refused before any launch. */
+  assert_int_equal(brisk_kmatmul_gemv(BRISK_DTYPE_F32, w, (int64_t)1 << 34, 4, &x, 1, &y, NULL),
+                   -1);
   /* Quantized weights need 16-byte aligned activations. */
   float xs[40] __attribute__((aligned(16))) = {0};
   assert_int_equal(brisk_kmatmul_gemv(BRISK_DTYPE_Q8_0, w, 1, 32, xs + 1, 1, &y, NULL), -1);
