@@ -151,6 +151,7 @@ struct fiber {
 
 struct warp_state {
   uint32_t arrived; /* lanes waiting in a meeting */
+  uint32_t exited;  /* lanes whose thread has finished the block */
   uint8_t kind[32];
   uint32_t mask[32];
   int32_t arg[32], width[32];
@@ -204,7 +205,10 @@ struct scheduler {
   static size_t page() { return (size_t)sysconf(_SC_PAGESIZE); }
 };
 
-thread_local scheduler tls_sched;
+thread_local scheduler tls_sched_storage;
+/* The scheduler of the launch running on this thread: a plain pointer, so
+ * the hot paths skip the thread_local object's initialization guard. */
+__thread scheduler *tls_sched;
 thread_local char tls_error[512];
 
 void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -325,12 +329,13 @@ void release_barrier(scheduler *s) {
  * the next block (or launch) resumes it, so stacks are set up only once and
  * ASan's view of them stays consistent. */
 [[noreturn]] void fiber_entry() {
-  scheduler *s = &tls_sched;
+  scheduler *s = tls_sched;
   after_switch(s, nullptr);
   for (;;) {
     s->body(s->ctx);
     fiber *me = &s->f[s->cur];
     me->state = DONE;
+    s->warps[s->cur / 32].exited |= 1u << (s->cur % 32);
     s->live--;
     /* Exited threads no longer count at the barrier. */
     if (s->bar_arrived && s->bar_arrived == s->live) release_barrier(s);
@@ -426,7 +431,7 @@ void complete_warp(scheduler *s, warp_state *w, unsigned mask, int kind, bool is
 
 uint64_t warp_op(warp_kind kind, unsigned mask, uint64_t value, int arg, int width,
                  bool is_signed) {
-  scheduler *s = &tls_sched;
+  scheduler *s = tls_sched;
   const unsigned t = linear_tid(), lane = t % 32, wi = t / 32;
   warp_state *w = &s->warps[wi];
   const uint32_t bit = 1u << lane;
@@ -439,12 +444,16 @@ uint64_t warp_op(warp_kind kind, unsigned mask, uint64_t value, int arg, int wid
   if (mask & ~exists)
     fail(s, "%s: mask 0x%08x names lanes that do not exist (the block has %u threads)",
          warp_name(kind), mask, s->n);
-  for (unsigned l = 0; l < 32; l++) {
-    if (!(mask >> l & 1) || l == lane) continue;
-    const fiber *o = &s->f[first + l];
-    if (o->state == DONE)
-      fail(s, "%s: mask 0x%08x names lane %u, which has exited", warp_name(kind), mask, l);
-    if ((w->arrived >> l & 1) && (w->kind[l] != kind || w->mask[l] != mask || w->width[l] != width))
+  if (mask & w->exited) {
+    fail(s, "%s: mask 0x%08x names lane %d, which has exited", warp_name(kind), mask,
+         __builtin_ctz(mask & w->exited));
+  }
+  /* Every waiting lane of the mask was checked against the lowest one when
+   * it arrived, so checking against that one suffices (the meeting is
+   * verified once more when complete). */
+  if (const uint32_t waiting = w->arrived & mask) {
+    const unsigned l = (unsigned)__builtin_ctz(waiting);
+    if (w->kind[l] != kind || w->mask[l] != mask || w->width[l] != width)
       fail(s, "%s (mask 0x%08x, width %d) meets lane %u in %s (mask 0x%08x, width %d)",
            warp_name(kind), mask, width, l, warp_name(w->kind[l]), w->mask[l], w->width[l]);
   }
@@ -456,6 +465,10 @@ uint64_t warp_op(warp_kind kind, unsigned mask, uint64_t value, int arg, int wid
   w->arrived |= bit;
   if ((w->arrived & mask) == mask) {
     /* Last to arrive: compute everyone's result, wake the others, go on. */
+    for (unsigned l = 0; l < 32; l++)
+      if ((mask >> l & 1) && (w->kind[l] != kind || w->mask[l] != mask || w->width[l] != width))
+        fail(s, "%s (mask 0x%08x, width %d) meets lane %u in %s (mask 0x%08x, width %d)",
+             warp_name(kind), mask, width, l, warp_name(w->kind[l]), w->mask[l], w->width[l]);
     complete_warp(s, w, mask, kind, is_signed);
     w->arrived &= ~mask;
     for (unsigned l = 0; l < 32; l++)
@@ -471,7 +484,7 @@ uint64_t warp_op(warp_kind kind, unsigned mask, uint64_t value, int arg, int wid
 }
 
 int barrier(barrier_kind kind, int pred) {
-  scheduler *s = &tls_sched;
+  scheduler *s = tls_sched;
   if (s->bar_arrived == 0) {
     s->bar_kind = kind;
     s->bar_acc = kind == BAR_AND ? 1 : 0;
@@ -493,7 +506,7 @@ int barrier(barrier_kind kind, int pred) {
 }
 
 void *shared_static(const void *site, size_t bytes, size_t align) {
-  scheduler *s = &tls_sched;
+  scheduler *s = tls_sched;
   for (unsigned i = 0; i < s->n_shared; i++)
     if (s->shared[i].site == site) return s->shared[i].ptr;
   if (s->n_shared == sizeof s->shared / sizeof *s->shared)
@@ -513,10 +526,10 @@ void *shared_static(const void *site, size_t bytes, size_t align) {
   return p;
 }
 
-void *shared_dynamic() { return tls_sched.dyn; }
+void *shared_dynamic() { return tls_sched->dyn; }
 
 int run(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx) {
-  scheduler *s = &tls_sched;
+  scheduler *s = tls_sched = &tls_sched_storage;
   tls_error[0] = 0;
   const uint64_t threads = (uint64_t)block.x * block.y * block.z;
   if (!grid.x || !grid.y || !grid.z || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535 ||
@@ -585,6 +598,7 @@ int run(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx) {
           s->f[i].state = RUNNABLE;
           s->queue[i] = (int)i;
         }
+        for (unsigned i = 0; i < (n + 31) / 32; i++) s->warps[i].exited = 0;
         s->q_head = 1;
         s->q_len = n - 1;
         s->live = n;

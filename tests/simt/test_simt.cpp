@@ -13,6 +13,7 @@ extern "C" {
 #include <stdlib.h>
 #include <string.h>
 
+#include <thread>
 #include <vector>
 
 static unsigned ltid() {
@@ -431,6 +432,28 @@ static void test_misuse(void **state) {
   }
 }
 
+/* Launch state is per host thread: two threads launching at once each get
+ * their own results. */
+static void test_host_threads(void **state) {
+  (void)state;
+  bool ok[2] = {false, false};
+  auto worker = [](int id, bool *result) {
+    bool good = true;
+    for (int rep = 0; rep < 20 && good; rep++) {
+      const unsigned n = 64 + 32 * (unsigned)id;
+      std::vector<int> out(2 * n, -1);
+      good =
+          BRISK_LAUNCH(k_barrier, dim3(2), dim3(n), n * sizeof(int), nullptr, 2, out.data()) == 0;
+      for (unsigned t = 0; good && t < n; t++) good = out[t] == (int)((t + 3) % n) + 2;
+    }
+    *result = good;
+  };
+  std::thread a(worker, 0, &ok[0]), b(worker, 1, &ok[1]);
+  a.join();
+  b.join();
+  assert_true(ok[0] && ok[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_geometry),
@@ -442,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_atomics_many_blocks),
       cmocka_unit_test(test_invalid_launch),
       cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_host_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
