@@ -37,7 +37,8 @@ static void *dev_alloc(size_t bytes) {
 typedef struct acase {
   uint32_t dtype;
   int32_t head_dim, n_kv_heads, group, block_size, window, n_seqs, max_len;
-  bool prefill; /* queries: runs of consecutive positions; else one per sequence */
+  bool prefill; /* the kernel: prefill, else split-KV decode */
+  bool runs;    /* queries: runs of consecutive positions, else each sequence's last */
 } acase;
 
 typedef struct asetup {
@@ -99,7 +100,7 @@ static void setup(asetup *S, const acase *c, test_rng *r) {
   int32_t cap = 0;
   int32_t *run = malloc(c->n_seqs * sizeof *run);
   for (int s = 0; s < c->n_seqs; s++) {
-    run[s] = c->prefill ? rand_int(r, 1, S->len[s] < 70 ? S->len[s] : 70) : 1;
+    run[s] = c->runs ? rand_int(r, 1, S->len[s] < 70 ? S->len[s] : 70) : 1;
     cap += run[s];
   }
   S->positions = dev_alloc(cap * sizeof(int32_t)), S->seq_of = dev_alloc(cap * sizeof(int32_t));
@@ -214,11 +215,11 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
       for (int32_t i = 0; i < hd; i++) {
         const size_t at = ((size_t)t * nh + h) * hd + i;
         if (!(fabs((double)out[at] - ref[at]) <= tol))
-          fail_msg("%s %s hd=%d nkv=%d group=%d bs=%d window=%d: token %d (seq %d pos %d) head "
+          fail_msg("%s%s %s hd=%d nkv=%d group=%d bs=%d window=%d: token %d (seq %d pos %d) head "
                    "%d [%d]: %.9g vs cpu %.9g (tol %.3g)",
-                   c->prefill ? "prefill" : "decode", brisk_dtype_name(c->dtype), hd, c->n_kv_heads,
-                   group, c->block_size, c->window, t, s, p, h, i, (double)out[at], (double)ref[at],
-                   tol);
+                   c->prefill ? "prefill" : "decode", c->runs ? " (runs)" : "",
+                   brisk_dtype_name(c->dtype), hd, c->n_kv_heads, group, c->block_size, c->window,
+                   t, s, p, h, i, (double)out[at], (double)ref[at], tol);
       }
     }
   }
@@ -235,22 +236,30 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
   teardown_setup(&S);
 }
 
+/* Each kernel on both query patterns: decode steps (one query per sequence)
+ * and prefill chunks (runs of queries, which for the decode kernel is a
+ * speculative verification batch). */
 static void run_cases(bool prefill, const char *name) {
   test_rng r = test_rng_seeded(name);
   brisk_backend *cpu;
   assert_int_equal(brisk_backend_cpu_create(NULL, BRISK_CPU_ISA_AUTO, &cpu), BRISK_OK);
   /* dtype, head_dim, n_kv_heads, group, block_size, window, n_seqs, max_len */
   const acase cases[] = {
-      {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 3, 700, prefill},
-      {BRISK_DTYPE_F32, 64, 1, 8, 32, 0, 2, 600, prefill},
-      {BRISK_DTYPE_F16, 80, 3, 2, 7, 100, 3, 520, prefill},
-      {BRISK_DTYPE_F32, 40, 2, 1, 16, 300, 2, 800, prefill},
-      {BRISK_DTYPE_F16, 128, 1, 5, 16, 33, 2, 300, prefill},
-      {BRISK_DTYPE_F32, 24, 4, 3, 5, 0, 4, 90, prefill},
-      {BRISK_DTYPE_F16, 256, 1, 2, 32, 0, 1, 280, prefill},
-      {BRISK_DTYPE_F32, 1024, 1, 4, 8, 20, 1, 40, prefill},
+      {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 3, 700, prefill, false},
+      {BRISK_DTYPE_F32, 64, 1, 8, 32, 0, 2, 600, prefill, false},
+      {BRISK_DTYPE_F16, 80, 3, 2, 7, 100, 3, 520, prefill, false},
+      {BRISK_DTYPE_F32, 40, 2, 1, 16, 300, 2, 800, prefill, false},
+      {BRISK_DTYPE_F16, 128, 1, 5, 16, 33, 2, 300, prefill, false},
+      {BRISK_DTYPE_F32, 24, 4, 3, 5, 0, 4, 90, prefill, false},
+      {BRISK_DTYPE_F16, 256, 1, 2, 32, 0, 1, 280, prefill, false},
+      {BRISK_DTYPE_F32, 1024, 1, 4, 8, 20, 1, 40, prefill, false},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(cpu, &cases[i], &r);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (int runs = 0; runs < 2; runs++) {
+      acase c = cases[i];
+      c.runs = runs;
+      check_case(cpu, &c, &r);
+    }
   brisk_backend_free(cpu);
 }
 
