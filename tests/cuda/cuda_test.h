@@ -7,8 +7,7 @@
 
 #include "ops_test.h"
 
-/* The emulation's message for the last failed launch. */
-const char *brisk_simt_last_error(void);
+#include "kernels/kerror.h"
 
 static inline brisk_backend *cpu_reference(void) {
   brisk_backend *be = NULL;
@@ -16,12 +15,12 @@ static inline brisk_backend *cpu_reference(void) {
   return be;
 }
 
-/* Asserts that a launcher returned 0, printing the emulation's reason if not. */
+/* Asserts that a launcher returned 0, printing the reason if not. */
 #define ASSERT_LAUNCH(call)                                                                        \
   do {                                                                                             \
     int st_ = (call);                                                                              \
     if (st_ != 0) {                                                                                \
-      fprintf(stderr, "%s: status %d: %s\n", #call, st_, brisk_simt_last_error());                 \
+      fprintf(stderr, "%s: status %d: %s\n", #call, st_, brisk_kerror_string(st_));                \
       fail();                                                                                      \
     }                                                                                              \
   } while (0)

@@ -40,11 +40,11 @@
 #  include <sanitizer/tsan_interface.h>
 #endif
 
-#if !defined(__x86_64__)
+#if !defined(__x86_64__) || defined(BRISK_SIMT_UCONTEXT)
 #  include <ucontext.h>
 #endif
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(BRISK_SIMT_UCONTEXT)
 extern "C" void brisk_simt_switch_x64(void **save, void *to);
 #endif
 
@@ -64,7 +64,7 @@ namespace {
 
 /* ---- context switch ------------------------------------------------------ */
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(BRISK_SIMT_UCONTEXT)
 /* switch_x64(save, to): pushes the callee-saved registers and the SSE/x87
  * control words, stores the stack pointer in *save, loads `to` and pops the
  * same frame from there (System V ABI: everything else is caller-saved). */
@@ -191,6 +191,7 @@ struct scheduler {
   size_t static_bytes = 0, dyn_bytes = 0;
   void *dyn = nullptr;
   bool failed = false;
+  bool reverse = false;      /* BRISK_SIMT_ORDER=reverse: threads run last to first */
   bool stacks_dirty = false; /* fibers abandoned mid-frame (ASan shadow) */
 
   ~scheduler() {
@@ -318,11 +319,13 @@ void run_next(scheduler *s) {
 void release_barrier(scheduler *s) {
   s->bar_result = s->bar_acc;
   s->bar_arrived = 0;
-  for (unsigned i = 0; i < s->n; i++)
+  for (unsigned k = 0; k < s->n; k++) {
+    const unsigned i = s->reverse ? s->n - 1 - k : k;
     if (s->f[i].state == AT_BARRIER) {
       s->f[i].state = RUNNABLE;
       if (i != s->cur) push(s, i);
     }
+  }
 }
 
 /* A fiber runs the kernel once per block: after the body it parks here and
@@ -471,11 +474,13 @@ uint64_t warp_op(warp_kind kind, unsigned mask, uint64_t value, int arg, int wid
              warp_name(kind), mask, width, l, warp_name(w->kind[l]), w->mask[l], w->width[l]);
     complete_warp(s, w, mask, kind, is_signed);
     w->arrived &= ~mask;
-    for (unsigned l = 0; l < 32; l++)
+    for (unsigned k = 0; k < 32; k++) {
+      const unsigned l = s->reverse ? 31 - k : k;
       if ((mask >> l & 1) && l != lane) {
         s->f[first + l].state = RUNNABLE;
         push(s, first + l);
       }
+    }
     return w->result[lane];
   }
   s->f[t].state = AT_WARP;
@@ -563,6 +568,11 @@ int run(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx) {
   if (s->stacks_dirty) /* an abandoned launch's fibers stopped mid-kernel */
     for (unsigned i = 0; i < s->n_fibers; i++) s->f[i].ready = false;
   s->stacks_dirty = false;
+  {
+    /* Read once per launch: tests flip it between runs of a suite. */
+    const char *order = getenv("BRISK_SIMT_ORDER");
+    s->reverse = order && strcmp(order, "reverse") == 0;
+  }
   s->body = body;
   s->ctx = ctx;
   s->n = n;
@@ -596,14 +606,14 @@ int run(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx) {
             s->f[i].ready = true;
           }
           s->f[i].state = RUNNABLE;
-          s->queue[i] = (int)i;
+          s->queue[i] = (int)(s->reverse ? n - 1 - i : i);
         }
         for (unsigned i = 0; i < (n + 31) / 32; i++) s->warps[i].exited = 0;
         s->q_head = 1;
         s->q_len = n - 1;
         s->live = n;
         s->bar_arrived = 0;
-        switch_to(s, nullptr, &s->f[0]);
+        switch_to(s, nullptr, &s->f[s->queue[0]]);
         if (!s->failed && s->live) {
           /* Nothing runnable but threads left: name what they wait for. */
           unsigned at_bar = 0, at_warp = 0, wi = 0;

@@ -12,6 +12,10 @@
  *  - warp operations (__syncwarp, shuffles, votes, __reduce_*_sync): the lanes
  *    named in the mask, which must all call the same operation with the same
  *    mask (and width); lanes are linear thread ids modulo 32.
+ * Threads start, and are released from a meeting, in index order, or in
+ * reverse order when the environment has BRISK_SIMT_ORDER=reverse: the test
+ * suite runs every kernel test both ways, so a kernel whose result depends on
+ * the order between meeting points (a missing barrier) fails one of them.
  * Misuse that is undefined on a GPU (a mask without the caller's lane, lanes
  * that exited or do not exist, a shuffle reading a lane outside the mask,
  * mismatched meetings, a deadlock) stops the launch with status 719 and a

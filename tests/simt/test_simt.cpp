@@ -432,6 +432,34 @@ static void test_misuse(void **state) {
   }
 }
 
+/* A missing barrier: warp 1 reads what warp 0 wrote with only a warp-level
+ * sync between. Index order happens to run warp 0 first; reverse order
+ * exposes the race (the read sees the 0xff fill). */
+static __global__ void k_missing_barrier(int *out) {
+  BRISK_SHARED(int, s, 64);
+  const unsigned t = threadIdx.x;
+  s[t] = (int)t;
+  __syncwarp();
+  if (t >= 32) out[t - 32] = s[t - 32];
+}
+
+static void test_order_exposes_races(void **state) {
+  (void)state;
+  const char *saved = getenv("BRISK_SIMT_ORDER");
+  std::vector<int> fwd(32), rev(32);
+  setenv("BRISK_SIMT_ORDER", "forward", 1);
+  assert_int_equal(BRISK_LAUNCH(k_missing_barrier, dim3(1), dim3(64), 0, nullptr, fwd.data()), 0);
+  setenv("BRISK_SIMT_ORDER", "reverse", 1);
+  assert_int_equal(BRISK_LAUNCH(k_missing_barrier, dim3(1), dim3(64), 0, nullptr, rev.data()), 0);
+  if (saved)
+    setenv("BRISK_SIMT_ORDER", saved, 1);
+  else
+    unsetenv("BRISK_SIMT_ORDER");
+  for (int t = 0; t < 32; t++) assert_int_equal(fwd[t], t);
+  /* Thread 32 completes warp 1's meeting and reads before warp 0 has run. */
+  assert_int_equal(rev[0], -1);
+}
+
 /* Launch state is per host thread: two threads launching at once each get
  * their own results. */
 static void test_host_threads(void **state) {
@@ -466,6 +494,7 @@ int main(void) {
       cmocka_unit_test(test_invalid_launch),
       cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_host_threads),
+      cmocka_unit_test(test_order_exposes_races),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
