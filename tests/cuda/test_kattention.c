@@ -286,10 +286,10 @@ static void test_bad_launches(void **state) {
   int32_t pos = 0, seq = 0, table = 0;
   float q[64] = {0}, out[64], ws[1024];
   /* A cache type without kernels, a workspace bound that is not positive. */
-  assert_int_equal(brisk_kattn_prefill(&d, q, q, q, &pos, &seq, &table, out, NULL), -1);
-  assert_int_equal(brisk_kattn_decode(&d, q, q, q, &pos, &seq, &table, 16, ws, out, NULL), -1);
+  assert_int_equal(brisk_kattn_prefill(&d, q, q, q, &pos, &seq, &table, out, NULL), 1);
+  assert_int_equal(brisk_kattn_decode(&d, q, q, q, &pos, &seq, &table, 16, ws, out, NULL), 1);
   d.kv_dtype = BRISK_DTYPE_F32;
-  assert_int_equal(brisk_kattn_decode(&d, q, q, q, &pos, &seq, &table, 0, ws, out, NULL), -1);
+  assert_int_equal(brisk_kattn_decode(&d, q, q, q, &pos, &seq, &table, 0, ws, out, NULL), 1);
   assert_int_equal(brisk_kattn_decode_workspace_bytes(0, 1, 64, 16), 0);
   assert_int_equal(brisk_kattn_decode_workspace_bytes(1 << 30, 1 << 30, 1024, 1 << 30), 0);
   /* A launch the grid cannot hold (65536 kv heads: grid.y > 65535) fails
