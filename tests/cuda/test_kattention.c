@@ -100,7 +100,7 @@ static void setup(asetup *S, const acase *c, test_rng *r) {
   int32_t cap = 0;
   int32_t *run = malloc(c->n_seqs * sizeof *run);
   for (int s = 0; s < c->n_seqs; s++) {
-    run[s] = c->runs ? rand_int(r, 1, S->len[s] < 70 ? S->len[s] : 70) : 1;
+    run[s] = c->runs ? rand_int(r, 1, S->len[s] < 48 ? S->len[s] : 48) : 1;
     cap += run[s];
   }
   S->positions = dev_alloc(cap * sizeof(int32_t)), S->seq_of = dev_alloc(cap * sizeof(int32_t));
