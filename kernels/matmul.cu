@@ -20,9 +20,10 @@
  * GEMV: one warp per weight row, lane l takes units l, l + 32, ...: the
  * warp's 32 loads of a step are 512 contiguous bytes. Each lane accumulates
  * up to 8 activation rows in fp32 registers, then the warp sums its lanes by
- * an xor butterfly. Dequantized values are computed exactly as lib/quant
- * (products rounded separately: no fused contraction there), so the only
- * difference from a float64 dot product is the fp32 summation.
+ * an xor butterfly; a unit's values come in runs of consecutive elements,
+ * each 4 of them multiplied against one 16-byte load of x. Dequantized values are computed exactly
+ * as lib/quant (products rounded separately: no fused contraction there), so the only difference
+ * from a float64 dot product is the fp32 summation.
  *
  * Tile dequantization writes the same values, rounded to F16/BF16, for the
  * tensor-core GEMM; the SIMT GEMM is a plain 64 x 64 shared-memory tiled

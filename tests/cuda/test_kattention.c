@@ -255,6 +255,8 @@ static void run_cases(bool prefill, const char *name) {
       {BRISK_DTYPE_F32, 24, 4, 3, 5, 0, 4, 90, prefill, false, 0},
       {BRISK_DTYPE_F16, 256, 1, 2, 32, 0, 1, 280, prefill, false, 0},
       {BRISK_DTYPE_F32, 1024, 1, 4, 8, 20, 1, 40, prefill, false, 0},
+      /* A GQA group wider than one block's heads (split over two blocks). */
+      {BRISK_DTYPE_F16, 128, 1, 32, 16, 0, 1, 300, prefill, false, 0},
       /* One key per block; blocks longer than a split-KV chunk; a scale. */
       {BRISK_DTYPE_F16, 32, 2, 2, 1, 0, 2, 60, prefill, false, 0},
       {BRISK_DTYPE_F32, 48, 1, 3, 300, 0, 2, 650, prefill, false, 0.3f},
