@@ -79,6 +79,8 @@ static void test_kv_copy_blocks(void **state) {
     assert_memory_equal(c, w, bytes);
     free(c), free(w), free(pairs);
   }
+  int32_t pair[2] = {0, 1};
+  assert_int_not_equal(brisk_kkv_copy_blocks(BRISK_DTYPE_BF16, 1, 1, 1, NULL, pair, 1, NULL), 0);
   brisk_backend_free(cpu);
 }
 

@@ -47,7 +47,10 @@ static void test_top_k(void **state) {
     for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
       const int64_t cols = cols_list[ci];
       const int32_t k = ks[ki] < cols ? ks[ki] : (int32_t)cols;
-      const int64_t rows = rand_int(&r, 1, 3);
+      /* Long rows with the smallest and largest k only: the k merge rounds
+       * dominate the emulation's time. */
+      if (cols >= 3000 && ki != 0 && ki != sizeof ks / sizeof *ks - 1) continue;
+      const int64_t rows = rand_int(&r, 1, cols >= 3000 ? 2 : 3);
       const size_t n = (size_t)(rows * cols), nk = (size_t)(rows * k);
       float *x = (ci + ki) % 2 ? tie_floats(&r, n, false) : rand_floats(&r, n, 1.0);
       if (rows > 1)

@@ -196,6 +196,9 @@ struct scheduler {
 
   ~scheduler() {
     for (unsigned i = 0; i < n_fibers; i++) {
+#ifdef SIMT_ASAN
+      __asan_unpoison_memory_region(f[i].stack, STACK_BYTES);
+#endif
       munmap(f[i].stack - page(), STACK_BYTES + page());
 #ifdef SIMT_TSAN
       __tsan_destroy_fiber(f[i].tsan);
@@ -233,6 +236,11 @@ bool ensure_fibers(scheduler *s, unsigned n) {
     if (m == MAP_FAILED) return false;
     mprotect(m, pg, PROT_NONE); /* an overflow faults instead of corrupting a neighbour */
     s->f[i].stack = static_cast<char *>(m) + pg;
+#ifdef SIMT_ASAN
+    /* The range may have held another thread's fiber stacks, whose frames
+     * left poisoned shadow behind when they were unmapped. */
+    __asan_unpoison_memory_region(s->f[i].stack, STACK_BYTES);
+#endif
 #ifdef SIMT_TSAN
     s->f[i].tsan = __tsan_create_fiber(0);
 #endif

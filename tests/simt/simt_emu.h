@@ -140,6 +140,11 @@ static inline __half2 __floats2half2_rn(float a, float b) {
   return __half2{__float2half_rn(a), __float2half_rn(b)};
 }
 static inline __half2 __halves2half2(__half a, __half b) { return __half2{a, b}; }
+static inline float __low2float(__half2 h) { return __half2float(h.x); }
+static inline float __high2float(__half2 h) { return __half2float(h.y); }
+static inline __half2 __float2half2_rn(float a) {
+  return __half2{__float2half_rn(a), __float2half_rn(a)};
+}
 static inline float2 __bfloat1622float2(__nv_bfloat162 h) {
   return float2{__bfloat162float(h.x), __bfloat162float(h.y)};
 }
@@ -237,7 +242,17 @@ static inline double min(double a, double b) { return fmin(a, b); }
 static inline double max(double a, double b) { return fmax(a, b); }
 #undef BRISK_SIMT_MINMAX
 
+/* Loads and stores with cache hints: plain accesses on the host. */
 template <typename T> static inline T __ldg(const T *p) { return *p; }
+template <typename T> static inline T __ldcg(const T *p) { return *p; }
+template <typename T> static inline T __ldca(const T *p) { return *p; }
+template <typename T> static inline T __ldcs(const T *p) { return *p; }
+template <typename T> static inline T __ldlu(const T *p) { return *p; }
+template <typename T> static inline T __ldcv(const T *p) { return *p; }
+template <typename T> static inline void __stcg(T *p, T v) { *p = v; }
+template <typename T> static inline void __stcs(T *p, T v) { *p = v; }
+template <typename T> static inline void __stwb(T *p, T v) { *p = v; }
+template <typename T> static inline void __stwt(T *p, T v) { *p = v; }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 

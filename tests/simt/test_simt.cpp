@@ -6,6 +6,8 @@
  * from the CUDA programming guide's definitions. */
 #include "simt.h"
 
+#include "core/half.h"
+
 extern "C" {
 #include "test_support.h"
 }
@@ -354,6 +356,48 @@ static void test_atomics_many_blocks(void **state) {
   for (unsigned b = 0; b < nb; b++) assert_int_equal(sums[b], threads * (threads - 1) / 2);
 }
 
+/* ---- conversions and cache-hinted accesses -------------------------------- */
+
+/* The half/bfloat16 intrinsics must round exactly like lib/core/half.h (the
+ * CPU backend's conversions), and the hinted loads/stores move values. */
+static __global__ void k_convert(const float *in, unsigned short *h, unsigned short *bf,
+                                 float *back, int n) {
+  for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) {
+    const float v = __ldcs(in + i);
+    const __half hv = __float2half_rn(v);
+    const __nv_bfloat16 bv = __float2bfloat16_rn(__ldg(in + i));
+    __stcs(h + i, __half_as_ushort(hv));
+    __stwt(bf + i, __bfloat16_as_ushort(bv));
+    const __half2 pair = __halves2half2(hv, __ushort_as_half(__half_as_ushort(hv)));
+    back[2 * i] = i % 2 ? __high2float(pair) : __low2float(pair);
+    back[2 * i + 1] = __bfloat162float(bv);
+  }
+}
+
+static void test_conversions(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("simt_conversions");
+  const int n = 4096;
+  std::vector<float> in(n), back(2 * n);
+  std::vector<unsigned short> h(n), bf(n);
+  for (int i = 0; i < n; i++) {
+    /* Magnitudes from subnormal to overflow for f16, and specials. */
+    in[i] = (float)(test_rng_normal(&r) * ldexp(1.0, (int)(test_rng_u64(&r) % 60) - 30));
+  }
+  in[0] = INFINITY, in[1] = -INFINITY, in[2] = NAN, in[3] = 65520.0f, in[4] = 65519.0f;
+  in[5] = 0x1p-25f, in[6] = 0x1.8p-25f, in[7] = -0.0f;
+  assert_int_equal(BRISK_LAUNCH(k_convert, dim3(1), dim3(128), 0, nullptr, in.data(), h.data(),
+                                bf.data(), back.data(), n),
+                   0);
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(h[i], brisk_f32_to_f16(in[i]));
+    assert_int_equal(bf[i], brisk_f32_to_bf16(in[i]));
+    float want_h = brisk_f16_to_f32(h[i]), want_b = brisk_bf16_to_f32(bf[i]);
+    assert_true(memcmp(&back[2 * i], &want_h, 4) == 0 || (isnan(back[2 * i]) && isnan(want_h)));
+    assert_true(memcmp(&back[2 * i + 1], &want_b, 4) == 0);
+  }
+}
+
 /* ---- launches that must fail cleanly ------------------------------------- */
 
 static __global__ void k_flag(int *flag) { *flag = 1; }
@@ -495,6 +539,7 @@ int main(void) {
       cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_host_threads),
       cmocka_unit_test(test_order_exposes_races),
+      cmocka_unit_test(test_conversions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
