@@ -34,6 +34,10 @@
 
 namespace {
 
+/* The status of a refused call: cudaErrorInvalidValue's code (1), which is
+ * also the emulation's, so brisk_kerror_string names it on both. */
+constexpr int kInvalid = 1;
+
 constexpr int kThreads = 128;
 constexpr int kChunk = BRISK_KATTN_CHUNK;
 constexpr int kSmemFloats = 12288;     /* 48 KiB */
@@ -391,10 +395,10 @@ int brisk_kattn_decode(const brisk_kattn_desc *d, const void *k_cache, const voi
                        const float *q, const int32_t *positions, const int32_t *seq_of_token,
                        const int32_t *block_tables, int32_t max_ctx, void *workspace, float *out,
                        brisk_kstream stream) {
-  if (d->kv_dtype != 0 && d->kv_dtype != 1) return -1;
+  if (d->kv_dtype != 0 && d->kv_dtype != 1) return kInvalid;
   if (d->n_tokens == 0) return 0;
   if (brisk_kattn_decode_workspace_bytes(d->n_tokens, d->n_heads, d->head_dim, max_ctx) == 0)
-    return -1;
+    return kInvalid;
   kparams P = params_of(d);
   P.n_chunks = n_chunks_of(max_ctx);
   const size_t smem = decode_config(P);
@@ -424,7 +428,7 @@ int brisk_kattn_decode(const brisk_kattn_desc *d, const void *k_cache, const voi
 int brisk_kattn_prefill(const brisk_kattn_desc *d, const void *k_cache, const void *v_cache,
                         const float *q, const int32_t *positions, const int32_t *seq_of_token,
                         const int32_t *block_tables, float *out, brisk_kstream stream) {
-  if (d->kv_dtype != 0 && d->kv_dtype != 1) return -1;
+  if (d->kv_dtype != 0 && d->kv_dtype != 1) return kInvalid;
   if (d->n_tokens == 0) return 0;
   kparams P = params_of(d);
   const size_t smem = prefill_config(P);

@@ -20,8 +20,8 @@
  *
  * Launchers take device pointers (the descriptor is host memory), do not
  * validate (the host side checks as the CPU backend does), and return 0 or
- * the CUDA / emulation error code; -1 for a cache dtype other than F16/F32
- * or a zero-sized workspace. */
+ * the CUDA / emulation error code; 1 (cudaErrorInvalidValue) for a cache
+ * dtype other than F16/F32 or a zero-sized workspace. */
 #ifndef BRISK_KERNELS_ATTENTION_H
 #define BRISK_KERNELS_ATTENTION_H
 

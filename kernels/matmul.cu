@@ -20,9 +20,10 @@
  * GEMV: one warp per weight row, lane l takes units l, l + 32, ...: the
  * warp's 32 loads of a step are 512 contiguous bytes. Each lane accumulates
  * up to 8 activation rows in fp32 registers, then the warp sums its lanes by
- * an xor butterfly. Dequantized values are computed exactly as lib/quant
- * (products rounded separately: no fused contraction there), so the only
- * difference from a float64 dot product is the fp32 summation.
+ * an xor butterfly; a unit's values come in runs of consecutive elements,
+ * each 4 of them multiplied against one 16-byte load of x. Dequantized values are computed exactly
+ * as lib/quant (products rounded separately: no fused contraction there), so the only difference
+ * from a float64 dot product is the fp32 summation.
  *
  * Tile dequantization writes the same values, rounded to F16/BF16, for the
  * tensor-core GEMM; the SIMT GEMM is a plain 64 x 64 shared-memory tiled
@@ -35,6 +36,10 @@
 #include <string.h>
 
 namespace {
+
+/* The status of a refused call: cudaErrorInvalidValue's code (1), which is
+ * also the emulation's, so brisk_kerror_string names it on both. */
+constexpr int kInvalid = 1;
 
 constexpr int kF32 = BRISK_KR_F32, kF16 = BRISK_KR_F16, kBF16 = BRISK_KR_BF16;
 constexpr int kQ8_0 = BRISK_KR_Q8_0, kQ4_0 = BRISK_KR_Q4_0, kQ4_1 = BRISK_KR_Q4_1,
@@ -292,7 +297,8 @@ __device__ __forceinline__ void for_unit(const uint8_t *w, const brisk_kregroup_
 
 /* ---- GEMV --------------------------------------------------------------- */
 
-constexpr int kGemvWarps = 4; /* weight rows (warps) per block */
+constexpr int kGemvWarps = 4;             /* weight rows (warps) per block */
+constexpr int64_t kMaxGridX = 0x7fffffff; /* CUDA's limit for grid x */
 
 template <int T>
 __global__ void gemv_kernel(const uint8_t *__restrict__ w, // regrouped [n][k]
@@ -340,9 +346,10 @@ __global__ void gemv_kernel(const uint8_t *__restrict__ w, // regrouped [n][k]
 template <int T>
 int gemv_launch(const void *w, const brisk_kregroup_layout &l, int64_t n, int64_t k, const float *x,
                 int64_t m, float *y, brisk_kstream stream) {
+  if ((n + kGemvWarps - 1) / kGemvWarps > kMaxGridX) return kInvalid;
   const dim3 grid((unsigned)((n + kGemvWarps - 1) / kGemvWarps)), block(32, kGemvWarps);
   const bool vec_x = k % 4 == 0 && (uintptr_t)x % 16 == 0;
-  if (!kPlain<T> && !vec_x) return -1; /* quantized types need 16-byte aligned x */
+  if (!kPlain<T> && !vec_x) return kInvalid; /* quantized types need 16-byte aligned x */
   for (int64_t r0 = 0; r0 < m; r0 += BRISK_KMATMUL_GEMV_ROWS) {
     const int mm = (int)(m - r0 < BRISK_KMATMUL_GEMV_ROWS ? m - r0 : BRISK_KMATMUL_GEMV_ROWS);
     int st = BRISK_LAUNCH(gemv_kernel<T>, grid, block, 0, stream, (const uint8_t *)w, l, n, k,
@@ -471,6 +478,7 @@ template <int TA, int TB>
 int gemm_launch(const void *a, const void *b, int64_t m, int64_t n, int64_t k, float *c,
                 int64_t ldc, brisk_kstream stream) {
   /* grid.y is limited to 65535 blocks: taller products go in slices. */
+  if ((n + kBN - 1) / kBN > kMaxGridX) return kInvalid;
   const int64_t slice = (int64_t)65535 * kBM;
   const size_t a_elem = TA == kF32 ? 4 : 2;
   for (int64_t r0 = 0; r0 < m; r0 += slice) {
@@ -496,7 +504,7 @@ bool brisk_kmatmul_supported(uint32_t w_type) {
 int brisk_kmatmul_gemv(uint32_t w_type, const void *w, int64_t n, int64_t k, const float *x,
                        int64_t m, float *y, brisk_kstream stream) {
   brisk_kregroup_layout l;
-  if (!brisk_kregroup_layout_of(w_type, n, k, &l)) return -1;
+  if (!brisk_kregroup_layout_of(w_type, n, k, &l)) return kInvalid;
   if (n == 0 || m == 0) return 0;
   switch (w_type) {
   case kF32: return gemv_launch<kF32>(w, l, n, k, x, m, y, stream);
@@ -510,15 +518,15 @@ int brisk_kmatmul_gemv(uint32_t w_type, const void *w, int64_t n, int64_t k, con
   case kQ4_K: return gemv_launch<kQ4_K>(w, l, n, k, x, m, y, stream);
   case kQ5_K: return gemv_launch<kQ5_K>(w, l, n, k, x, m, y, stream);
   case kQ6_K: return gemv_launch<kQ6_K>(w, l, n, k, x, m, y, stream);
-  default: return -1;
+  default: return kInvalid;
   }
 }
 
 int brisk_kdequant_tile(uint32_t w_type, const void *w, int64_t n, int64_t k, int64_t r0,
                         int64_t nr, uint32_t out_type, void *out, brisk_kstream stream) {
   brisk_kregroup_layout l;
-  if (!brisk_kregroup_layout_of(w_type, n, k, &l)) return -1;
-  if (out_type != kF32 && out_type != kF16 && out_type != kBF16) return -1;
+  if (!brisk_kregroup_layout_of(w_type, n, k, &l)) return kInvalid;
+  if (out_type != kF32 && out_type != kF16 && out_type != kBF16) return kInvalid;
   if (nr == 0) return 0;
   switch (w_type) {
   case kF32: return dequant_launch<kF32>(w, l, k, r0, nr, out_type, out, stream);
@@ -532,13 +540,13 @@ int brisk_kdequant_tile(uint32_t w_type, const void *w, int64_t n, int64_t k, in
   case kQ4_K: return dequant_launch<kQ4_K>(w, l, k, r0, nr, out_type, out, stream);
   case kQ5_K: return dequant_launch<kQ5_K>(w, l, k, r0, nr, out_type, out, stream);
   case kQ6_K: return dequant_launch<kQ6_K>(w, l, k, r0, nr, out_type, out, stream);
-  default: return -1;
+  default: return kInvalid;
   }
 }
 
 int brisk_kcast_f32(uint32_t out_type, const float *x, int64_t count, void *out,
                     brisk_kstream stream) {
-  if (out_type != kF16 && out_type != kBF16) return -1;
+  if (out_type != kF16 && out_type != kBF16) return kInvalid;
   if (count == 0) return 0;
   return BRISK_LAUNCH(cast_kernel, dim3(flat_blocks(count)), dim3(kFlatThreads), 0, stream,
                       out_type, x, count, (uint16_t *)out);
@@ -557,7 +565,7 @@ int brisk_kgemm(uint32_t a_type, const void *a, uint32_t b_type, const void *b, 
     return gemm_launch<kF16, kF16>(a, b, m, n, k, c, ldc, stream);
   if (a_type == kBF16 && b_type == kBF16)
     return gemm_launch<kBF16, kBF16>(a, b, m, n, k, c, ldc, stream);
-  return -1;
+  return kInvalid;
 }
 
 } // extern "C"

@@ -12,7 +12,9 @@
  *
  * Launchers take device pointers and a stream, do not validate arguments (the
  * host side checks them as the CPU backend does), and return 0 or the
- * CUDA / emulation error code; -1 for a type they have no kernel for. */
+ * CUDA / emulation error code; 1 (cudaErrorInvalidValue) for a type they
+ * have no kernel for or a size beyond the grid limits (more than 2^33 weight
+ * rows). */
 #ifndef BRISK_KERNELS_MATMUL_H
 #define BRISK_KERNELS_MATMUL_H
 
@@ -36,7 +38,7 @@ bool brisk_kmatmul_supported(uint32_t w_type);
  * lib/quant, fp32 fused multiply-adds: each lane of a warp sums its share of
  * the row in order, then a butterfly over the warp. The result of a row
  * depends only on its inputs (not on m or on what else is in x). w must be
- * 16-byte aligned, and so must x for the quantized types (-1 otherwise; rows
+ * 16-byte aligned, and so must x for the quantized types (1 otherwise; rows
  * of k floats keep it, k being a multiple of 32). */
 int brisk_kmatmul_gemv(uint32_t w_type, const void *w /* regrouped [n][k] */, int64_t n, int64_t k,
                        const float *x /* [m][k] */, int64_t m, float *y /* [m][n] */,

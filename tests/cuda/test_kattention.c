@@ -37,7 +37,9 @@ static void *dev_alloc(size_t bytes) {
 typedef struct acase {
   uint32_t dtype;
   int32_t head_dim, n_kv_heads, group, block_size, window, n_seqs, max_len;
-  bool prefill; /* queries: runs of consecutive positions; else one per sequence */
+  bool prefill; /* the kernel: prefill, else split-KV decode */
+  bool runs;    /* queries: runs of consecutive positions, else each sequence's last */
+  float scale;  /* 0: backend.h's default 1 / sqrt(head_dim) */
 } acase;
 
 typedef struct asetup {
@@ -99,7 +101,7 @@ static void setup(asetup *S, const acase *c, test_rng *r) {
   int32_t cap = 0;
   int32_t *run = malloc(c->n_seqs * sizeof *run);
   for (int s = 0; s < c->n_seqs; s++) {
-    run[s] = c->prefill ? rand_int(r, 1, S->len[s] < 70 ? S->len[s] : 70) : 1;
+    run[s] = c->runs ? rand_int(r, 1, S->len[s] < 48 ? S->len[s] : 48) : 1;
     cap += run[s];
   }
   S->positions = dev_alloc(cap * sizeof(int32_t)), S->seq_of = dev_alloc(cap * sizeof(int32_t));
@@ -184,11 +186,12 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
   asetup S;
   setup(&S, c, r);
   const int32_t hd = c->head_dim, nh = S.n_heads, group = c->group;
-  const float scale = (float)(1.0 / sqrt((double)hd));
+  /* The host side resolves backend.h's 0 as the CPU backend does. */
+  const float scale = c->scale != 0 ? c->scale : (float)(1.0 / sqrt((double)hd));
   const size_t nq = (size_t)S.n_tokens * nh * hd;
   float *out = dev_alloc(nq * sizeof *out), *ref = malloc(nq * sizeof *ref);
   brisk_attn_batch batch = {S.n_tokens, S.positions, S.seq_of, S.tables, c->n_seqs, S.max_blocks};
-  brisk_attn_params params = {nh, 0, c->window};
+  brisk_attn_params params = {nh, c->scale, c->window};
   assert_int_equal(cpu->attention(cpu, &S.kv, S.k_cache, S.v_cache, S.q, &batch, &params, ref),
                    BRISK_OK);
   brisk_kattn_desc d = desc_of(&S, c, scale);
@@ -197,16 +200,22 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
   const double u = ldexp(1, -24);
   for (int32_t t = 0; t < S.n_tokens; t++) {
     const int32_t p = S.positions[t], s = S.seq_of[t], lo = first_key(p, c->window);
+    double vmax = 0; /* of the kv head of h, computed once per group */
     for (int32_t h = 0; h < nh; h++) {
       const float *qh = S.q + ((size_t)t * nh + h) * hd;
-      double smax = 0, vmax = 0;
+      if (h % group == 0) {
+        vmax = 0;
+        for (int32_t j = lo; j <= p; j++)
+          for (int32_t i = 0; i < hd; i++) {
+            const double v = fabs(kv_value(&S, S.v_cache, s, j, h / group, i));
+            vmax = v > vmax ? v : vmax;
+          }
+      }
+      double smax = 0;
       for (int32_t j = lo; j <= p; j++) {
         double a = 0;
-        for (int32_t i = 0; i < hd; i++) {
+        for (int32_t i = 0; i < hd; i++)
           a += fabs((double)qh[i] * kv_value(&S, S.k_cache, s, j, h / group, i));
-          const double v = fabs(kv_value(&S, S.v_cache, s, j, h / group, i));
-          vmax = v > vmax ? v : vmax;
-        }
         smax = a * scale > smax ? a * scale : smax;
       }
       const double ds = (hd + 4) * u * smax;
@@ -214,11 +223,11 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
       for (int32_t i = 0; i < hd; i++) {
         const size_t at = ((size_t)t * nh + h) * hd + i;
         if (!(fabs((double)out[at] - ref[at]) <= tol))
-          fail_msg("%s %s hd=%d nkv=%d group=%d bs=%d window=%d: token %d (seq %d pos %d) head "
+          fail_msg("%s%s %s hd=%d nkv=%d group=%d bs=%d window=%d: token %d (seq %d pos %d) head "
                    "%d [%d]: %.9g vs cpu %.9g (tol %.3g)",
-                   c->prefill ? "prefill" : "decode", brisk_dtype_name(c->dtype), hd, c->n_kv_heads,
-                   group, c->block_size, c->window, t, s, p, h, i, (double)out[at], (double)ref[at],
-                   tol);
+                   c->prefill ? "prefill" : "decode", c->runs ? " (runs)" : "",
+                   brisk_dtype_name(c->dtype), hd, c->n_kv_heads, group, c->block_size, c->window,
+                   t, s, p, h, i, (double)out[at], (double)ref[at], tol);
       }
     }
   }
@@ -235,22 +244,35 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
   teardown_setup(&S);
 }
 
+/* Each kernel on both query patterns: decode steps (one query per sequence)
+ * and prefill chunks (runs of queries, which for the decode kernel is a
+ * speculative verification batch). */
 static void run_cases(bool prefill, const char *name) {
   test_rng r = test_rng_seeded(name);
   brisk_backend *cpu;
   assert_int_equal(brisk_backend_cpu_create(NULL, BRISK_CPU_ISA_AUTO, &cpu), BRISK_OK);
   /* dtype, head_dim, n_kv_heads, group, block_size, window, n_seqs, max_len */
   const acase cases[] = {
-      {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 3, 700, prefill},
-      {BRISK_DTYPE_F32, 64, 1, 8, 32, 0, 2, 600, prefill},
-      {BRISK_DTYPE_F16, 80, 3, 2, 7, 100, 3, 520, prefill},
-      {BRISK_DTYPE_F32, 40, 2, 1, 16, 300, 2, 800, prefill},
-      {BRISK_DTYPE_F16, 128, 1, 5, 16, 33, 2, 300, prefill},
-      {BRISK_DTYPE_F32, 24, 4, 3, 5, 0, 4, 90, prefill},
-      {BRISK_DTYPE_F16, 256, 1, 2, 32, 0, 1, 280, prefill},
-      {BRISK_DTYPE_F32, 1024, 1, 4, 8, 20, 1, 40, prefill},
+      {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 3, 600, prefill, false, 0},
+      {BRISK_DTYPE_F32, 64, 1, 8, 32, 0, 2, 600, prefill, false, 0},
+      {BRISK_DTYPE_F16, 80, 3, 2, 7, 100, 3, 520, prefill, false, 0},
+      {BRISK_DTYPE_F32, 40, 2, 1, 16, 300, 2, 640, prefill, false, 0},
+      {BRISK_DTYPE_F16, 128, 1, 5, 16, 33, 2, 300, prefill, false, 0},
+      {BRISK_DTYPE_F32, 24, 4, 3, 5, 0, 4, 90, prefill, false, 0},
+      {BRISK_DTYPE_F16, 256, 1, 2, 32, 0, 1, 280, prefill, false, 0},
+      {BRISK_DTYPE_F32, 1024, 1, 4, 8, 20, 1, 40, prefill, false, 0},
+      /* A GQA group wider than one block's heads (split over two blocks). */
+      {BRISK_DTYPE_F16, 128, 1, 32, 16, 0, 1, 300, prefill, false, 0},
+      /* One key per block; blocks longer than a split-KV chunk; a scale. */
+      {BRISK_DTYPE_F16, 32, 2, 2, 1, 0, 2, 60, prefill, false, 0},
+      {BRISK_DTYPE_F32, 48, 1, 3, 300, 0, 2, 600, prefill, false, 0.3f},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(cpu, &cases[i], &r);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (int runs = 0; runs < 2; runs++) {
+      acase c = cases[i];
+      c.runs = runs;
+      check_case(cpu, &c, &r);
+    }
   brisk_backend_free(cpu);
 }
 
@@ -277,12 +299,24 @@ static void test_bad_launches(void **state) {
   int32_t pos = 0, seq = 0, table = 0;
   float q[64] = {0}, out[64], ws[1024];
   /* A cache type without kernels, a workspace bound that is not positive. */
-  assert_int_equal(brisk_kattn_prefill(&d, q, q, q, &pos, &seq, &table, out, NULL), -1);
-  assert_int_equal(brisk_kattn_decode(&d, q, q, q, &pos, &seq, &table, 16, ws, out, NULL), -1);
+  assert_int_equal(brisk_kattn_prefill(&d, q, q, q, &pos, &seq, &table, out, NULL), 1);
+  assert_int_equal(brisk_kattn_decode(&d, q, q, q, &pos, &seq, &table, 16, ws, out, NULL), 1);
   d.kv_dtype = BRISK_DTYPE_F32;
-  assert_int_equal(brisk_kattn_decode(&d, q, q, q, &pos, &seq, &table, 0, ws, out, NULL), -1);
+  assert_int_equal(brisk_kattn_decode(&d, q, q, q, &pos, &seq, &table, 0, ws, out, NULL), 1);
   assert_int_equal(brisk_kattn_decode_workspace_bytes(0, 1, 64, 16), 0);
   assert_int_equal(brisk_kattn_decode_workspace_bytes(1 << 30, 1 << 30, 1024, 1 << 30), 0);
+  /* A launch the grid cannot hold (65536 kv heads: grid.y > 65535) fails
+   * with the platform's status before any thread runs. */
+  brisk_kattn_desc big = {.kv_dtype = BRISK_DTYPE_F32,
+                          .n_kv_heads = 70000,
+                          .block_size = 16,
+                          .head_dim = 1,
+                          .n_heads = 70000,
+                          .scale = 1,
+                          .n_tokens = 1,
+                          .max_blocks = 1};
+  assert_int_not_equal(brisk_kattn_prefill(&big, q, q, q, &pos, &seq, &table, out, NULL), 0);
+  assert_int_not_equal(brisk_kattn_decode(&big, q, q, q, &pos, &seq, &table, 16, ws, out, NULL), 0);
   /* The workspace bound: whole chunks of BRISK_KATTN_CHUNK keys. */
   assert_true(brisk_kattn_decode_workspace_bytes(3, 4, 64, 257) >= 3 * 4 * 2 * (64 + 2) * 4);
 }

@@ -211,7 +211,7 @@ static void test_cast(void **state) {
   for (int64_t i = 0; i < n; i++) assert_int_equal(h[i], brisk_f32_to_f16(x[i]));
   ASSERT_LAUNCH(brisk_kcast_f32(BRISK_DTYPE_BF16, x, n, h, NULL));
   for (int64_t i = 0; i < n; i++) assert_int_equal(h[i], brisk_f32_to_bf16(x[i]));
-  assert_int_equal(brisk_kcast_f32(BRISK_DTYPE_Q8_0, x, n, h, NULL), -1);
+  assert_int_equal(brisk_kcast_f32(BRISK_DTYPE_Q8_0, x, n, h, NULL), 1);
   free(x), free(h);
 }
 
@@ -274,7 +274,7 @@ static void test_simt_gemm(void **state) {
   }
   float one = 1;
   assert_int_equal(
-      brisk_kgemm(BRISK_DTYPE_F16, &one, BRISK_DTYPE_F32, &one, 1, 1, 1, &one, 1, NULL), -1);
+      brisk_kgemm(BRISK_DTYPE_F16, &one, BRISK_DTYPE_F32, &one, 1, 1, 1, &one, 1, NULL), 1);
 }
 
 /* The large-batch route of the host side: W tile-wise to BF16, x to BF16,
@@ -337,14 +337,16 @@ static void test_unsupported(void **state) {
   assert_false(brisk_kmatmul_supported(BRISK_DTYPE_Q3_K));
   for (size_t t = 0; t < sizeof types / sizeof *types; t++)
     assert_true(brisk_kmatmul_supported(types[t]));
-  assert_int_equal(brisk_kmatmul_gemv(BRISK_DTYPE_Q8_1, w, 1, 32, &x, 1, &y, NULL), -1);
+  assert_int_equal(brisk_kmatmul_gemv(BRISK_DTYPE_Q8_1, w, 1, 32, &x, 1, &y, NULL), 1);
   assert_int_equal(brisk_kdequant_tile(BRISK_DTYPE_Q2_K, w, 1, 256, 0, 1, BRISK_DTYPE_F16, w, NULL),
-                   -1);
+                   1);
   assert_int_equal(brisk_kdequant_tile(BRISK_DTYPE_F32, w, 1, 4, 0, 1, BRISK_DTYPE_Q8_0, w, NULL),
-                   -1);
+                   1);
+  /* More weight rows than a grid holds: refused before any launch. */
+  assert_int_equal(brisk_kmatmul_gemv(BRISK_DTYPE_F32, w, (int64_t)1 << 34, 4, &x, 1, &y, NULL), 1);
   /* Quantized weights need 16-byte aligned activations. */
   float xs[40] __attribute__((aligned(16))) = {0};
-  assert_int_equal(brisk_kmatmul_gemv(BRISK_DTYPE_Q8_0, w, 1, 32, xs + 1, 1, &y, NULL), -1);
+  assert_int_equal(brisk_kmatmul_gemv(BRISK_DTYPE_Q8_0, w, 1, 32, xs + 1, 1, &y, NULL), 1);
   /* Empty products launch nothing. */
   ASSERT_LAUNCH(brisk_kmatmul_gemv(BRISK_DTYPE_F32, w, 1, 4, &x, 0, &y, NULL));
   assert_true(y == 0);
