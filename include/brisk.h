@@ -103,7 +103,7 @@ BRISK_API int brisk_abi_version(void);
 
 /*
  * Returns a static, human-readable one-line description of what this build
- * and this machine provide, e.g. "cpu: avx2 fma f16c; threads: 8; cuda: no".
+ * and this machine provide, e.g. "cpu: avx2 fma f16c; threads: 8; cuda plugin: not built".
  * Valid for the life of the process.
  */
 BRISK_API const char *brisk_system_info(void);

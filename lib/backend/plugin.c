@@ -2,8 +2,8 @@
  *
  * Search order: the directory from brisk_set_plugin_dir, then
  * $BRISK_PLUGIN_DIR, then the directory of the file that holds this code
- * (libbrisk.so, or a program linking brisk statically), then the install's
- * library directory. The first file that exists is loaded; if it cannot be
+ * (libbrisk.so, or a program linking brisk statically) and its ../lib, then
+ * the install's library directory. The first file that exists is loaded; if it cannot be
  * (a missing CUDA library, another build's plugin) that is the answer: a
  * broken plugin is not silently skipped. Every failure is remembered as one
  * message, returned with BRISK_E_NO_DEVICE on each later use. */
@@ -129,8 +129,12 @@ static void search(void) {
   append(&len, "%s%s", "no CUDA plugin (" PLUGIN_FILE ") was found; looked at: ", "");
   char here[4096];
   const char *env = getenv("BRISK_PLUGIN_DIR");
-  if (try_dir(user_dir, &len) || try_dir(env, &len) ||
-      (own_dir(here, sizeof here) && try_dir(here, &len)) || try_dir(BRISK_PLUGIN_LIBDIR, &len))
+  char beside[4096 + 8];
+  bool have_here = own_dir(here, sizeof here);
+  /* A program in PREFIX/bin linking brisk statically finds PREFIX/lib. */
+  if (have_here) snprintf(beside, sizeof beside, "%s/../lib", here);
+  if (try_dir(user_dir, &len) || try_dir(env, &len) || (have_here && try_dir(here, &len)) ||
+      (have_here && try_dir(beside, &len)) || try_dir(BRISK_PLUGIN_LIBDIR, &len))
     return;
   append(&len, "%s%s", "(a build without CUDA has no plugin)", "");
 }

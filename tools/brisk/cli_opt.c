@@ -318,6 +318,14 @@ cli_group cli_model_group(cli_model_args *a, const char *path_help) {
       (cli_opt){CLI_FLAG_OPT(0, "no-mmap", &a->no_mmap, "read the file instead of mapping it")};
   a->opts[n++] = (cli_opt){CLI_FLAG_OPT(0, "no-repack", &a->no_repack,
                                         "weights exactly as stored (no packed CPU layouts)")};
+  a->opts[n++] = (cli_opt){CLI_STR_OPT(0, "device", &a->device, "DEVICE",
+                                       "where the model runs: cpu (default) or cuda:N\n(brisk "
+                                       "version lists the devices)")};
+  a->opts[n++] = (cli_opt){CLI_INT_OPT(0, "n-gpu-layers", &a->n_gpu_layers, "N",
+                                       "with a GPU device: its first N layers there, the rest\n"
+                                       "on the CPU (default -1: all)",
+                                       -1, 1 << 20),
+                           .given = &a->n_gpu_layers_given};
   return (cli_group){"model", a->opts, n};
 }
 
@@ -325,4 +333,6 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
   brisk_model_params_init(mp);
   mp->use_mmap = !a->no_mmap;
   mp->repack = !a->no_repack;
+  mp->device = a->device;
+  if (a->n_gpu_layers_given) mp->n_gpu_layers = a->n_gpu_layers;
 }

@@ -116,10 +116,13 @@ int cli_max_threads(void);
 
 /* The model-loading options shared by run, bench, logits and serve-bench. */
 typedef struct cli_model_args {
-  const char *path;                 /* -m, --model PATH */
-  int threads;                      /* -t, --threads N; 0: one per processor */
-  bool no_mmap;                     /* --no-mmap: read the file instead of mapping it */
-  bool no_repack;                   /* --no-repack: weights exactly as stored */
+  const char *path;   /* -m, --model PATH */
+  int threads;        /* -t, --threads N; 0: one per processor */
+  bool no_mmap;       /* --no-mmap: read the file instead of mapping it */
+  bool no_repack;     /* --no-repack: weights exactly as stored */
+  const char *device; /* --device cpu|cuda:N (NULL: the CPU) */
+  int n_gpu_layers;   /* --n-gpu-layers N, when n_gpu_layers_given */
+  bool n_gpu_layers_given;
   cli_opt opts[CLI_MODEL_MAX_OPTS]; /* the declarations, filled by cli_model_group */
 } cli_model_args;
 

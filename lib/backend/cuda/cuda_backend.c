@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "embed.h"
 #include "eltwise.h"
+#include "kerror.h"
 #include "kv.h"
 #include "matmul.h"
 #include "regroup.h"
@@ -90,8 +91,13 @@ static brisk_status mirror(cuda_backend *cb, int n, const void *const *src, cons
   return st;
 }
 
+/* A launch's status: the kernels name their own errors (kernels/kerror.h:
+ * CUDA's message, or the emulation's reason). */
 static brisk_status launched(cuda_backend *cb, int e, const char *kernel) {
-  return rt_status(cb, e, kernel);
+  if (e == 0) return BRISK_OK;
+  if (cb->rt->is_oom(e)) return rt_status(cb, e, kernel);
+  return brisk_error(BRISK_E_INTERNAL, "%s: %s failed: %s (error %d)", cb->name, kernel,
+                     brisk_kerror_string(e), e);
 }
 
 /* ---- memory ---------------------------------------------------------------- */
