@@ -15,6 +15,7 @@
  * Dispatch: microseconds per brisk_parallel_for call of empty tasks, one per
  * thread. */
 #include "bench_cmd.h"
+#include "load_progress.h"
 #include "bench_util.h"
 #include "brisk.h"
 #include "cli.h"
@@ -316,7 +317,12 @@ int bench_kernels_run(int max_threads, bool quick, bool json) {
            "of peak");
     fflush(stdout);
   }
+  /* With --json nothing is printed until the end: a bar on stderr says how
+   * far the run is (on a terminal). */
+  cli_bar bar = {.label = "kernels"};
+  const bool show_bar = json && isatty(STDERR_FILENO);
   for (size_t t = 0; t < N_TYPES; t++) {
+    if (show_bar) cli_bar_draw(&bar, (double)t / N_TYPES, brisk_dtype_name(gemv_types[t]));
     rc = bench_type(gemv_types[t], pools, threads, n_pools, rbuf, x, y, sz, gv[t], gemm[t]);
     if (rc) goto done;
     for (int p = 0; p < n_pools && !json; p++)
@@ -325,6 +331,7 @@ int bench_kernels_run(int max_threads, bool quick, bool json) {
              100 * gemm[t][p] / lim[p].fma_gflops);
     fflush(stdout);
   }
+  if (show_bar) cli_bar_clear(&bar);
   bench_load_avg(load_after, sizeof load_after);
   if (!json) {
     printf("load average after %s\n", load_after);
