@@ -29,6 +29,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #define MAX_SAMPLES 2048
