@@ -155,7 +155,10 @@ int run_chat(runner *r, const chat_opts *o) {
   bool block = false;
   while (!rc) {
     const char *line;
-    line_status ls = line_reader_get(lr, text ? "... " : "> ", &line);
+    /* A Ctrl-C that came between two reads (right after the message below,
+     * say) counts as one at the prompt, not as nothing. */
+    line_status ls =
+        run_interrupt ? LINE_INTERRUPT : line_reader_get(lr, text ? "... " : "> ", &line);
     if (ls == LINE_INTERRUPT) {
       run_interrupt = 0;
       free(text);
