@@ -222,7 +222,7 @@ static int cmp_range(const void *a, const void *b) {
 static long close_set(parser *P, size_t from, int negate, const char *at) {
   gr_range *r = P->ranges + from;
   size_t n = P->n_ranges - from, k = 0;
-  qsort(r, n, sizeof *r, cmp_range);
+  if (n > 1) qsort(r, n, sizeof *r, cmp_range);
   for (size_t i = 0; i < n; i++) {
     if (k > 0 && r[i].lo <= r[k - 1].hi + 1) {
       if (r[i].hi > r[k - 1].hi) r[k - 1].hi = r[i].hi;

@@ -357,7 +357,7 @@ static int truncated(gr_masker *k, const gr_state *s) {
     k->tset[n++] = t;
   }
   if (!cut) return 0;
-  qsort(k->tset, (size_t)n, sizeof *k->tset, cmp_i32);
+  if (n > 1) qsort(k->tset, (size_t)n, sizeof *k->tset, cmp_i32);
   int u = 0;
   for (int i = 0; i < n; i++)
     if (u == 0 || k->tset[u - 1] != k->tset[i]) k->tset[u++] = k->tset[i];

@@ -144,7 +144,7 @@ static int successors(gr_matcher *m, int32_t n) {
   gr_node x = m->nodes[n];
   if (expand(m, x.pos + 1, x.parent)) return -1;
   /* Sorted, so that equal states are equal arrays. */
-  qsort(m->tmp, m->n_tmp, sizeof *m->tmp, cmp_i32);
+  if (m->n_tmp > 1) qsort(m->tmp, m->n_tmp, sizeof *m->tmp, cmp_i32);
   if (brisk_grow((void **)&m->succ, &m->cap_succ, m->n_succ + m->n_tmp, sizeof *m->succ))
     return set_err(m, brisk_error_oom());
   memcpy(m->succ + m->n_succ, m->tmp, m->n_tmp * sizeof *m->tmp);
@@ -184,7 +184,7 @@ brisk_status gr_matcher_init(gr_matcher *m, const brisk_grammar *g) {
     i++;
   }
   if (!m->err) {
-    qsort(m->tmp, m->n_tmp, sizeof *m->tmp, cmp_i32);
+    if (m->n_tmp > 1) qsort(m->tmp, m->n_tmp, sizeof *m->tmp, cmp_i32);
     if (!(m->initial = brisk_malloc((m->n_tmp ? m->n_tmp : 1) * sizeof *m->initial)))
       set_err(m, brisk_error_oom());
   }
@@ -270,7 +270,7 @@ int gr_advance(gr_matcher *m, const int32_t *in, int n, uint32_t cp, int32_t *ou
       out[k++] = x;
     }
   }
-  if (!sorted) qsort(out, (size_t)k, sizeof *out, cmp_i32);
+  if (!sorted && k > 1) qsort(out, (size_t)k, sizeof *out, cmp_i32);
   return k;
 }
 

@@ -66,7 +66,7 @@ static int cmp_range(const void *a, const void *b) {
 }
 
 static void rs_norm(rset *s) {
-  qsort(s->r, s->n, sizeof *s->r, cmp_range);
+  if (s->n > 1) qsort(s->r, s->n, sizeof *s->r, cmp_range); /* (NULL when empty) */
   size_t k = 0;
   for (size_t i = 0; i < s->n; i++) {
     if (k > 0 && s->r[i].lo <= s->r[k - 1].hi + 1) {

@@ -178,14 +178,23 @@ static bool echo_text(sv_server *s, const sv_job *job, size_t k, char **out, siz
   size_t need = 0;
   brisk_detokenize(s->model, job->prompts[k], (size_t)job->n_prompts[k],
                    BRISK_DETOKENIZE_REMOVE_SPECIAL, NULL, 0, &need);
-  *out = malloc(need + 1);
-  if (!*out) return false;
+  char *raw = malloc(need + 1);
+  if (!raw) return false;
   if (brisk_detokenize(s->model, job->prompts[k], (size_t)job->n_prompts[k],
-                       BRISK_DETOKENIZE_REMOVE_SPECIAL, *out, need, &need))
+                       BRISK_DETOKENIZE_REMOVE_SPECIAL, raw, need, &need))
     need = 0;
-  (*out)[need] = 0;
-  *len = need;
-  return true;
+  /* Token ids can spell bytes that are not UTF-8 (half a character, a byte
+   * token): JSON must be UTF-8, so those become U+FFFD as in the output. */
+  size_t cap = 0;
+  *out = NULL;
+  *len = 0;
+  bool ok = sv_buf_append(out, len, &cap, "", 0) && sv_buf_append_utf8(out, len, &cap, raw, need);
+  free(raw);
+  if (!ok) {
+    free(*out);
+    *out = NULL;
+  }
+  return ok;
 }
 
 static char *to_string_free(json_object *o) {
