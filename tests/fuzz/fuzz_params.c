@@ -139,9 +139,15 @@ static void fuzz_model_params(const uint8_t *d, size_t n) {
   memcpy(&p, d, n < sizeof p ? n : sizeof p);
   p.progress = NULL;
   p.progress_user_data = NULL;
+  /* Pointers come from a fixed set (a fuzzed pointer is no valid input):
+   * device names well formed or not, usable here or not. */
+  static const char *const devices[] = {NULL,     "",      "cpu", "cuda",
+                                        "cuda:0", "cpu:1", "gpu", "cuda:x"};
+  p.device = devices[(n ? d[n - 1] : 0) % (sizeof devices / sizeof *devices)];
   brisk_model *m = NULL;
   brisk_status st = brisk_model_load(g_path, &p, &m);
-  CHECK(st == BRISK_OK || (st == BRISK_E_INVALID_ARGUMENT && !m && brisk_last_error()[0]));
+  CHECK(st == BRISK_OK || ((st == BRISK_E_INVALID_ARGUMENT || st == BRISK_E_NO_DEVICE) && !m &&
+                           brisk_last_error()[0]));
   if (!st) CHECK(brisk_model_n_vocab(m) == 40);
   brisk_model_free(m);
 }
