@@ -220,7 +220,8 @@ static int cmp_range(const void *a, const void *b) {
 /* Sorts and merges ranges[from, n_ranges), complements them if `negate`,
  * and closes them as a new set; its index, or -1. */
 static long close_set(parser *P, size_t from, int negate, const char *at) {
-  gr_range *r = P->ranges + from;
+  /* An empty class ("[]" or "[^]") may come before any range exists. */
+  gr_range *r = P->ranges ? P->ranges + from : NULL;
   size_t n = P->n_ranges - from, k = 0;
   if (n > 1) qsort(r, n, sizeof *r, cmp_range);
   for (size_t i = 0; i < n; i++) {
