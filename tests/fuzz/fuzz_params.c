@@ -46,19 +46,25 @@ static void init(void) {
 static int32_t cap32(int32_t v, int32_t hi) { return v > hi ? hi : v; }
 
 static void fuzz_engine(const uint8_t *d, size_t n) {
-  brisk_engine_params p;
-  memset(&p, 0, sizeof p);
-  memcpy(&p, d, n < sizeof p ? n : sizeof p);
-  p.draft_model = NULL;
-  p.n_threads = cap32(p.n_threads, 2);
-  p.kv_tokens = cap32(p.kv_tokens, 512);
-  if (p.kv_tokens <= 0 && p.kv_bytes > (1u << 20)) p.kv_bytes = 1u << 20;
-  p.max_batch_tokens = cap32(p.max_batch_tokens, 64);
-  p.max_running = cap32(p.max_running, 16);
-  p.block_size = cap32(p.block_size, 64);
-  if (p.kv_tokens == 0 && p.kv_bytes == 0) p.kv_tokens = 64;
+  /* Room for any struct_size the bytes claim: a larger (newer) struct's
+   * tail is read, and must exist (zero here). */
+  union {
+    brisk_engine_params p;
+    unsigned char room[4096];
+  } u;
+  memset(&u, 0, sizeof u);
+  memcpy(&u.p, d, n < sizeof u.p ? n : sizeof u.p);
+  brisk_engine_params *const q = &u.p;
+  q->draft_model = NULL;
+  q->n_threads = cap32(q->n_threads, 2);
+  q->kv_tokens = cap32(q->kv_tokens, 512);
+  if (q->kv_tokens <= 0 && q->kv_bytes > (1u << 20)) q->kv_bytes = 1u << 20;
+  q->max_batch_tokens = cap32(q->max_batch_tokens, 64);
+  q->max_running = cap32(q->max_running, 16);
+  q->block_size = cap32(q->block_size, 64);
+  if (q->kv_tokens == 0 && q->kv_bytes == 0) q->kv_tokens = 64;
   brisk_engine *e = NULL;
-  brisk_status st = brisk_engine_create(g_model, &p, &e);
+  brisk_status st = brisk_engine_create(g_model, q, &e);
   if (st) {
     CHECK(!e && brisk_last_error()[0]);
     return;
@@ -83,20 +89,26 @@ static void fuzz_engine(const uint8_t *d, size_t n) {
 }
 
 static void fuzz_context(const uint8_t *d, size_t n) {
-  brisk_context_params p;
-  memset(&p, 0, sizeof p);
-  memcpy(&p, d, n < sizeof p ? n : sizeof p);
-  p.abort_callback = NULL;
-  p.abort_user_data = NULL;
-  p.n_threads = cap32(p.n_threads, 2);
-  p.kv_tokens = cap32(p.kv_tokens, 512);
-  if (p.kv_tokens <= 0 && p.kv_bytes > (1u << 20)) p.kv_bytes = 1u << 20;
-  if (p.kv_tokens == 0 && p.kv_bytes == 0) p.kv_tokens = 64;
-  p.max_batch_tokens = cap32(p.max_batch_tokens, 64);
-  p.n_seq_max = cap32(p.n_seq_max, 16);
-  p.block_size = cap32(p.block_size, 64);
+  /* Room for any struct_size the bytes claim: a larger (newer) struct's
+   * tail is read, and must exist (zero here). */
+  union {
+    brisk_context_params p;
+    unsigned char room[4096];
+  } u;
+  memset(&u, 0, sizeof u);
+  memcpy(&u.p, d, n < sizeof u.p ? n : sizeof u.p);
+  brisk_context_params *const q = &u.p;
+  q->abort_callback = NULL;
+  q->abort_user_data = NULL;
+  q->n_threads = cap32(q->n_threads, 2);
+  q->kv_tokens = cap32(q->kv_tokens, 512);
+  if (q->kv_tokens <= 0 && q->kv_bytes > (1u << 20)) q->kv_bytes = 1u << 20;
+  if (q->kv_tokens == 0 && q->kv_bytes == 0) q->kv_tokens = 64;
+  q->max_batch_tokens = cap32(q->max_batch_tokens, 64);
+  q->n_seq_max = cap32(q->n_seq_max, 16);
+  q->block_size = cap32(q->block_size, 64);
   brisk_context *c = NULL;
-  brisk_status st = brisk_context_create(g_model, &p, &c);
+  brisk_status st = brisk_context_create(g_model, q, &c);
   if (st) {
     CHECK(!c && brisk_last_error()[0]);
     return;
@@ -111,15 +123,21 @@ static void fuzz_context(const uint8_t *d, size_t n) {
 }
 
 static void fuzz_sampler(const uint8_t *d, size_t n) {
-  brisk_sampler_params p;
-  memset(&p, 0, sizeof p);
-  memcpy(&p, d, n < sizeof p ? n : sizeof p);
-  p.logit_bias = NULL;
+  /* Room for any struct_size the bytes claim: a larger (newer) struct's
+   * tail is read, and must exist (zero here). */
+  union {
+    brisk_sampler_params p;
+    unsigned char room[4096];
+  } u;
+  memset(&u, 0, sizeof u);
+  memcpy(&u.p, d, n < sizeof u.p ? n : sizeof u.p);
+  brisk_sampler_params *const q = &u.p;
+  q->logit_bias = NULL;
   /* brisk_sampler_create allocates penalty_last_n window entries up front
    * (2^31 of them is 17 GB; docs/security.md, known limits): capped here. */
-  if (p.penalty_last_n > 4096) p.penalty_last_n = 4096;
+  if (q->penalty_last_n > 4096) q->penalty_last_n = 4096;
   brisk_sampler *s = NULL;
-  brisk_status st = brisk_sampler_create(g_model, &p, &s);
+  brisk_status st = brisk_sampler_create(g_model, q, &s);
   if (st) {
     CHECK(!s && brisk_last_error()[0]);
     return;
@@ -134,18 +152,24 @@ static void fuzz_sampler(const uint8_t *d, size_t n) {
 }
 
 static void fuzz_model_params(const uint8_t *d, size_t n) {
-  brisk_model_params p;
-  memset(&p, 0, sizeof p);
-  memcpy(&p, d, n < sizeof p ? n : sizeof p);
-  p.progress = NULL;
-  p.progress_user_data = NULL;
+  /* Room for any struct_size the bytes claim: a larger (newer) struct's
+   * tail is read, and must exist (zero here). */
+  union {
+    brisk_model_params p;
+    unsigned char room[4096];
+  } u;
+  memset(&u, 0, sizeof u);
+  memcpy(&u.p, d, n < sizeof u.p ? n : sizeof u.p);
+  brisk_model_params *const q = &u.p;
+  q->progress = NULL;
+  q->progress_user_data = NULL;
   /* Pointers come from a fixed set (a fuzzed pointer is no valid input):
    * device names well formed or not, usable here or not. */
   static const char *const devices[] = {NULL,     "",      "cpu", "cuda",
                                         "cuda:0", "cpu:1", "gpu", "cuda:x"};
-  p.device = devices[(n ? d[n - 1] : 0) % (sizeof devices / sizeof *devices)];
+  q->device = devices[(n ? d[n - 1] : 0) % (sizeof devices / sizeof *devices)];
   brisk_model *m = NULL;
-  brisk_status st = brisk_model_load(g_path, &p, &m);
+  brisk_status st = brisk_model_load(g_path, q, &m);
   CHECK(st == BRISK_OK || ((st == BRISK_E_INVALID_ARGUMENT || st == BRISK_E_NO_DEVICE) && !m &&
                            brisk_last_error()[0]));
   if (!st) CHECK(brisk_model_n_vocab(m) == 40);
