@@ -2,10 +2,12 @@
 #include "run_gen.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #ifdef BRISK_HAVE_LIBEDIT
 #  include <histedit.h>
@@ -22,6 +24,37 @@ struct line_reader {
 };
 
 #ifdef BRISK_HAVE_LIBEDIT
+/* libedit's character reader, waiting with poll so that a Ctrl-C is seen
+ * whenever it comes: one that lands while el_gets is still setting up (before
+ * its read blocks) would otherwise leave the read waiting for a key. Bytes
+ * are decoded as the locale says, as libedit's own reader does. */
+static int read_char(EditLine *el, wchar_t *wc) {
+  (void)el;
+  mbstate_t st;
+  memset(&st, 0, sizeof st);
+  for (;;) {
+    if (run_interrupt) {
+      errno = EINTR;
+      return -1;
+    }
+    struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+    int r = poll(&pfd, 1, 100);
+    if (r < 0 && errno != EINTR) return -1;
+    if (r <= 0) continue;
+    char byte;
+    ssize_t n = read(STDIN_FILENO, &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? -1 : 0;
+    size_t k = mbrtowc(wc, &byte, 1, &st);
+    if (k == (size_t)-2) continue; /* more bytes of this character */
+    if (k == (size_t)-1) {         /* not valid here: pass the byte on */
+      memset(&st, 0, sizeof st);
+      *wc = (wchar_t)(unsigned char)byte;
+    }
+    return 1;
+  }
+}
+
 static char *prompt_of(EditLine *el) {
   line_reader *lr = NULL;
   el_get(el, EL_CLIENTDATA, &lr);
@@ -51,6 +84,7 @@ line_reader *line_reader_open(void) {
       el_set(lr->el, EL_HIST, history, lr->hist);
       /* brisk handles SIGINT itself (run_catch_interrupt). */
       el_set(lr->el, EL_SIGNAL, 0);
+      el_set(lr->el, EL_GETCFN, read_char);
     }
   }
 #endif
