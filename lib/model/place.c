@@ -83,7 +83,7 @@ static brisk_status run_host_pass(place_pass *p) {
   return st;
 }
 
-static brisk_status repack_host(brisk_model *m, uint64_t budget) {
+brisk_status brisk_model_repack(brisk_model *m, uint64_t budget) {
   brisk_backend *cpu = NULL;
   brisk_device_ref host = brisk_device_cpu();
   brisk_status st = brisk_device_backend_create(&host, NULL, &cpu);
@@ -113,8 +113,6 @@ done:
   brisk_backend_free(cpu);
   return st;
 }
-
-brisk_status brisk_model_repack(brisk_model *m, uint64_t budget) { return repack_host(m, budget); }
 
 uint64_t brisk_model_repack_budget(const brisk_model *m) {
   if (!brisk_model_source_is_mapped(m->source)) return UINT64_MAX;
