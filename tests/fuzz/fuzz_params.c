@@ -45,16 +45,21 @@ static void init(void) {
 
 static int32_t cap32(int32_t v, int32_t hi) { return v > hi ? hi : v; }
 
+/* The input's bytes as a params struct, in room for any struct_size they
+ * claim: a larger (newer) struct's tail is read, and must exist (zero
+ * here). One buffer, reused by each call. */
+static void *struct_from(const uint8_t *d, size_t n, size_t size) {
+  static union {
+    max_align_t align;
+    unsigned char bytes[4096];
+  } room;
+  memset(&room, 0, sizeof room);
+  memcpy(room.bytes, d, n < size ? n : size);
+  return room.bytes;
+}
+
 static void fuzz_engine(const uint8_t *d, size_t n) {
-  /* Room for any struct_size the bytes claim: a larger (newer) struct's
-   * tail is read, and must exist (zero here). */
-  union {
-    brisk_engine_params p;
-    unsigned char room[4096];
-  } u;
-  memset(&u, 0, sizeof u);
-  memcpy(&u.p, d, n < sizeof u.p ? n : sizeof u.p);
-  brisk_engine_params *const q = &u.p;
+  brisk_engine_params *const q = struct_from(d, n, sizeof *q);
   q->draft_model = NULL;
   q->n_threads = cap32(q->n_threads, 2);
   q->kv_tokens = cap32(q->kv_tokens, 512);
@@ -89,15 +94,7 @@ static void fuzz_engine(const uint8_t *d, size_t n) {
 }
 
 static void fuzz_context(const uint8_t *d, size_t n) {
-  /* Room for any struct_size the bytes claim: a larger (newer) struct's
-   * tail is read, and must exist (zero here). */
-  union {
-    brisk_context_params p;
-    unsigned char room[4096];
-  } u;
-  memset(&u, 0, sizeof u);
-  memcpy(&u.p, d, n < sizeof u.p ? n : sizeof u.p);
-  brisk_context_params *const q = &u.p;
+  brisk_context_params *const q = struct_from(d, n, sizeof *q);
   q->abort_callback = NULL;
   q->abort_user_data = NULL;
   q->n_threads = cap32(q->n_threads, 2);
@@ -123,15 +120,7 @@ static void fuzz_context(const uint8_t *d, size_t n) {
 }
 
 static void fuzz_sampler(const uint8_t *d, size_t n) {
-  /* Room for any struct_size the bytes claim: a larger (newer) struct's
-   * tail is read, and must exist (zero here). */
-  union {
-    brisk_sampler_params p;
-    unsigned char room[4096];
-  } u;
-  memset(&u, 0, sizeof u);
-  memcpy(&u.p, d, n < sizeof u.p ? n : sizeof u.p);
-  brisk_sampler_params *const q = &u.p;
+  brisk_sampler_params *const q = struct_from(d, n, sizeof *q);
   q->logit_bias = NULL;
   /* brisk_sampler_create allocates penalty_last_n window entries up front
    * (2^31 of them is 17 GB; docs/security.md, known limits): capped here. */
@@ -152,15 +141,7 @@ static void fuzz_sampler(const uint8_t *d, size_t n) {
 }
 
 static void fuzz_model_params(const uint8_t *d, size_t n) {
-  /* Room for any struct_size the bytes claim: a larger (newer) struct's
-   * tail is read, and must exist (zero here). */
-  union {
-    brisk_model_params p;
-    unsigned char room[4096];
-  } u;
-  memset(&u, 0, sizeof u);
-  memcpy(&u.p, d, n < sizeof u.p ? n : sizeof u.p);
-  brisk_model_params *const q = &u.p;
+  brisk_model_params *const q = struct_from(d, n, sizeof *q);
   q->progress = NULL;
   q->progress_user_data = NULL;
   /* Pointers come from a fixed set (a fuzzed pointer is no valid input):
