@@ -13,6 +13,7 @@ int cmd_run(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_serve_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
@@ -29,7 +30,8 @@ static const struct {
     {"version", cmd_version, "print the version and what this machine supports"},
     {"info", cmd_info, "describe a model file: architecture, sizes, tensor types"},
     {"tokenize", cmd_tokenize, "show the token ids and pieces of a text"},
-    {"quantize", cmd_quantize, "re-encode a GGUF model's weight matrices in another type"},
+    {"quantize", cmd_quantize, "re-encode a GGUF model's weights by a preset (Q4_K_M, ...)"},
+    {"perplexity", cmd_perplexity, "perplexity and KL divergence over a text (llama.cpp's method)"},
 };
 
 static void usage(FILE *out) {
