@@ -93,7 +93,7 @@ int cmd_perplexity(int argc, char **argv) {
   cli_model_args ma = {0};
   const char *text_path = NULL, *base_path = NULL, *pos[1] = {0};
   int n_ctx = 0, chunks = 0, n_pos = 0;
-  bool kld_mode = false, json = false;
+  bool kld_mode = false, json = false, kv_f32 = false;
   const cli_opt ppl_opts[] = {
       {CLI_STR_OPT('f', "file", &text_path, "PATH", "the text to score (UTF-8)")},
       {CLI_INT_OPT('c', "ctx-size", &n_ctx, "N",
@@ -106,11 +106,13 @@ int cmd_perplexity(int argc, char **argv) {
                    "with --kl-divergence read them from there")},
       {CLI_FLAG_OPT(0, "kl-divergence", &kld_mode,
                     "compare with the saved log-probabilities of a base model")},
+      {CLI_FLAG_OPT(0, "kv-f32", &kv_f32,
+                    "F32 KV cache (default F16, as llama-perplexity's default)")},
   };
   const cli_opt out_opts[] = {{CLI_FLAG_OPT(0, "json", &json, "one JSON object on stdout")}};
   const cli_group groups[] = {
       cli_model_group(&ma, "the model (or give it as the operand)"),
-      {"perplexity", ppl_opts, 5},
+      {"perplexity", ppl_opts, 6},
       {"output", out_opts, 1},
   };
   const cli_spec spec = {
@@ -218,6 +220,7 @@ int cmd_perplexity(int argc, char **argv) {
   cp.max_batch_tokens = r.n_ctx;
   cp.n_seq_max = 1;
   cp.prefix_cache = 0;
+  cp.kv_type = kv_f32 ? BRISK_KV_F32 : BRISK_KV_F16;
   cp.n_threads = ma.threads;
   const int32_t first = r.n_ctx / 2, scored = r.n_ctx - 1 - first;
   const size_t nv = ppl_row_u16(r.n_vocab), n_scored = (size_t)scored * (size_t)n_chunk;
