@@ -381,6 +381,10 @@ BRISK_API const brisk_model *brisk_context_model(const brisk_context *c) {
 
 const brisk_context_params *brisk_context_get_params(const brisk_context *c) { return &c->params; }
 
+struct brisk_forward *brisk_context_forward(brisk_context *c) {
+  return c->fwd;
+}
+
 void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_forward_kv **storage) {
   *kv = c->kv;
   *storage = &c->storage;

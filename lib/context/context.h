@@ -8,4 +8,8 @@
 /* The parameters the context was created with (defaults filled in). */
 const brisk_context_params *brisk_context_get_params(const brisk_context *ctx);
 
+/* The context's forward pass (for brisk_forward_set_observer). */
+struct brisk_forward;
+struct brisk_forward *brisk_context_forward(brisk_context *ctx);
+
 #endif

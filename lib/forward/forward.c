@@ -52,10 +52,12 @@ struct brisk_forward {
   int32_t max_tokens;
   brisk_rope_params rope;
   uint64_t bytes;
-  int32_t *route_ids;   /* host [max_tokens][n_expert_used] */
-  float *route_w;       /* host [max_tokens][n_expert_used] */
-  int32_t *expert_rows; /* host [max_tokens] token indices routed to one expert */
-  float *expert_w;      /* host [max_tokens] their routing weights */
+  int32_t *route_ids;               /* host [max_tokens][n_expert_used] */
+  float *route_w;                   /* host [max_tokens][n_expert_used] */
+  int32_t *expert_rows;             /* host [max_tokens] token indices routed to one expert */
+  float *expert_w;                  /* host [max_tokens] their routing weights */
+  brisk_forward_observe_fn observe; /* NULL: none (see forward.h) */
+  void *observe_user;
 };
 
 /* An absent bias: linear() then adds nothing. */
@@ -186,6 +188,7 @@ uint64_t brisk_forward_bytes(const brisk_forward *f) { return f->bytes; }
 static brisk_status linear(brisk_forward *f, const brisk_weight *w, const brisk_weight *bias,
                            const float *x, int32_t n, float *y) {
   brisk_backend *be = f->cur->be;
+  if (f->observe && f->cur == &f->dev[0]) f->observe(f->observe_user, w, x, n);
   brisk_status st = be->matmul(be, w->type, w->data, w->rows, w->cols, x, n, y);
   if (st || !bias->data) return st;
   return be->add(be, y, bias->data, n, w->rows, true, y);
@@ -324,8 +327,14 @@ brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
                       a->h)) ||
       (st = be->rmsnorm(be, a->h, m->output_norm.data, b->n_out, hp->n_embd, hp->rms_eps, a->h)))
     return st;
+  if (f->observe && a == &f->dev[0]) f->observe(f->observe_user, &m->output, a->h, b->n_out);
   return be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols, a->h,
                     b->n_out, logits);
+}
+
+void brisk_forward_set_observer(brisk_forward *f, brisk_forward_observe_fn fn, void *user) {
+  f->observe = fn;
+  f->observe_user = user;
 }
 
 int brisk_forward_layer_device(const brisk_model *m, int32_t layer) {

@@ -53,6 +53,14 @@ void brisk_forward_free(brisk_forward *f);
 /* Bytes of backend memory the activation buffers hold. */
 uint64_t brisk_forward_bytes(const brisk_forward *f);
 
+/* Sees the input of every weight matrix product on the host: n rows of
+ * w->cols floats (w is the model's weight; x is host memory, so only layers
+ * on the host backend are seen). For activation statistics (brisk
+ * imatrix). Called on the decoding thread; NULL fn removes it. */
+typedef void (*brisk_forward_observe_fn)(void *user, const brisk_weight *w, const float *x,
+                                         int32_t n);
+void brisk_forward_set_observer(brisk_forward *f, brisk_forward_observe_fn fn, void *user);
+
 /* Runs the model on the batch: writes every token's K/V into `kv` and the
  * logits of the out_rows tokens into logits ([n_out][n_vocab], memory of the
  * output's backend). */

@@ -121,7 +121,9 @@ static brisk_status bind(brisk_model *m, const gguf_loader *L, const char *name,
                        name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                        (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)cols,
                        vector ? "" : ", ", vector ? 0LL : (long long)rows);
-  return brisk_model_bind_check(m, name, t->data, t->type, cols, vector ? 1 : rows, vector, w);
+  /* The weight keeps the file's own name string (it lives as long as the
+   * mapping); `name` may be the caller's stack buffer. */
+  return brisk_model_bind_check(m, t->name, t->data, t->type, cols, vector ? 1 : rows, vector, w);
 }
 
 /* Stacked experts: one 3-D tensor [cols, rows, n_expert] split into views. */
@@ -141,7 +143,7 @@ static brisk_status bind_experts(brisk_model *m, const gguf_loader *L, const cha
   for (uint32_t e = 0; e < n_expert; e++) {
     /* In bounds: the reader checked n_bytes = n_expert * rows * row_bytes. */
     const char *data = (const char *)t->data + (uint64_t)e * (uint64_t)rows * row_bytes;
-    brisk_status st = brisk_model_bind_check(m, name, data, t->type, cols, rows, false, &out[e]);
+    brisk_status st = brisk_model_bind_check(m, t->name, data, t->type, cols, rows, false, &out[e]);
     if (st) return st;
   }
   return BRISK_OK;

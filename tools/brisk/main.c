@@ -14,6 +14,7 @@ int cmd_logits(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
 int cmd_serve_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
@@ -31,6 +32,7 @@ static const struct {
     {"info", cmd_info, "describe a model file: architecture, sizes, tensor types"},
     {"tokenize", cmd_tokenize, "show the token ids and pieces of a text"},
     {"quantize", cmd_quantize, "re-encode a GGUF model's weights by a preset (Q4_K_M, ...)"},
+    {"imatrix", cmd_imatrix, "activation statistics for importance-weighted quantization"},
     {"perplexity", cmd_perplexity, "perplexity and KL divergence over a text (llama.cpp's method)"},
 };
 
