@@ -23,8 +23,11 @@ static inline int clamp_round(float v, int lo, int hi) {
 }
 
 /* Fits x[0..n) ~ a * q + c with q in [0, qmax], a >= 0, c <= 0 (the format
- * stores c as a non-negative min subtracted). Returns a and -c. */
-static void fit_scale_min(const float *x, int n, int qmax, float *scale, float *neg_min) {
+ * stores c as a non-negative min subtracted), minimizing the squared error
+ * weighted by w[0..n) (NULL: all 1, which gives exactly the unweighted
+ * sums). Returns a and -c. */
+static void fit_scale_min(const float *x, const float *w, int n, int qmax, float *scale,
+                          float *neg_min) {
   float lo = 0, hi = 0; /* the range always includes 0: c <= 0 */
   for (int i = 0; i < n; i++) {
     if (x[i] < lo) lo = x[i];
@@ -45,17 +48,19 @@ static void fit_scale_min(const float *x, int n, int qmax, float *scale, float *
     } else {
       float iscale = ((float)qmax + 0.1f * (float)t) / (hi - lo);
       for (int i = 0; i < n; i++) q[i] = clamp_round((x[i] - lo) * iscale, 0, qmax);
-      /* Least squares for (a, c) given q, in double. */
-      double sq = 0, sqq = 0, sx = 0, sqx = 0;
+      /* Weighted least squares for (a, c) given q, in double. */
+      double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
       for (int i = 0; i < n; i++) {
-        sq += q[i];
-        sqq += (double)q[i] * q[i];
-        sx += x[i];
-        sqx += (double)q[i] * x[i];
+        const double wi = w ? w[i] : 1.0;
+        sw += wi;
+        sq += wi * q[i];
+        sqq += wi * q[i] * q[i];
+        sx += wi * x[i];
+        sqx += wi * q[i] * x[i];
       }
-      double det = n * sqq - sq * sq;
+      double det = sw * sqq - sq * sq;
       if (det <= 0) continue;
-      double fa = (n * sqx - sq * sx) / det, fc = (sqq * sx - sq * sqx) / det;
+      double fa = (sw * sqx - sq * sx) / det, fc = (sqq * sx - sq * sqx) / det;
       if (fc > 0) { /* constrained: c = 0 */
         fc = 0;
         fa = sqx / sqq;
@@ -67,7 +72,7 @@ static void fit_scale_min(const float *x, int n, int qmax, float *scale, float *
     double err = 0;
     for (int i = 0; i < n; i++) {
       double r = (double)a * q[i] + c - x[i];
-      err += r * r;
+      err += (w ? w[i] : 1.0) * r * r;
     }
     if (err < best_err) {
       best_err = err;
@@ -79,7 +84,7 @@ static void fit_scale_min(const float *x, int n, int qmax, float *scale, float *
 
 /* Fits x[0..n) ~ s * q with q in [-32, 31] (asymmetric range: the largest
  * magnitude gets the -32 side). */
-static float fit_scale_sym(const float *x, int n) {
+static float fit_scale_sym(const float *x, const float *w, int n) {
   float amax = 0, max = 0;
   for (int i = 0; i < n; i++) {
     if (fabsf(x[i]) > amax) {
@@ -95,15 +100,16 @@ static float fit_scale_sym(const float *x, int n) {
     double sqq = 0, sqx = 0;
     int q[16];
     for (int i = 0; i < n; i++) {
+      const double wi = w ? w[i] : 1.0;
       q[i] = clamp_round(x[i] * iscale, -32, 31);
-      sqq += (double)q[i] * q[i];
-      sqx += (double)q[i] * x[i];
+      sqq += wi * q[i] * q[i];
+      sqx += wi * q[i] * x[i];
     }
     if (sqq <= 0) continue;
     double s = sqx / sqq, err = 0;
     for (int i = 0; i < n; i++) {
       double r = s * q[i] - x[i];
-      err += r * r;
+      err += (w ? w[i] : 1.0) * r * r;
     }
     if (err < best_err) {
       best_err = err;
@@ -136,10 +142,11 @@ static void pack_k4_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t out
 
 /* Shared by q4_k (qmax 15) and q5_k (qmax 31): levels q[256] and the block
  * header (d, dmin, scales). */
-static void quantize_k_scale_min(const float *x, int qmax, uint16_t *d, uint16_t *dmin,
-                                 uint8_t scales[12], uint8_t q[BRISK_QK_K]) {
+static void quantize_k_scale_min(const float *x, const float *w, int qmax, uint16_t *d,
+                                 uint16_t *dmin, uint8_t scales[12], uint8_t q[BRISK_QK_K]) {
   float a[8], b[8];
-  for (int j = 0; j < 8; j++) fit_scale_min(x + 32 * j, 32, qmax, &a[j], &b[j]);
+  for (int j = 0; j < 8; j++)
+    fit_scale_min(x + 32 * j, w ? w + 32 * j : NULL, 32, qmax, &a[j], &b[j]);
   uint8_t sc[8], mn[8];
   const float fd = quantize_6bit(a, sc, d), fdmin = quantize_6bit(b, mn, dmin);
   pack_k4_scales(sc, mn, scales);
@@ -150,12 +157,36 @@ static void quantize_k_scale_min(const float *x, int qmax, uint16_t *d, uint16_t
   }
 }
 
+/* Element weights of one super-block from the column importance imp
+ * (llama.cpp's choice: imp * sqrt(sigma2 + x^2), sigma2 = 2 * mean x^2), or
+ * NULL without importance. */
+static const float *element_weights(const float *x, const float *imp, float w[BRISK_QK_K]) {
+  if (!imp) return NULL;
+  double s = 0;
+  for (int l = 0; l < BRISK_QK_K; l++) s += (double)x[l] * x[l];
+  const float sigma2 = (float)(2 * s / BRISK_QK_K);
+  for (int l = 0; l < BRISK_QK_K; l++) w[l] = imp[l] * sqrtf(sigma2 + x[l] * x[l]);
+  return w;
+}
+
 void brisk_quantize_row_q4_k(const float *x, void *y, int64_t n) {
+  brisk_quantize_row_q4_k_w(x, y, n, NULL);
+}
+void brisk_quantize_row_q5_k(const float *x, void *y, int64_t n) {
+  brisk_quantize_row_q5_k_w(x, y, n, NULL);
+}
+void brisk_quantize_row_q6_k(const float *x, void *y, int64_t n) {
+  brisk_quantize_row_q6_k_w(x, y, n, NULL);
+}
+
+void brisk_quantize_row_q4_k_w(const float *x, void *y, int64_t n, const float *imp) {
   brisk_block_q4_k *b = y;
-  for (int64_t i = 0; i < n / BRISK_QK_K; i++, x += BRISK_QK_K) {
+  for (int64_t i = 0; i < n / BRISK_QK_K;
+       i++, x += BRISK_QK_K, imp = imp ? imp + BRISK_QK_K : NULL) {
     uint8_t q[BRISK_QK_K];
     uint16_t d, dmin;
-    quantize_k_scale_min(x, 15, &d, &dmin, b[i].scales, q);
+    float wbuf[BRISK_QK_K];
+    quantize_k_scale_min(x, element_weights(x, imp, wbuf), 15, &d, &dmin, b[i].scales, q);
     b[i].d = d;
     b[i].dmin = dmin;
     for (int c = 0; c < 4; c++)
@@ -164,12 +195,14 @@ void brisk_quantize_row_q4_k(const float *x, void *y, int64_t n) {
   }
 }
 
-void brisk_quantize_row_q5_k(const float *x, void *y, int64_t n) {
+void brisk_quantize_row_q5_k_w(const float *x, void *y, int64_t n, const float *imp) {
   brisk_block_q5_k *b = y;
-  for (int64_t i = 0; i < n / BRISK_QK_K; i++, x += BRISK_QK_K) {
+  for (int64_t i = 0; i < n / BRISK_QK_K;
+       i++, x += BRISK_QK_K, imp = imp ? imp + BRISK_QK_K : NULL) {
     uint8_t q[BRISK_QK_K];
     uint16_t d, dmin;
-    quantize_k_scale_min(x, 31, &d, &dmin, b[i].scales, q);
+    float wbuf[BRISK_QK_K];
+    quantize_k_scale_min(x, element_weights(x, imp, wbuf), 31, &d, &dmin, b[i].scales, q);
     b[i].d = d;
     b[i].dmin = dmin;
     for (int c = 0; c < 4; c++)
@@ -183,12 +216,14 @@ void brisk_quantize_row_q5_k(const float *x, void *y, int64_t n) {
   }
 }
 
-void brisk_quantize_row_q6_k(const float *x, void *y, int64_t n) {
+void brisk_quantize_row_q6_k_w(const float *x, void *y, int64_t n, const float *imp) {
   brisk_block_q6_k *b = y;
-  for (int64_t i = 0; i < n / BRISK_QK_K; i++, x += BRISK_QK_K) {
-    float s[16], smax = 0;
+  for (int64_t i = 0; i < n / BRISK_QK_K;
+       i++, x += BRISK_QK_K, imp = imp ? imp + BRISK_QK_K : NULL) {
+    float s[16], smax = 0, wbuf[BRISK_QK_K];
+    const float *w = element_weights(x, imp, wbuf);
     for (int j = 0; j < 16; j++) {
-      s[j] = fit_scale_sym(x + 16 * j, 16);
+      s[j] = fit_scale_sym(x + 16 * j, w ? w + 16 * j : NULL, 16);
       if (fabsf(s[j]) > smax) smax = fabsf(s[j]);
     }
     b[i].d = brisk_f32_to_f16(smax / 127);

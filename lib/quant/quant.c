@@ -45,6 +45,23 @@ static const struct {
     [BRISK_DTYPE_Q8_K] = {brisk_quantize_row_q8_k, brisk_dequantize_row_q8_k},
 };
 
+typedef void (*quantize_w_fn)(const float *, void *, int64_t, const float *);
+
+static quantize_w_fn weighted(uint32_t type) {
+  switch (type) {
+  case BRISK_DTYPE_Q4_0: return brisk_quantize_row_q4_0_w;
+  case BRISK_DTYPE_Q4_1: return brisk_quantize_row_q4_1_w;
+  case BRISK_DTYPE_Q5_0: return brisk_quantize_row_q5_0_w;
+  case BRISK_DTYPE_Q5_1: return brisk_quantize_row_q5_1_w;
+  case BRISK_DTYPE_Q4_K: return brisk_quantize_row_q4_k_w;
+  case BRISK_DTYPE_Q5_K: return brisk_quantize_row_q5_k_w;
+  case BRISK_DTYPE_Q6_K: return brisk_quantize_row_q6_k_w;
+  default: return NULL;
+  }
+}
+
+bool brisk_quant_uses_importance(uint32_t type) { return weighted(type) != NULL; }
+
 bool brisk_quant_can_quantize(uint32_t type) {
   return type < BRISK_DTYPE_COUNT && table[type].quantize;
 }
@@ -90,5 +107,15 @@ brisk_status brisk_dequantize_row(uint32_t type, const void *src, float *dst, in
   brisk_status st = check_row("brisk_dequantize_row", type, src, dst, n);
   if (st != BRISK_OK) return st;
   if (n > 0) table[type].dequantize(src, dst, n);
+  return BRISK_OK;
+}
+
+brisk_status brisk_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t n,
+                                         const float *imp) {
+  quantize_w_fn fn = weighted(type);
+  if (!imp || !fn) return brisk_quantize_row(type, src, dst, n);
+  brisk_status st = check_row("brisk_quantize_row_weighted", type, src, dst, n);
+  if (st != BRISK_OK) return st;
+  if (n > 0) fn(src, dst, n, imp);
   return BRISK_OK;
 }

@@ -24,6 +24,15 @@ brisk_status brisk_quantize_row(uint32_t type, const float *src, void *dst, int6
 /* One row back to float[n]; same rules. */
 brisk_status brisk_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 
+/* brisk_quantize_row with column importance imp[n] (an importance matrix's
+ * mean squared activations, finite and >= 0): the block search minimizes
+ * the error weighted by it. imp NULL, or a type without a weighted search
+ * (F32, F16, BF16, Q8_0, Q8_K), is brisk_quantize_row. Same errors. */
+brisk_status brisk_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t n,
+                                         const float *imp);
+/* Whether imp changes what brisk_quantize_row_weighted writes for type. */
+bool brisk_quant_uses_importance(uint32_t type);
+
 bool brisk_quant_can_quantize(uint32_t type);
 bool brisk_quant_can_dequantize(uint32_t type);
 
@@ -36,6 +45,14 @@ void brisk_quantize_row_q8_0(const float *x, void *y, int64_t n);
 void brisk_quantize_row_q4_k(const float *x, void *y, int64_t n);
 void brisk_quantize_row_q5_k(const float *x, void *y, int64_t n);
 void brisk_quantize_row_q6_k(const float *x, void *y, int64_t n);
+/* Weighted versions (imp[n] column importance; NULL: the plain ones). */
+void brisk_quantize_row_q4_0_w(const float *x, void *y, int64_t n, const float *imp);
+void brisk_quantize_row_q4_1_w(const float *x, void *y, int64_t n, const float *imp);
+void brisk_quantize_row_q5_0_w(const float *x, void *y, int64_t n, const float *imp);
+void brisk_quantize_row_q5_1_w(const float *x, void *y, int64_t n, const float *imp);
+void brisk_quantize_row_q4_k_w(const float *x, void *y, int64_t n, const float *imp);
+void brisk_quantize_row_q5_k_w(const float *x, void *y, int64_t n, const float *imp);
+void brisk_quantize_row_q6_k_w(const float *x, void *y, int64_t n, const float *imp);
 /* Symmetric: d = amax / 127, q = round-half-even(x * 127 / amax), so |q| <=
  * 127 (int8 products then never saturate 16-bit pair sums). */
 void brisk_quantize_row_q8_k(const float *x, void *y, int64_t n);

@@ -10,6 +10,7 @@
 #include "brisk.h"
 #include "cli.h"
 #include "cli_opt.h"
+#include "imatrix_file.h"
 #include "load_progress.h"
 
 #include "core/dtype.h"
@@ -54,6 +55,8 @@ typedef struct convert_job {
   uint64_t cols, rows, in_row, out_row, rows_per_task;
   unsigned char *out; /* [rows][out_row] */
   brisk_status *st;   /* [tasks] */
+  const float *imp;   /* [n_mat][cols] column importance, or NULL */
+  uint64_t rows_per_mat;
 } convert_job;
 
 static void convert_task(void *ctx, size_t k) {
@@ -65,7 +68,9 @@ static void convert_task(void *ctx, size_t k) {
   brisk_status st = f ? BRISK_OK : BRISK_E_OUT_OF_MEMORY;
   for (uint64_t r = r0; r < r1 && !st; r++) {
     st = brisk_dequantize_row(j->t->type, in + r * j->in_row, f, (int64_t)j->cols);
-    if (!st) st = brisk_quantize_row(j->type, f, j->out + r * j->out_row, (int64_t)j->cols);
+    const float *imp = j->imp ? j->imp + (r / j->rows_per_mat) * j->cols : NULL;
+    if (!st)
+      st = brisk_quantize_row_weighted(j->type, f, j->out + r * j->out_row, (int64_t)j->cols, imp);
   }
   free(f);
   j->st[k] = st;
@@ -73,8 +78,9 @@ static void convert_task(void *ctx, size_t k) {
 
 /* Re-encodes one tensor in `type` (rows dequantized, then quantized). */
 static brisk_status convert(brisk_threadpool *pool, const brisk_gguf_tensor *t, uint32_t type,
-                            brisk_gguf_writer *w, uint64_t *out_bytes) {
+                            const imatrix_entry *ie, brisk_gguf_writer *w, uint64_t *out_bytes) {
   convert_job j = {.t = t, .type = type, .cols = t->ne[0], .rows = 1};
+  float *imp = NULL;
   for (uint32_t d = 1; d < t->n_dims; d++) j.rows *= t->ne[d];
   if (!brisk_dtype_row_bytes(t->type, j.cols, &j.in_row) ||
       !brisk_dtype_row_bytes(type, j.cols, &j.out_row) || j.out_row * j.rows / j.rows != j.out_row)
@@ -85,9 +91,18 @@ static brisk_status convert(brisk_threadpool *pool, const brisk_gguf_tensor *t, 
   j.rows_per_task = (j.rows + tasks - 1) / tasks;
   tasks = j.rows ? (size_t)((j.rows + j.rows_per_task - 1) / j.rows_per_task) : 0;
   const uint64_t out_bytes_all = j.out_row * j.rows;
+  /* Stacked matrices (experts) each have their own importance. */
+  if (ie && j.rows % (uint64_t)ie->n_mat)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: %llu rows do not split into %lld matrices",
+                       t->name, (unsigned long long)j.rows, (long long)ie->n_mat);
   j.out = malloc(out_bytes_all ? (size_t)out_bytes_all : 1);
   j.st = calloc(tasks ? tasks : 1, sizeof *j.st);
-  brisk_status st = j.out && j.st ? BRISK_OK : BRISK_E_OUT_OF_MEMORY;
+  if (ie && (imp = malloc((size_t)ie->n_mat * j.cols * sizeof *imp))) {
+    for (int64_t m = 0; m < ie->n_mat; m++) imatrix_importance(ie, m, imp + (size_t)m * j.cols);
+    j.imp = imp;
+    j.rows_per_mat = j.rows / (uint64_t)ie->n_mat;
+  }
+  brisk_status st = j.out && j.st && (!ie || imp) ? BRISK_OK : BRISK_E_OUT_OF_MEMORY;
   if (!st) brisk_parallel_for(pool, tasks, convert_task, &j);
   for (size_t k = 0; k < tasks && !st; k++) st = j.st[k];
   if (!st)
@@ -96,6 +111,7 @@ static brisk_status convert(brisk_threadpool *pool, const brisk_gguf_tensor *t, 
   *out_bytes = j.out_row * j.rows;
   free(j.out);
   free(j.st);
+  free(imp);
   return st;
 }
 
@@ -108,7 +124,7 @@ static int by_llama_order(const void *a, const void *b) {
 /* The output type of every tensor (indexed as in the file), chosen in
  * llama.cpp's visiting order since the mix rules count tensors. */
 static brisk_status choose_types(const brisk_gguf *g, const brisk_quant_preset *preset, bool pure,
-                                 uint32_t *types) {
+                                 bool has_imatrix, uint32_t *types) {
   int64_t n = brisk_gguf_n_tensors(g);
   const brisk_gguf_tensor **order = malloc((size_t)(n ? n : 1) * sizeof *order);
   const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
@@ -133,6 +149,7 @@ static brisk_status choose_types(const brisk_gguf *g, const brisk_quant_preset *
   if (brisk_gguf_get_u32(g, key, &n_layer)) n_layer = 0;
   brisk_quant_mix mix;
   brisk_quant_mix_init(&mix, preset, pure, arch, (int)n_layer, names, (int)n);
+  mix.has_imatrix = has_imatrix;
   for (int64_t i = 0; i < n; i++) {
     const brisk_gguf_tensor *t = order[i];
     uint32_t ty = brisk_quant_mix_type(&mix, t->name, t->n_dims, t->ne[0], t->type);
@@ -156,6 +173,7 @@ int cmd_quantize(int argc, char **argv) {
   const char *args[3];
   bool json = false, pure = false;
   int threads = 0;
+  const char *imatrix_path = NULL;
   static char threads_help[96];
   snprintf(threads_help, sizeof threads_help,
            "threads, the calling one included (default 0: one per\nprocessor; at most %d)",
@@ -165,12 +183,15 @@ int cmd_quantize(int argc, char **argv) {
                     "every quantized matrix gets the preset's default type (no\n"
                     "per-tensor rules; shape fallbacks still apply)")},
       {CLI_INT_OPT('t', "threads", &threads, "N", threads_help, 0, cli_max_threads())},
+      {CLI_STR_OPT(0, "imatrix", &imatrix_path, "PATH",
+                   "importance matrix (brisk imatrix or llama-imatrix, GGUF\n"
+                   "or .dat): the block search weights each column's error")},
   };
   const cli_opt opts[] = {{CLI_FLAG_OPT(0, "json", &json, "one JSON object on stdout")}};
-  const cli_group groups[] = {{"quantization", q_opts, 2}, {"output", opts, 1}};
+  const cli_group groups[] = {{"quantization", q_opts, 3}, {"output", opts, 1}};
   const cli_spec spec = {
       .cmd = "quantize",
-      .usage = "IN.gguf OUT.gguf PRESET [--pure] [-t N] [--json]",
+      .usage = "IN.gguf OUT.gguf PRESET [--imatrix F] [--pure] [-t N] [--json]",
       .summary = "Re-encodes the weight matrices of a GGUF model (each row dequantized, then\n"
                  "quantized again with brisk's quantizers). PRESET (any letter case) is one of\n"
                  "llama.cpp's file types, with its per-tensor rules: Q4_K_M and Q5_K_M give\n"
@@ -202,9 +223,13 @@ int cmd_quantize(int argc, char **argv) {
   brisk_gguf_writer *w = NULL;
   brisk_threadpool *pool = NULL;
   uint32_t *types = NULL;
+  imatrix im = {0};
+  if (imatrix_path && imatrix_read(imatrix_path, &im))
+    return cli_fail("quantize", "%s: %s", imatrix_path, brisk_last_error());
   if (brisk_gguf_open(args[0], &g) || brisk_gguf_writer_create(3, brisk_gguf_alignment(g), &w) ||
       brisk_threadpool_create(threads, &pool)) {
     int rc = cli_fail("quantize", "%s", brisk_last_error());
+    imatrix_free(&im);
     brisk_threadpool_free(pool);
     brisk_gguf_writer_free(w);
     brisk_gguf_close(g);
@@ -212,7 +237,8 @@ int cmd_quantize(int argc, char **argv) {
   }
   const int64_t n_tensors = brisk_gguf_n_tensors(g);
   types = malloc((size_t)(n_tensors ? n_tensors : 1) * sizeof *types);
-  brisk_status st = types ? choose_types(g, preset, pure, types) : BRISK_E_OUT_OF_MEMORY;
+  brisk_status st =
+      types ? choose_types(g, preset, pure, imatrix_path != NULL, types) : BRISK_E_OUT_OF_MEMORY;
   for (int64_t i = 0; i < brisk_gguf_n_kv(g) && !st; i++) {
     const char *key = brisk_gguf_key(g, i);
     if (!strcmp(key, "general.alignment") || !strcmp(key, "general.file_type") ||
@@ -222,7 +248,7 @@ int cmd_quantize(int argc, char **argv) {
   }
   if (!st) st = brisk_gguf_writer_set_u32(w, "general.quantization_version", 2);
   if (!st) st = brisk_gguf_writer_set_u32(w, "general.file_type", preset->file_type);
-  int64_t converted = 0, kept = 0;
+  int64_t converted = 0, kept = 0, weighted = 0, unweighted = 0;
   uint64_t bytes = 0, in_total = 0, in_done = 0, n_type[BRISK_DTYPE_COUNT] = {0};
   for (int64_t i = 0; i < n_tensors; i++) in_total += brisk_gguf_tensor_at(g, i)->n_bytes;
   cli_bar bar = {.label = "quantizing"};
@@ -231,7 +257,13 @@ int cmd_quantize(int argc, char **argv) {
     const brisk_gguf_tensor *t = brisk_gguf_tensor_at(g, i);
     uint64_t b = 0;
     if (types[i] != t->type) {
-      st = convert(pool, t, types[i], w, &b);
+      const imatrix_entry *ie = NULL;
+      if (imatrix_path && brisk_quant_uses_importance(types[i])) {
+        ie = imatrix_find(&im, t->name);
+        if (ie && (uint64_t)ie->n_cols != t->ne[0]) ie = NULL; /* another model's */
+        ie ? weighted++ : unweighted++;
+      }
+      st = convert(pool, t, types[i], ie, w, &b);
       converted++;
     } else {
       b = t->n_bytes;
@@ -252,6 +284,7 @@ int cmd_quantize(int argc, char **argv) {
   brisk_gguf_writer_free(w);
   brisk_threadpool_free(pool);
   free(types);
+  imatrix_free(&im);
   if (st) {
     brisk_gguf_close(g);
     return cli_fail("quantize", "%s: %s", brisk_status_string(st), brisk_last_error());
@@ -274,6 +307,9 @@ int cmd_quantize(int argc, char **argv) {
            ", \"kept\": %" PRId64 ", \"tensor_bytes\": %" PRIu64 ", \"bits_per_weight\": %.4f",
            preset->name, brisk_dtype_name(preset->default_type), preset->file_type, converted, kept,
            bytes, bpw);
+    if (imatrix_path)
+      printf(", \"imatrix_tensors\": %" PRId64 ", \"no_imatrix_tensors\": %" PRId64, weighted,
+             unweighted);
     printf(", \"tensor_types\": {");
     bool first = true;
     for (uint32_t ty = 0; ty < BRISK_DTYPE_COUNT; ty++)
