@@ -169,6 +169,49 @@ with tempfile.TemporaryDirectory() as d:
     assert abs(kq["kld_99"] - p99) < 0.02 * p99 + 1e-4, (kq["kld_99"], p99)
     assert kq["kld_median"] <= kq["kld_99"] <= kq["kld_max"], kq
 
+    # --- imatrix: collected statistics, and quantize --imatrix ----------
+    im = os.path.join(d, "s.imatrix")
+    ji = json.loads(run("imatrix", "-m", stories, "-f", text, "-o", im, "-c", str(C), "--chunks", "4",
+                        "--json").stdout)
+    assert ji["entries"] == 5 * 7 and ji["chunks"] == 4, ji  # 7 matrices a layer; no output
+    if GGUFReader:
+        import numpy as np
+        r = GGUFReader(im)
+        ts = {t.name: np.array(t.data, dtype=np.float64).reshape(-1) for t in r.tensors}
+        assert all(ts[k][0] == 4 * C for k in ts if k.endswith(".counts")), ts
+        # Layer 0's attention input is RMSNorm(embedding) * attn_norm: its
+        # column sums of squares, computed here from the file's weights.
+        mr = GGUFReader(stories)
+        w = {t.name: np.array(t.data, dtype=np.float64) for t in mr.tensors}
+        eps = float(mr.fields["llama.attention.layer_norm_rms_epsilon"].parts[-1][0])
+        emb, g = w["token_embd.weight"].reshape(NV, -1), w["blk.0.attn_norm.weight"]
+        want = np.zeros(emb.shape[1])
+        for i in range(4):
+            fed = [1] + toks[i * C + 1:(i + 1) * C]
+            x = emb[fed]
+            h = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps) * g
+            want += (h * h).sum(axis=0)
+        for name in ("blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"):
+            got = ts[name + ".in_sum2"]
+            assert np.abs(got - want).max() < 1e-4 * np.abs(want).max(), (name, got[:4], want[:4])
+    plain = os.path.join(d, "plain.gguf")
+    wq = os.path.join(d, "weighted.gguf")
+    run("quantize", stories, plain, "q4_0")
+    jw = json.loads(run("quantize", stories, wq, "q4_0", "--imatrix", im, "--json").stdout)
+    # ffn_down (172 wide) becomes F16, the rest Q4_0 with importance except
+    # the embedding-as-output (Q8_0 fallback, no weighted search).
+    assert jw["imatrix_tensors"] == 5 * 6 and jw["no_imatrix_tensors"] == 0, jw
+    assert open(plain, "rb").read() != open(wq, "rb").read()
+    mine = logits_of(wq, S, d)
+    for a, b in zip(mine, gold):
+        rel = math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b))) / math.sqrt(sum(y * y for y in b))
+        assert rel < 2.0, rel
+    bad_im = os.path.join(d, "bad.imatrix")
+    with open(bad_im, "wb") as f:
+        f.write(b"\x05\x00\x00\x00garbage")
+    run("quantize", stories, os.path.join(d, "x.gguf"), "q4_0", "--imatrix", bad_im, ok=False)
+    run("imatrix", "-m", stories, "-f", text, ok=False)  # no -o
+
     # --- refusals --------------------------------------------------------
     bad = os.path.join(d, "bad.kld")
     with open(bad, "wb") as f:
