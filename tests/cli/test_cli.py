@@ -76,8 +76,11 @@ with tempfile.TemporaryDirectory() as d:
         j = json.loads(run("quantize", stories, q, typ, "--json").stdout)
         assert j["converted"] > 0 and j["converted"] + j["kept"] == 47, j
         qi = json.loads(run("info", q, "--json").stdout)
-        assert qi["tensor_types"][typ]["tensors"] == j["converted"], qi
-        assert qi["tensor_types"]["f32"]["tensors"] == j["kept"], qi
+        # The preset's types as quantize reports them (Q8_0 leaves the
+        # 172-wide ffn_down rows, which no 32-block divides, in F16, as
+        # llama-quantize does); norms are kept in F32.
+        assert {t: v["tensors"] for t, v in qi["tensor_types"].items()} == j["tensor_types"], (qi, j)
+        assert j["tensor_types"][typ] >= 26 and qi["tensor_types"]["f32"]["tensors"] == j["kept"], qi
         assert qi["n_params"] == info["n_params"] and qi["tokenizer"] == "spm", qi
         run("logits", q, out, *map(str, S))
         mine = struct.unpack(f"{17 * 512}f", open(out, "rb").read())
