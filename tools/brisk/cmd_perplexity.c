@@ -72,8 +72,8 @@ typedef struct ppl_run {
   bool add_bos;
 } ppl_run;
 
-/* Evaluates window w of tokens[] (n_ctx tokens); *logits_out[i] then points
- * at the logits of position n_ctx / 2 + i. */
+/* Evaluates one window (n_ctx tokens) from an empty cache; rows[i] then
+ * points at the logits of position n_ctx / 2 + i. */
 static brisk_status eval_window(ppl_run *r, const int32_t *win, const float **rows) {
   const int32_t first = r->n_ctx / 2;
   brisk_status st = brisk_seq_free(r->c, 0);
