@@ -179,8 +179,10 @@ typedef void (*brisk_log_fn)(brisk_log_level level, const char *message, void *u
 
 /*
  * Routes the library's log messages at or above `min_level` to `fn`.
- * With fn == NULL messages go to stderr (the default, at BRISK_LOG_WARN).
- * BRISK_LOG_NONE silences everything. Safe to call at any time from
+ * With fn == NULL messages go to stderr. By default the library is silent
+ * (as after brisk_set_log_callback(NULL, NULL, BRISK_LOG_NONE)): it never
+ * writes to stdout or stderr unless asked to here; the brisk program asks
+ * for stderr at BRISK_LOG_WARN. BRISK_LOG_NONE silences everything. Safe to call at any time from
  * any thread; a message being delivered concurrently may still reach the old sink. Returns
  * BRISK_E_INVALID_ARGUMENT for an unknown level.
  */

@@ -15,6 +15,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_serve_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_estimate(int argc, char **argv);
 
 static const struct {
   const char *name;
@@ -30,6 +31,7 @@ static const struct {
     {"info", cmd_info, "describe a model file: architecture, sizes, tensor types"},
     {"tokenize", cmd_tokenize, "show the token ids and pieces of a text"},
     {"quantize", cmd_quantize, "re-encode a GGUF model's weight matrices in another type"},
+    {"estimate", cmd_estimate, "the host memory a model and a context will take, before loading"},
 };
 
 static void usage(FILE *out) {
@@ -47,6 +49,8 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  /* The library is silent by default; the program shows its warnings. */
+  brisk_set_log_callback(NULL, NULL, BRISK_LOG_WARN);
   if (argc < 2) {
     usage(stderr);
     return CLI_EXIT_USAGE;
