@@ -1366,9 +1366,10 @@ typedef struct brisk_engine_params {
   /* The most host memory (bytes) the engine may hold, its context (and a
    * draft model's context) included: 0 (default): no limit but the
    * process-wide one. A submit that would pass it fails with
-   * BRISK_E_OUT_OF_MEMORY; a step that would, fails the requests whose
-   * memory it could not get (BRISK_FINISH_ERROR) and goes on with the
-   * others. */
+   * BRISK_E_OUT_OF_MEMORY; so does a step whose batch cannot get memory,
+   * with the engine as before the step (step again once there is room),
+   * while an allocation for one request's own state that fails finishes
+   * that request with BRISK_FINISH_ERROR. */
   uint64_t memory_limit;
 } brisk_engine_params;
 
