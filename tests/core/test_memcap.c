@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/memcap.h"
 #include "core/threadpool.h"
+#include "format/json.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -185,6 +186,34 @@ static void test_host_hook_charges_caller(void **state) {
   parallel_charges(1);
 }
 
+/* json-c allocates its trees with malloc; a parse charges a bound of the
+ * tree to the current account while the tree lives. */
+static void test_json_tree_charged(void **state) {
+  (void)state;
+  const char text[] = "{\"vocab\": {\"a\": 1, \"b\": 2, \"c\": 3}, \"merges\": [\"a b\", \"b c\"]}";
+  const size_t len = sizeof text - 1;
+  brisk_mem_account *a = NULL;
+  assert_int_equal(brisk_mem_account_create(0, "test's", &a), BRISK_OK);
+  brisk_mem_account *prev = brisk_mem_enter(a);
+  struct json_object *tree = NULL;
+  assert_int_equal(brisk_json_parse(text, len, true, "test", &tree), BRISK_OK);
+  const uint64_t held = brisk_mem_account_used(a);
+  assert_true(held >= 16 * len);
+  brisk_mem_leave(prev);
+  brisk_json_free(tree); /* on "another thread's" scope: the charge goes back all the same */
+  assert_int_equal(brisk_mem_account_used(a), 0);
+  /* Under a limit the bound does not fit in, the parse is refused. */
+  brisk_mem_account_set_limit(a, held / 2);
+  prev = brisk_mem_enter(a);
+  tree = NULL;
+  assert_int_equal(brisk_json_parse(text, len, true, "test", &tree), BRISK_E_OUT_OF_MEMORY);
+  assert_null(tree);
+  assert_non_null(strstr(brisk_last_error(), "test's memory limit"));
+  brisk_mem_leave(prev);
+  assert_int_equal(brisk_mem_account_used(a), 0);
+  brisk_mem_account_release(a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_process_limit, teardown),
@@ -193,6 +222,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_free_on_another_thread, teardown),
       cmocka_unit_test_teardown(test_pool_charges_caller, teardown),
       cmocka_unit_test_teardown(test_host_hook_charges_caller, teardown),
+      cmocka_unit_test_teardown(test_json_tree_charged, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
