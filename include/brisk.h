@@ -179,10 +179,12 @@ typedef void (*brisk_log_fn)(brisk_log_level level, const char *message, void *u
 
 /*
  * Routes the library's log messages at or above `min_level` to `fn`.
- * With fn == NULL messages go to stderr (the default, at BRISK_LOG_WARN).
- * BRISK_LOG_NONE silences everything. Safe to call at any time from any
- * thread; a message being delivered concurrently may still reach the old
- * sink. Returns BRISK_E_INVALID_ARGUMENT for an unknown level.
+ * With fn == NULL messages go to stderr. By default the library is silent
+ * (as after brisk_set_log_callback(NULL, NULL, BRISK_LOG_NONE)): it never
+ * writes to stdout or stderr unless asked to here; the brisk program asks
+ * for stderr at BRISK_LOG_WARN. BRISK_LOG_NONE silences everything. Safe to call at any time from
+ * any thread; a message being delivered concurrently may still reach the old sink. Returns
+ * BRISK_E_INVALID_ARGUMENT for an unknown level.
  */
 BRISK_API brisk_status brisk_set_log_callback(brisk_log_fn fn, void *user_data,
                                               brisk_log_level min_level);
@@ -195,7 +197,8 @@ BRISK_API brisk_status brisk_set_log_callback(brisk_log_fn fn, void *user_data,
  * Every allocation the library makes goes through these functions, with two
  * exceptions: read-only file mappings (mmap'ed, not allocated), and the
  * temporary JSON parse trees of Hugging Face folders (config.json,
- * tokenizer.json), which the json-c library allocates with malloc.
+ * tokenizer.json), which the json-c library allocates with malloc (both
+ * still count against the memory limits, see brisk_set_memory_limit).
  * They must be thread-safe. `malloc` and `realloc` return NULL on failure;
  * the library then returns BRISK_E_OUT_OF_MEMORY from the public call.
  */
@@ -311,6 +314,14 @@ typedef struct brisk_model_params {
    * runs. -1 (default): all. Token embeddings always stay in host memory.
    * Ignored for the CPU. */
   int32_t n_gpu_layers;
+  /* The most host memory (bytes) the model may hold: what the load
+   * allocates (weights read into memory included) plus the pages of a mapped
+   * file that repacking rewrites; 0 (default): no limit but the
+   * process-wide one (brisk_set_memory_limit). A load that would pass it
+   * fails with BRISK_E_OUT_OF_MEMORY, nothing left allocated; repacking that
+   * would pass it is skipped (the weights are used as stored). Mapped
+   * weights used in place are page cache and do not count. */
+  uint64_t memory_limit;
 } brisk_model_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -727,6 +738,11 @@ typedef struct brisk_context_params {
    * released first, when new tokens need the room. 0: blocks are freed when
    * released and brisk_seq_match_prefix never reuses anything. */
   int32_t prefix_cache;
+  /* The most host memory (bytes) the context may hold: the KV pool, buffers
+   * and everything its calls allocate; 0 (default): no limit but the
+   * process-wide one. A call that would pass it fails with
+   * BRISK_E_OUT_OF_MEMORY and leaves the context as it was. */
+  uint64_t memory_limit;
 } brisk_context_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1347,6 +1363,14 @@ typedef struct brisk_engine_params {
    * KV pool size, max_running sequences and batch size), which doubles the
    * KV memory, plus a [64][n_vocab] table of doubles. */
   const brisk_model *draft_model;
+  /* The most host memory (bytes) the engine may hold, its context (and a
+   * draft model's context) included: 0 (default): no limit but the
+   * process-wide one. A submit that would pass it fails with
+   * BRISK_E_OUT_OF_MEMORY; so does a step whose batch cannot get memory,
+   * with the engine as before the step (step again once there is room),
+   * while an allocation for one request's own state that fails finishes
+   * that request with BRISK_FINISH_ERROR. */
+  uint64_t memory_limit;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1908,6 +1932,70 @@ BRISK_API brisk_status brisk_engine_submit_constrained(brisk_engine *engine,
 /* Finish reason of a constrained completion that could not go on: no token
  * of the vocabulary continues the constraint (never garbage output). */
 #  define BRISK_FINISH_CONSTRAINT ((brisk_finish_reason)6)
+
+/* ---- Memory cap --------------------------------------------------------- */
+/*
+ * A hard limit on the host memory brisk holds, kept by the library instead
+ * of the operating system's OOM killer: every allocation the library makes
+ * (through the allocator hook), the temporary JSON parse trees of Hugging
+ * Face folders (counted at a bound of their size; json-c allocates them),
+ * and the pages of a mapped model file that repacking rewrites count
+ * against the process-wide limit and against the limit of the handle they
+ * are made for (memory_limit in the model, context and engine params; an
+ * engine's context counts against the engine's too). Weights used in place
+ * from a mapped file are page cache the kernel can reclaim and do not
+ * count; neither does GPU memory. A call that would pass a limit returns
+ * BRISK_E_OUT_OF_MEMORY with a message naming the limit, and leaves its
+ * handle as before the call, usable.
+ */
+
+/* Sets the process-wide limit in bytes; 0 (the default) is none. Lowering
+ * it below what is in use fails only later allocations. Thread-safe, at any
+ * time. Returns BRISK_OK. */
+BRISK_API brisk_status brisk_set_memory_limit(uint64_t bytes);
+/* The process-wide limit; 0 when none. Thread-safe. */
+BRISK_API uint64_t brisk_memory_limit(void);
+/* Bytes counted against the process-wide limit now (brisk_memory_allocated
+ * plus the charges that are not allocations). Thread-safe. */
+BRISK_API uint64_t brisk_memory_used(void);
+
+/* Bytes counted against the handle's limit now (0 for NULL). Thread-safe
+ * (a value read while the handle is in use is a snapshot). */
+BRISK_API uint64_t brisk_model_memory_used(const brisk_model *model);
+BRISK_API uint64_t brisk_context_memory_used(const brisk_context *ctx);
+BRISK_API uint64_t brisk_engine_memory_used(const brisk_engine *engine);
+
+/* Changes the handle's limit (0: none); memory already held is kept, a limit
+ * below it fails later allocations only. BRISK_E_INVALID_ARGUMENT for NULL.
+ * Thread-safe. */
+BRISK_API brisk_status brisk_context_set_memory_limit(brisk_context *ctx, uint64_t bytes);
+BRISK_API brisk_status brisk_engine_set_memory_limit(brisk_engine *engine, uint64_t bytes);
+
+/* What a model and a context will take, before loading anything. */
+typedef struct brisk_memory_estimate {
+  uint32_t struct_size; /* set by the caller: sizeof(brisk_memory_estimate) */
+  uint64_t weights;     /* weights in host memory: read or repacked (0 when used mapped) */
+  uint64_t mapped;      /* weights used in place from the mapped file (not counted) */
+  uint64_t model_other; /* the model's other memory: vocabulary, tables, metadata */
+  uint64_t kv;          /* the context's KV pool */
+  uint64_t buffers;     /* the context's activations, logits and workspace */
+  uint64_t total;       /* weights + model_other + kv + buffers: counted bytes */
+} brisk_memory_estimate;
+
+/*
+ * Estimates the bytes that loading the model at `path` with `model_params`
+ * and creating one context with `ctx_params` (either may be NULL for
+ * defaults) will count against the memory limits, reading only the file's
+ * header and metadata (GGUF; a Hugging Face folder's config and headers).
+ * The total is within 5% of brisk_model_memory_used plus
+ * brisk_context_memory_used after those calls (tests/model/
+ * test_estimate.c). Errors as brisk_model_load's for the header, and
+ * brisk_context_create's for the params.
+ */
+BRISK_API brisk_status brisk_estimate_memory(const char *path,
+                                             const brisk_model_params *model_params,
+                                             const brisk_context_params *ctx_params,
+                                             brisk_memory_estimate *out);
 
 #endif /* BRISK_EXPERIMENTAL */
 

@@ -4,9 +4,12 @@
 # tools/test.sh, tools/main.sh and .ci/run.
 set -euo pipefail
 # golang-go and cargo (with rustc) build and test the Go and Rust bindings.
+# libsdl2-dev builds examples/game_loop; xvfb and xauth (xvfb-run) give its
+# test a display.
 pkgs=(meson ninja-build pkg-config gcc g++ libcmocka-dev libpcre2-dev libjson-c-dev
       abigail-tools clang clang-format libclang-rt-14-dev python3 python3-pip libopenmpi-dev
-      openmpi-bin golang-go cargo libedit-dev help2man librsvg2-bin libmicrohttpd-dev nginx-light)
+      openmpi-bin golang-go cargo libedit-dev help2man librsvg2-bin libmicrohttpd-dev nginx-light
+      libsdl2-dev xvfb xauth)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ThreadSanitizer run of the tests that exercise threads: the thread pool,
 # the host parallel_for hook, multi-threaded kernels and forward passes, and
-# every engine test (one thread submits and cancels while another steps), and
+# every engine test (one thread submits and cancels while another steps), the
+# memory cap's accounts, many handles from many threads (embed_stress), and
 # brisk serve (connection threads submit, wait and cancel; one steps).
 # Usage: tools/tsan.sh [BUILD_DIR]   (default build-tsan)
 set -euo pipefail
@@ -15,7 +16,7 @@ ninja -C "$dir" build.ninja >/dev/null
 # Only the tests below are built: TSan builds are slow and the rest of the
 # suite is single-threaded.
 mapfile -t tests < <(meson test -C "$dir" --list --no-rebuild 2>/dev/null |
-  sed -En 's#^brisk / (engine.*|core_threadpool|core_misc|backend_matmul|forward|parallel_comm|cli_serve)$#\1#p')
+  sed -En 's#^brisk / (engine.*|embed_stress|core_threadpool|core_memcap|core_misc|backend_matmul|forward|parallel_comm|cli_serve)$#\1#p')
 [ "${#tests[@]}" -gt 0 ] || { echo "tsan.sh: no tests matched" >&2; exit 1; }
 targets=()
 for t in "${tests[@]}"; do

@@ -10,6 +10,7 @@
 #include "core/checked.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/memcap.h"
 #include "core/threadpool.h"
 #include "forward/forward.h"
 #include "kv/kv.h"
@@ -42,6 +43,8 @@ struct brisk_context {
   float *logits_dev;       /* output backend [max_batch][n_vocab] */
   float *logits;           /* host [max_batch][n_vocab] */
   int32_t n_logit_entries; /* entries of the last decode; 0 before the first */
+  /* What the context's calls allocate is charged here (core/memcap.h). */
+  brisk_mem_account *mem;
 };
 
 BRISK_API void brisk_context_params_init(brisk_context_params *p) {
@@ -155,7 +158,9 @@ BRISK_API void brisk_context_free(brisk_context *c) {
   brisk_free(c->copies);
   brisk_free(c->tables);
   brisk_free(c->logits);
+  brisk_mem_account *mem = c->mem;
   brisk_free(c);
+  brisk_mem_account_release(mem);
 }
 
 BRISK_API brisk_status brisk_context_create(const brisk_model *model,
@@ -173,8 +178,18 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   int32_t n_blocks = 0;
   if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
 
+  /* Everything the context allocates, from here on and in its calls, is
+   * charged to its account. */
+  brisk_mem_account *mem = NULL;
+  if ((st = brisk_mem_account_create(p.memory_limit, "context's", &mem))) return st;
+  brisk_mem_account *outer = brisk_mem_enter(mem);
   brisk_context *c = brisk_calloc(1, sizeof *c);
-  if (!c) return brisk_error_oom();
+  if (!c) {
+    brisk_mem_leave(outer);
+    brisk_mem_account_release(mem);
+    return brisk_error_oom();
+  }
+  c->mem = mem;
   c->model = model;
   c->params = p;
   c->bytes_per_block = bytes_per_block;
@@ -208,11 +223,51 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
       (st = output_backend(c)->buffer_alloc(output_backend(c), nb * nv * sizeof(float),
                                             (void **)&c->logits_dev)))
     goto fail;
+  brisk_mem_leave(outer);
   *out = c;
   return BRISK_OK;
 fail:
   brisk_context_free(c);
+  brisk_mem_leave(outer);
   return st;
+}
+
+brisk_status brisk_context_estimate(const brisk_model *model, const brisk_context_params *params,
+                                    uint64_t *kv_bytes, uint64_t *buffer_bytes) {
+  brisk_context_params p;
+  brisk_status st = copy_params(params, &p);
+  if (st) return st;
+  const brisk_hparams *hp = &model->hp;
+  uint64_t elt = p.kv_type == BRISK_KV_F16 ? 2 : 4;
+  uint64_t bytes_per_block =
+      2ull * hp->n_layer * hp->n_head_kv * hp->head_dim * (uint64_t)p.block_size * elt;
+  int32_t n_blocks = 0;
+  if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
+  /* What brisk_context_create allocates, term by term: the pool, the
+   * forward pass's activations (brisk_forward_create), the logits on the
+   * host and on the output backend, per-token scratch, and the KV
+   * bookkeeping per sequence and per block. */
+  const uint64_t n = (uint64_t)p.max_batch_tokens, e = hp->n_embd, nv = hp->n_vocab,
+                 qd = (uint64_t)hp->n_head * hp->head_dim,
+                 kvd = (uint64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
+  uint64_t act = n * (3 * e + 2 * qd + 2 * kvd + 2 * ff) * sizeof(float);
+  if (hp->n_expert)
+    act += n * (hp->n_expert + e) * sizeof(float) + n * hp->n_expert_used * 8 + n * 8;
+  uint64_t scratch = n * (sizeof(int64_t) + 6 * sizeof(int32_t) + sizeof(brisk_kv_copy)) +
+                     (uint64_t)p.n_seq_max * 64 + (uint64_t)n_blocks * 32;
+  *kv_bytes = bytes_per_block * (uint64_t)n_blocks;
+  *buffer_bytes = act + 2 * n * nv * sizeof(float) + scratch;
+  return BRISK_OK;
+}
+
+BRISK_API uint64_t brisk_context_memory_used(const brisk_context *c) {
+  return c ? brisk_mem_account_used(c->mem) : 0;
+}
+
+BRISK_API brisk_status brisk_context_set_memory_limit(brisk_context *c, uint64_t bytes) {
+  if (!c) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_context_set_memory_limit: NULL");
+  brisk_mem_account_set_limit(c->mem, bytes);
+  return BRISK_OK;
 }
 
 BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *c, brisk_kv_stats *s) {
@@ -272,9 +327,7 @@ static void clear_rows(brisk_context *c, int32_t n_seqs) {
   for (int32_t r = 0; r < n_seqs; r++) c->row_of_seq[c->roll_seq[r]] = -1;
 }
 
-BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
-  if (!c || !b)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_decode: context and batch must be set");
+static brisk_status decode(brisk_context *c, const brisk_batch *b) {
   const brisk_hparams *hp = &c->model->hp;
   if (b->n < 1 || b->n > c->params.max_batch_tokens)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
@@ -334,6 +387,15 @@ BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
   return BRISK_OK;
 }
 
+BRISK_API brisk_status brisk_decode(brisk_context *c, const brisk_batch *b) {
+  if (!c || !b)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_decode: context and batch must be set");
+  brisk_mem_account *outer = brisk_mem_enter(c->mem);
+  brisk_status st = decode(c, b);
+  brisk_mem_leave(outer);
+  return st;
+}
+
 BRISK_API const float *brisk_get_logits(const brisk_context *c, int32_t i) {
   if (!c || i < 0 || i >= c->n_logit_entries || c->logit_row[i] < 0) return NULL;
   return c->logits + (size_t)c->logit_row[i] * c->model->hp.n_vocab;
@@ -355,7 +417,10 @@ BRISK_API brisk_status brisk_seq_free(brisk_context *c, int32_t seq) {
 
 BRISK_API brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst) {
   if (!c) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_seq_fork: context is NULL");
-  return brisk_kv_seq_fork(c->kv, src, dst);
+  brisk_mem_account *outer = brisk_mem_enter(c->mem);
+  brisk_status st = brisk_kv_seq_fork(c->kv, src, dst);
+  brisk_mem_leave(outer);
+  return st;
 }
 
 BRISK_API brisk_status brisk_seq_match_prefix(brisk_context *c, int32_t seq, const int32_t *tokens,
@@ -372,7 +437,10 @@ BRISK_API brisk_status brisk_seq_match_prefix(brisk_context *c, int32_t seq, con
       return brisk_error(BRISK_E_INVALID_ARGUMENT,
                          "brisk_seq_match_prefix: token %d is %d, outside [0, %u)", i, tokens[i],
                          n_vocab);
-  return brisk_kv_match_prefix(c->kv, seq, tokens, n, reused);
+  brisk_mem_account *outer = brisk_mem_enter(c->mem);
+  brisk_status st = brisk_kv_match_prefix(c->kv, seq, tokens, n, reused);
+  brisk_mem_leave(outer);
+  return st;
 }
 
 BRISK_API const brisk_model *brisk_context_model(const brisk_context *c) {

@@ -11,5 +11,10 @@ const brisk_context_params *brisk_context_get_params(const brisk_context *ctx);
 /* The context's forward pass (for brisk_forward_set_observer). */
 struct brisk_forward;
 struct brisk_forward *brisk_context_forward(brisk_context *ctx);
+/* The bytes brisk_context_create would take for `model` with `params`:
+ * the KV pool and everything else (brisk_estimate_memory). Errors as
+ * brisk_context_create's for the params. */
+brisk_status brisk_context_estimate(const brisk_model *model, const brisk_context_params *params,
+                                    uint64_t *kv_bytes, uint64_t *buffer_bytes);
 
 #endif

@@ -21,6 +21,7 @@ static const brisk_abi_field model_params_fields[] = {
     BRISK_ABI_FIELD(brisk_model_params, repack),
     BRISK_ABI_FIELD(brisk_model_params, device),
     BRISK_ABI_FIELD(brisk_model_params, n_gpu_layers),
+    BRISK_ABI_FIELD(brisk_model_params, memory_limit),
 };
 const brisk_abi_layout brisk_abi_model_params = {
     "brisk_model_params", sizeof(brisk_model_params), model_params_fields,
@@ -47,6 +48,7 @@ static const brisk_abi_field context_params_fields[] = {
     BRISK_ABI_FIELD(brisk_context_params, abort_callback),
     BRISK_ABI_FIELD(brisk_context_params, abort_user_data),
     BRISK_ABI_FIELD(brisk_context_params, prefix_cache),
+    BRISK_ABI_FIELD(brisk_context_params, memory_limit),
 };
 const brisk_abi_layout brisk_abi_context_params = {
     "brisk_context_params", sizeof(brisk_context_params), context_params_fields,
@@ -147,6 +149,7 @@ static const brisk_abi_field engine_params_fields[] = {
     BRISK_ABI_FIELD(brisk_engine_params, prefix_cache),
     BRISK_ABI_FIELD(brisk_engine_params, reserve_blocks),
     BRISK_ABI_FIELD(brisk_engine_params, draft_model),
+    BRISK_ABI_FIELD(brisk_engine_params, memory_limit),
 };
 const brisk_abi_layout brisk_abi_engine_params = {
     "brisk_engine_params", sizeof(brisk_engine_params), engine_params_fields,
@@ -312,12 +315,26 @@ const brisk_abi_layout brisk_abi_constraint_params = {
     "brisk_constraint_params", sizeof(brisk_constraint_params), constraint_params_fields,
     sizeof constraint_params_fields / sizeof *constraint_params_fields};
 
+static const brisk_abi_field memory_estimate_fields[] = {
+    BRISK_ABI_FIELD(brisk_memory_estimate, struct_size),
+    BRISK_ABI_FIELD(brisk_memory_estimate, weights),
+    BRISK_ABI_FIELD(brisk_memory_estimate, mapped),
+    BRISK_ABI_FIELD(brisk_memory_estimate, model_other),
+    BRISK_ABI_FIELD(brisk_memory_estimate, kv),
+    BRISK_ABI_FIELD(brisk_memory_estimate, buffers),
+    BRISK_ABI_FIELD(brisk_memory_estimate, total),
+};
+const brisk_abi_layout brisk_abi_memory_estimate = {
+    "brisk_memory_estimate", sizeof(brisk_memory_estimate), memory_estimate_fields,
+    sizeof memory_estimate_fields / sizeof *memory_estimate_fields};
+
 const brisk_abi_layout *const brisk_abi_layouts[] = {
-    &brisk_abi_constraint_params, &brisk_abi_device_props,    &brisk_abi_model_reader,
-    &brisk_abi_allocator,         &brisk_abi_model_params,    &brisk_abi_tensor_info,
-    &brisk_abi_context_params,    &brisk_abi_kv_stats,        &brisk_abi_sampler_params,
-    &brisk_abi_stopper_params,    &brisk_abi_spec_params,     &brisk_abi_spec_stats,
-    &brisk_abi_engine_params,     &brisk_abi_request_params,  &brisk_abi_engine_step_info,
-    &brisk_abi_request_stats,     &brisk_abi_engine_counters, &brisk_abi_engine_metrics,
+    &brisk_abi_memory_estimate,  &brisk_abi_constraint_params, &brisk_abi_device_props,
+    &brisk_abi_model_reader,     &brisk_abi_allocator,         &brisk_abi_model_params,
+    &brisk_abi_tensor_info,      &brisk_abi_context_params,    &brisk_abi_kv_stats,
+    &brisk_abi_sampler_params,   &brisk_abi_stopper_params,    &brisk_abi_spec_params,
+    &brisk_abi_spec_stats,       &brisk_abi_engine_params,     &brisk_abi_request_params,
+    &brisk_abi_engine_step_info, &brisk_abi_request_stats,     &brisk_abi_engine_counters,
+    &brisk_abi_engine_metrics,
 };
 const size_t brisk_abi_n_layouts = sizeof brisk_abi_layouts / sizeof *brisk_abi_layouts;

@@ -2,19 +2,24 @@
 
 #include "core/abi.h"
 #include "core/error.h"
+#include "core/memcap.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Every block carries a 16-byte header with its size, so that live bytes can
- * be accounted without the host allocator's help, and so that user memory
- * keeps malloc's 16-byte alignment. */
+/* Every block carries a 16-byte header with its size and the memory account
+ * it is charged to (core/memcap.h), so that live bytes can be accounted
+ * without the host allocator's help, a free on any thread uncharges the
+ * right account, and user memory keeps malloc's 16-byte alignment. */
 typedef struct alloc_header {
   uint64_t size;
-  uint64_t magic;
+  union {
+    brisk_mem_account *account;
+    uint64_t pad;
+  } u;
 } alloc_header;
-#define HEADER_MAGIC 0xb215c0ffee5a11edull
+_Static_assert(sizeof(alloc_header) == 16, "the header keeps 16-byte alignment");
 
 static void *default_malloc(size_t size, void *user) { (void)user; return malloc(size); }
 static void *default_realloc(void *p, size_t size, void *user) { (void)user; return realloc(p, size); }
@@ -70,11 +75,20 @@ BRISK_API brisk_status brisk_set_allocator(const brisk_allocator *allocator) {
 }
 
 void *brisk_malloc(size_t size) {
-  if (size > SIZE_MAX - sizeof(alloc_header) || injected_failure()) return NULL;
+  if (size > SIZE_MAX - sizeof(alloc_header) || injected_failure()) {
+    brisk_mem_clear_hit();
+    return NULL;
+  }
+  brisk_mem_account *a = brisk_mem_current();
+  if (brisk_mem_charge(a, size + sizeof(alloc_header))) return NULL;
   alloc_header *h = hook.malloc_fn(size + sizeof *h, hook.user_data);
-  if (!h) return NULL;
+  if (!h) {
+    brisk_mem_uncharge(a, size + sizeof(alloc_header));
+    brisk_mem_clear_hit();
+    return NULL;
+  }
   h->size = size;
-  h->magic = HEADER_MAGIC;
+  h->u.account = a;
   atomic_fetch_add(&live_count, 1);
   atomic_fetch_add(&live_bytes, size + sizeof *h);
   return h + 1;
@@ -90,11 +104,20 @@ void *brisk_calloc(size_t count, size_t size) {
 
 void *brisk_realloc(void *ptr, size_t size) {
   if (!ptr) return brisk_malloc(size);
-  if (size > SIZE_MAX - sizeof(alloc_header) || injected_failure()) return NULL;
+  if (size > SIZE_MAX - sizeof(alloc_header) || injected_failure()) {
+    brisk_mem_clear_hit();
+    return NULL;
+  }
   alloc_header *old = (alloc_header *)ptr - 1;
   uint64_t old_size = old->size;
+  brisk_mem_account *a = old->u.account;
+  if (brisk_mem_recharge(a, old_size, size)) return NULL;
   alloc_header *h = hook.realloc_fn(old, size + sizeof *h, hook.user_data);
-  if (!h) return NULL;
+  if (!h) {
+    brisk_mem_recharge(a, size, old_size);
+    brisk_mem_clear_hit();
+    return NULL;
+  }
   h->size = size;
   atomic_fetch_sub(&live_bytes, old_size);
   atomic_fetch_add(&live_bytes, size);
@@ -104,10 +127,13 @@ void *brisk_realloc(void *ptr, size_t size) {
 void brisk_free(void *ptr) {
   if (!ptr) return;
   alloc_header *h = (alloc_header *)ptr - 1;
-  h->magic = 0;
+  brisk_mem_account *a = h->u.account;
+  uint64_t bytes = h->size + sizeof *h;
   atomic_fetch_sub(&live_count, 1);
-  atomic_fetch_sub(&live_bytes, h->size + sizeof *h);
+  atomic_fetch_sub(&live_bytes, bytes);
   hook.free_fn(h, hook.user_data);
+  /* Last: this may free the account, and with it call brisk_free again. */
+  brisk_mem_uncharge(a, bytes);
 }
 
 char *brisk_strndup(const char *s, size_t n) {

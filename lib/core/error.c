@@ -1,5 +1,7 @@
 #include "core/error.h"
 
+#include "core/memcap.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -15,7 +17,17 @@ brisk_status brisk_error(brisk_status status, const char *fmt, ...) {
 }
 
 brisk_status brisk_error_oom(void) {
+  char why[160];
+  if (brisk_mem_describe_hit(why, sizeof why))
+    return brisk_error(BRISK_E_OUT_OF_MEMORY, "out of memory: %s", why);
   return brisk_error(BRISK_E_OUT_OF_MEMORY, "out of memory");
+}
+
+brisk_status brisk_error_oom_bytes(const char *what, size_t bytes) {
+  char why[160];
+  if (brisk_mem_describe_hit(why, sizeof why))
+    return brisk_error(BRISK_E_OUT_OF_MEMORY, "%s: %zu bytes: out of memory: %s", what, bytes, why);
+  return brisk_error(BRISK_E_OUT_OF_MEMORY, "%s: %zu bytes: out of memory", what, bytes);
 }
 
 BRISK_API const char *brisk_last_error(void) { return last_error; }

@@ -11,5 +11,8 @@ brisk_status brisk_error(brisk_status status, const char *fmt, ...)
 
 /* The same with the status's own name as message. */
 brisk_status brisk_error_oom(void);
+/* BRISK_E_OUT_OF_MEMORY with "<what>: <bytes> bytes: out of memory", and
+ * the memory limit that refused them when one did (core/memcap.h). */
+brisk_status brisk_error_oom_bytes(const char *what, size_t bytes);
 
 #endif

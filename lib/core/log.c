@@ -11,7 +11,9 @@
 static atomic_flag sink_lock = ATOMIC_FLAG_INIT;
 static brisk_log_fn sink_fn;
 static void *sink_user;
-static _Atomic int sink_min_level = BRISK_LOG_WARN;
+/* Quiet by default: a library embedded in an app writes nothing to the
+ * process's stdout or stderr until the host asks (brisk_set_log_callback). */
+static _Atomic int sink_min_level = BRISK_LOG_NONE;
 
 BRISK_API brisk_status brisk_set_log_callback(brisk_log_fn fn, void *user_data,
                                               brisk_log_level min_level) {

@@ -3,6 +3,7 @@
 #include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/memcap.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -174,6 +175,13 @@ static void run_on_pool(brisk_threadpool *pool, size_t n_tasks, brisk_task_fn fn
 
 void brisk_parallel_for(brisk_threadpool *pool, size_t n_tasks, brisk_task_fn fn, void *ctx) {
   if (n_tasks == 0) return;
+  /* Tasks on other threads charge their allocations to the caller's memory
+   * account, as if the caller had made them. */
+  brisk_mem_task charged = {fn, ctx, brisk_mem_current()};
+  if (host_hook.fn || (pool && pool->n_threads > 1 && n_tasks > 1)) {
+    fn = brisk_mem_task_run;
+    ctx = &charged;
+  }
   if (host_hook.fn) {
     host_hook.fn(host_hook.user, n_tasks, fn, ctx);
     return;

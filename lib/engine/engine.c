@@ -7,6 +7,7 @@
 #include "core/checked.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/memcap.h"
 #include "spec/spec_internal.h"
 
 #include <stddef.h>
@@ -103,12 +104,19 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   cp.max_batch_tokens = p.max_batch_tokens;
   cp.n_seq_max = p.max_running;
   cp.prefix_cache = p.prefix_cache;
+  brisk_mem_account *mem = NULL;
+  if ((st = brisk_mem_account_create(p.memory_limit, "engine's", &mem))) return st;
+  brisk_mem_account *outer = brisk_mem_enter(mem);
   brisk_engine *e = brisk_calloc(1, sizeof *e);
-  if (!e) return brisk_error_oom();
-  if (pthread_mutex_init(&e->mu, NULL)) {
+  if (!e || pthread_mutex_init(&e->mu, NULL)) {
+    st = e ? brisk_error(BRISK_E_INTERNAL, "brisk_engine_create: pthread_mutex_init failed")
+           : brisk_error_oom();
     brisk_free(e);
-    return brisk_error(BRISK_E_INTERNAL, "brisk_engine_create: pthread_mutex_init failed");
+    brisk_mem_leave(outer);
+    brisk_mem_account_release(mem);
+    return st;
   }
+  e->mem = mem;
   e->model = model;
   e->max_batch_tokens = p.max_batch_tokens;
   e->max_running = p.max_running;
@@ -138,11 +146,23 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   /* Popped from the end: ids are handed out from 0 up. */
   for (int32_t i = 0; i < p.max_running; i++) e->free_seqs[i] = p.max_running - 1 - i;
   e->n_free_seqs = p.max_running;
+  brisk_mem_leave(outer);
   *out = e;
   return BRISK_OK;
 fail:
   brisk_engine_free(e);
+  brisk_mem_leave(outer);
   return st;
+}
+
+BRISK_API uint64_t brisk_engine_memory_used(const brisk_engine *e) {
+  return e ? brisk_mem_account_used(e->mem) : 0;
+}
+
+BRISK_API brisk_status brisk_engine_set_memory_limit(brisk_engine *e, uint64_t bytes) {
+  if (!e) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_set_memory_limit: NULL");
+  brisk_mem_account_set_limit(e->mem, bytes);
+  return BRISK_OK;
 }
 
 void brisk_engine_request_free(brisk_engine_request *r) {
@@ -195,7 +215,9 @@ BRISK_API void brisk_engine_free(brisk_engine *e) {
   brisk_spec_free(e->spec);
   brisk_context_free(e->ctx);
   pthread_mutex_destroy(&e->mu);
+  brisk_mem_account *mem = e->mem;
   brisk_free(e);
+  brisk_mem_account_release(mem);
 }
 
 /* The prompt as tokens: copied from the params or tokenized from text into
@@ -397,11 +419,22 @@ BRISK_API brisk_status brisk_engine_submit(brisk_engine *e, const brisk_request_
   return brisk_engine_submit_with(e, params, NULL, id);
 }
 
+static brisk_status submit_with(brisk_engine *e, const brisk_request_params *params,
+                                const brisk_constraint_params *constraint, uint64_t *id);
+
 brisk_status brisk_engine_submit_with(brisk_engine *e, const brisk_request_params *params,
                                       const brisk_constraint_params *constraint, uint64_t *id) {
   if (!e || !params || !id)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_engine_submit: engine, params and id must be set");
+  brisk_mem_account *outer = brisk_mem_enter(e->mem);
+  brisk_status st = submit_with(e, params, constraint, id);
+  brisk_mem_leave(outer);
+  return st;
+}
+
+static brisk_status submit_with(brisk_engine *e, const brisk_request_params *params,
+                                const brisk_constraint_params *constraint, uint64_t *id) {
   brisk_request_params p;
   brisk_request_params_init(&p);
   brisk_status st = brisk_abi_read(&brisk_abi_request_params, params, &p);
@@ -435,7 +468,9 @@ brisk_status brisk_engine_submit_with(brisk_engine *e, const brisk_request_param
 
 BRISK_API brisk_status brisk_engine_cancel(brisk_engine *e, uint64_t id) {
   if (!e) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_cancel: engine is NULL");
+  brisk_mem_account *outer = brisk_mem_enter(e->mem);
   brisk_engine_cancel_node *c = brisk_calloc(1, sizeof *c);
+  brisk_mem_leave(outer);
   if (!c) return brisk_error_oom();
   c->id = id;
   pthread_mutex_lock(&e->mu);

@@ -153,6 +153,9 @@ struct brisk_engine {
   /* The draft model's context and its per-sequence mirrors (lib/spec);
    * NULL without a draft model. Its sequence ids are the target's. */
   brisk_spec *spec;
+  /* What the engine allocates, its context's memory included, is charged
+   * here (core/memcap.h); every public call on the engine enters it. */
+  struct brisk_mem_account *mem;
 };
 
 /* Limits of brisk_request_params's speculation fields (those of brisk_spec). */

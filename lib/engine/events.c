@@ -6,6 +6,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/memcap.h"
 
 #include <math.h>
 #include <string.h>
@@ -102,11 +103,22 @@ static int out_buffer(size_t need, size_t cap, size_t size, void **fresh) {
   return *fresh ? 0 : -1;
 }
 
+static brisk_status poll_events(brisk_engine *e, brisk_engine_event *events, size_t capacity,
+                                size_t *n);
+
 BRISK_API brisk_status brisk_engine_poll(brisk_engine *e, brisk_engine_event *events,
                                          size_t capacity, size_t *n) {
   if (!e || !n || (!events && capacity > 0))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_engine_poll: engine and n must be set, events when capacity > 0");
+  brisk_mem_account *outer = brisk_mem_enter(e->mem);
+  brisk_status st = poll_events(e, events, capacity, n);
+  brisk_mem_leave(outer);
+  return st;
+}
+
+static brisk_status poll_events(brisk_engine *e, brisk_engine_event *events, size_t capacity,
+                                size_t *n) {
   forget_retired(e);
   size_t k = capacity < e->n_events ? capacity : e->n_events;
   const brisk_engine_event_slot *last = k ? &e->events[k - 1] : NULL;

@@ -15,6 +15,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/memcap.h"
 #include "core/log.h"
 #include "spec/spec_internal.h"
 #include "tokenizer/utf8.h"
@@ -610,8 +611,17 @@ static void decode_alone(brisk_engine *e, int32_t n_sched, brisk_engine_step_inf
   si->n_prefill_tokens = n_tokens - si->n_decode_tokens;
 }
 
+static brisk_status engine_step(brisk_engine *e, brisk_engine_step_info *info);
+
 BRISK_API brisk_status brisk_engine_step(brisk_engine *e, brisk_engine_step_info *info) {
   if (!e) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_step: engine is NULL");
+  brisk_mem_account *outer = brisk_mem_enter(e->mem);
+  brisk_status st = engine_step(e, info);
+  brisk_mem_leave(outer);
+  return st;
+}
+
+static brisk_status engine_step(brisk_engine *e, brisk_engine_step_info *info) {
   brisk_status bad = info ? brisk_abi_check_out(&brisk_abi_engine_step_info, info) : BRISK_OK;
   if (bad) return bad;
   uint64_t t0 = brisk_now_ns();

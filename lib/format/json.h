@@ -4,8 +4,10 @@
  *
  * json-c allocates with the C library's malloc, not through brisk's allocator
  * hook, so parsed trees are not counted by brisk_memory_allocated() and are
- * not subject to allocation-failure injection; the buffers this layer reads
- * files into are brisk allocations. Parsed trees are only read after parsing,
+ * not subject to allocation-failure injection; instead a parse charges a
+ * bound of its tree's size to the memory limits (core/memcap.h) until the
+ * tree is freed. The buffers this layer reads files into are brisk
+ * allocations. Parsed trees are only read after parsing,
  * so concurrent lookups on one tree are safe. */
 #ifndef BRISK_FORMAT_JSON_H
 #define BRISK_FORMAT_JSON_H

@@ -47,6 +47,9 @@ void brisk_model_unplace(brisk_model *m);
  * leave the page cache and become the process's own memory) or when the
  * source cannot be rewritten. */
 brisk_status brisk_model_repack(brisk_model *m, uint64_t budget);
+/* The bytes brisk_model_repack would rewrite (0 when nothing, or when the
+ * host backend cannot be made), for brisk_estimate_memory. */
+uint64_t brisk_model_repack_bytes(brisk_model *m);
 
 /* The budget brisk_model_load gives brisk_model_repack: for a mapped file,
  * 3/4 of the memory available now (no limit when that is unknown); for a

@@ -9,6 +9,7 @@
 #include "core/checked.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/memcap.h"
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
@@ -198,7 +199,10 @@ BRISK_API void brisk_model_free(brisk_model *m) {
   brisk_free(m->vocab_error);
   brisk_model_source_close(m->source);
   brisk_free(m->path);
+  struct brisk_mem_account *mem = m->mem;
+  if (m->repack_charge) brisk_mem_uncharge(mem, m->repack_charge);
   brisk_free(m);
+  brisk_mem_account_release(mem);
 }
 
 /* Where a load reads from: a path, a caller's buffer, or a reader. */
@@ -263,21 +267,34 @@ static brisk_status load(const load_from *from, const char *name,
   brisk_device_ref device;
   if ((st = brisk_device_parse(params.device, &device))) return st;
   if ((st = brisk_model_report_progress(&params, 0.0f))) return st;
+  /* Everything the load allocates is charged to the model's account. */
+  brisk_mem_account *mem = NULL;
+  if ((st = brisk_mem_account_create(params.memory_limit, "model's", &mem))) return st;
+  brisk_mem_account *outer = brisk_mem_enter(mem);
   brisk_model *m = brisk_calloc(1, sizeof *m);
   if (!m || !(m->path = brisk_strdup(name))) {
     brisk_free(m);
+    brisk_mem_leave(outer);
+    brisk_mem_account_release(mem);
     return brisk_error_oom();
   }
+  m->mem = mem;
   m->device = device;
   if ((st = open_source(from, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
       (m->layers && (st = brisk_model_place(m, &params))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
     brisk_model_free(m);
+    brisk_mem_leave(outer);
     return st;
   }
+  brisk_mem_leave(outer);
   *out = m;
   return BRISK_OK;
+}
+
+BRISK_API uint64_t brisk_model_memory_used(const brisk_model *m) {
+  return m ? brisk_mem_account_used(m->mem) : 0;
 }
 
 BRISK_API brisk_status brisk_model_load(const char *path, const brisk_model_params *params,

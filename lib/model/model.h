@@ -68,6 +68,10 @@ struct brisk_model {
   struct brisk_vocab *vocab;  /* NULL when the file has no supported tokenizer */
   char *vocab_error;          /* why vocab is NULL (for the vocabulary calls' message) */
   char *path;
+  /* The memory account of the load (core/memcap.h), and what repacking a
+   * mapped file charged to it (those pages became the process's own). */
+  struct brisk_mem_account *mem;
+  uint64_t repack_charge;
 };
 
 /* Metadata access that works for both sources (GGUF keys; for Hugging Face

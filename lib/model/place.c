@@ -21,6 +21,7 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memcap.h"
 
 #include <string.h>
 
@@ -97,6 +98,21 @@ brisk_status brisk_model_repack(brisk_model *m, uint64_t budget) {
                (double)count.bytes / (1 << 20), (double)budget / (1 << 20));
     goto done;
   }
+  /* Rewritten pages of a mapped file become the process's own memory, so
+   * they count against the memory limits; over a limit, use them as stored. */
+  const bool mapped = m->mem && brisk_model_source_is_mapped(m->source);
+  if (mapped && brisk_mem_charge(m->mem, count.bytes)) {
+    char why[160];
+    brisk_mem_describe_hit(why, sizeof why);
+    BRISK_INFO("weights used as stored: regrouping %.1f MiB for the CPU kernels would pass %s",
+               (double)count.bytes / (1 << 20), why);
+    goto done;
+  }
+  if (mapped) {
+    /* One charge (one reference) for the model's life, however many passes. */
+    if (m->repack_charge) brisk_mem_uncharge(m->mem, 0);
+    m->repack_charge += count.bytes;
+  }
   const uint64_t t0 = brisk_now_ns();
   place_pass apply = {m, cpu, true, 0, 0};
   st = run_host_pass(&apply);
@@ -112,6 +128,16 @@ brisk_status brisk_model_repack(brisk_model *m, uint64_t budget) {
 done:
   brisk_backend_free(cpu);
   return st;
+}
+
+uint64_t brisk_model_repack_bytes(brisk_model *m) {
+  brisk_backend *cpu = NULL;
+  brisk_device_ref host = brisk_device_cpu();
+  if (brisk_device_backend_create(&host, NULL, &cpu)) return 0;
+  place_pass count = {m, cpu, false, 0, 0};
+  (void)run_host_pass(&count);
+  brisk_backend_free(cpu);
+  return count.bytes;
 }
 
 uint64_t brisk_model_repack_budget(const brisk_model *m) {

@@ -326,7 +326,52 @@ cli_group cli_model_group(cli_model_args *a, const char *path_help) {
                                        "on the CPU (default -1: all)",
                                        -1, 1 << 20),
                            .given = &a->n_gpu_layers_given};
+  a->opts[n++] = (cli_opt){CLI_CUSTOM_OPT(0, "memory-limit", &a->memory_limit, "BYTES",
+                                          "the most host memory brisk may hold (K, M, G\n"
+                                          "suffixes); past it, BRISK_E_OUT_OF_MEMORY",
+                                          cli_parse_bytes)};
   return (cli_group){"model", a->opts, n};
+}
+
+const char *cli_parse_bytes(const char *value, void *dst) {
+  static const char what[] = "a byte count: digits with an optional K, M, G or T suffix";
+  const char *p = value;
+  uint64_t v = 0;
+  if (*p < '0' || *p > '9') return what;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) return what;
+    v = v * 10 + (uint64_t)(*p - '0');
+  }
+  int shift = 0;
+  switch (*p) {
+  case 'k':
+  case 'K':
+    shift = 10;
+    p++;
+    break;
+  case 'm':
+  case 'M':
+    shift = 20;
+    p++;
+    break;
+  case 'g':
+  case 'G':
+    shift = 30;
+    p++;
+    break;
+  case 't':
+  case 'T':
+    shift = 40;
+    p++;
+    break;
+  default: break;
+  }
+  if (shift && *p == 'i') p++;
+  if (*p == 'B' || (*p == 'b' && !shift)) p++;
+  if (*p) return what;
+  if (shift && v > UINT64_MAX >> shift) return what;
+  *(uint64_t *)dst = v << shift;
+  return NULL;
 }
 
 void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
@@ -335,4 +380,5 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
   mp->repack = !a->no_repack;
   mp->device = a->device;
   if (a->n_gpu_layers_given) mp->n_gpu_layers = a->n_gpu_layers;
+  brisk_set_memory_limit(a->memory_limit);
 }

@@ -123,6 +123,7 @@ typedef struct cli_model_args {
   const char *device; /* --device cpu|cuda:N (NULL: the CPU) */
   int n_gpu_layers;   /* --n-gpu-layers N, when n_gpu_layers_given */
   bool n_gpu_layers_given;
+  uint64_t memory_limit;            /* --memory-limit BYTES (0: none) */
   cli_opt opts[CLI_MODEL_MAX_OPTS]; /* the declarations, filled by cli_model_group */
 } cli_model_args;
 
@@ -130,7 +131,14 @@ typedef struct cli_model_args {
  * given path help (e.g. "GGUF file or Hugging Face folder (default: ...)"). */
 cli_group cli_model_group(cli_model_args *a, const char *path_help);
 
-/* brisk_model_params from the parsed group (defaults for the rest). */
+/* brisk_model_params from the parsed group (defaults for the rest); also
+ * sets the process-wide memory limit from --memory-limit, which then holds
+ * for everything the command does (model, contexts, engines). */
 void cli_model_params(const cli_model_args *a, brisk_model_params *mp);
+
+/* Parses a byte count: digits with an optional K, M, G or T suffix (powers
+ * of 1024; "KiB", "MB" spellings too). CLI_CUSTOM parse function over a
+ * uint64_t. */
+const char *cli_parse_bytes(const char *value, void *dst);
 
 #endif

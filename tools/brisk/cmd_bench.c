@@ -87,6 +87,7 @@ int cmd_bench(int argc, char **argv) {
   o.threads = ma.threads;
   o.no_repack = ma.no_repack;
   o.no_mmap = ma.no_mmap;
+  brisk_set_memory_limit(ma.memory_limit); /* for every part of the bench */
   if (tok_vocab && !tok_file) return cli_usage_error("bench", "--tokenize needs VOCAB FILE");
   if (tok_file && !tok_vocab)
     return cli_usage_error("bench", "unexpected argument '%s' (try 'brisk bench --help')",

@@ -17,6 +17,7 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_imatrix(int argc, char **argv);
 int cmd_serve_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_estimate(int argc, char **argv);
 
 static const struct {
   const char *name;
@@ -34,6 +35,7 @@ static const struct {
     {"quantize", cmd_quantize, "re-encode a GGUF model's weights by a preset (Q4_K_M, ...)"},
     {"imatrix", cmd_imatrix, "activation statistics for importance-weighted quantization"},
     {"perplexity", cmd_perplexity, "perplexity and KL divergence over a text (llama.cpp's method)"},
+    {"estimate", cmd_estimate, "the host memory a model and a context will take, before loading"},
 };
 
 static void usage(FILE *out) {
@@ -51,6 +53,8 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  /* The library is silent by default; the program shows its warnings. */
+  brisk_set_log_callback(NULL, NULL, BRISK_LOG_WARN);
   if (argc < 2) {
     usage(stderr);
     return CLI_EXIT_USAGE;

@@ -26,7 +26,8 @@ LOG_FN = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 class ModelParams(Structure):
     _fields_ = [("struct_size", c_uint32), ("progress", PROGRESS_FN),
                 ("progress_user_data", c_void_p), ("use_mmap", c_int), ("vocab_only", c_int),
-                ("repack", c_int), ("device", c_char_p), ("n_gpu_layers", c_int32)]
+                ("repack", c_int), ("device", c_char_p), ("n_gpu_layers", c_int32),
+                ("memory_limit", c_uint64)]
 
 
 class TensorInfo(Structure):
@@ -39,7 +40,7 @@ class ContextParams(Structure):
                 ("kv_bytes", c_uint64), ("block_size", c_int32), ("kv_type", c_int),
                 ("max_batch_tokens", c_int32), ("n_seq_max", c_int32),
                 ("abort_callback", ABORT_FN), ("abort_user_data", c_void_p),
-                ("prefix_cache", c_int32)]
+                ("prefix_cache", c_int32), ("memory_limit", c_uint64)]
 
 
 class KVStats(Structure):
@@ -80,7 +81,8 @@ class EngineParams(Structure):
                 ("mem_bandwidth_gbs", c_double), ("peak_gflops", c_double),
                 ("preempt_mode", c_int), ("swap_bytes", c_uint64),
                 ("step_time_budget_us", c_int64), ("prefix_cache", c_int32),
-                ("reserve_blocks", c_int32), ("draft_model", c_void_p)]
+                ("reserve_blocks", c_int32), ("draft_model", c_void_p),
+                ("memory_limit", c_uint64)]
 
 
 class RequestParams(Structure):

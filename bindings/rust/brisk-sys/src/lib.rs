@@ -83,6 +83,7 @@ pub struct brisk_model_params {
     pub repack: c_int,
     pub device: *const c_char,
     pub n_gpu_layers: i32,
+    pub memory_limit: u64,
 }
 
 #[repr(C)]
@@ -110,6 +111,7 @@ pub struct brisk_context_params {
     pub abort_callback: brisk_abort_fn,
     pub abort_user_data: *mut c_void,
     pub prefix_cache: i32,
+    pub memory_limit: u64,
 }
 
 #[repr(C)]
@@ -193,6 +195,7 @@ pub struct brisk_engine_params {
     pub prefix_cache: i32,
     pub reserve_blocks: i32,
     pub draft_model: *const brisk_model,
+    pub memory_limit: u64,
 }
 
 #[repr(C)]

@@ -34,7 +34,8 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             vocab_only,
             repack,
             device,
-            n_gpu_layers
+            n_gpu_layers,
+            memory_limit
         }),
         layout!(brisk_tensor_info { struct_size, name, r#type, n_dims, dims, n_bytes }),
         layout!(brisk_context_params {
@@ -48,7 +49,8 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             n_seq_max,
             abort_callback,
             abort_user_data,
-            prefix_cache
+            prefix_cache,
+            memory_limit
         }),
         layout!(brisk_kv_stats {
             struct_size,
@@ -107,7 +109,8 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             step_time_budget_us,
             prefix_cache,
             reserve_blocks,
-            draft_model
+            draft_model,
+            memory_limit
         }),
         layout!(brisk_request_params {
             struct_size,

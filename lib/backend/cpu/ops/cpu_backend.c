@@ -32,7 +32,7 @@ static brisk_status cpu_buffer_alloc(brisk_backend *be, size_t bytes, void **out
   if (!out || bytes == 0)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "buffer_alloc: out is NULL or size is 0");
   void *p = brisk_aligned_alloc(BUFFER_ALIGN, bytes);
-  if (!p) return brisk_error(BRISK_E_OUT_OF_MEMORY, "buffer_alloc: %zu bytes", bytes);
+  if (!p) return brisk_error_oom_bytes("buffer_alloc", bytes);
   *out = p;
   return BRISK_OK;
 }
@@ -78,7 +78,7 @@ static brisk_status cpu_matmul(brisk_backend *be, uint32_t w_type, const void *w
                                0);
   if (need > c->workspace_size) {
     void *ws = brisk_aligned_alloc(BUFFER_ALIGN, need);
-    if (!ws) return brisk_error(BRISK_E_OUT_OF_MEMORY, "matmul: %zu bytes of workspace", need);
+    if (!ws) return brisk_error_oom_bytes("matmul workspace", need);
     brisk_aligned_free(c->workspace);
     c->workspace = ws;
     c->workspace_size = need;
