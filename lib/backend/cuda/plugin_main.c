@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/host_shim.h"
 #include "backend/cuda/rt_cudart.h"
+#include "backend/cuda/rt_nccl.h"
 #include "brisk_config.h"
 
 #include <cuda_runtime_api.h>
@@ -112,5 +113,6 @@ brisk_status brisk_plugin_entry_v1(const brisk_plugin_host *h, brisk_plugin_api 
       .info = info,
       .create = create,
   };
+  api->nccl = &brisk_nccl_rt_cuda;
   return BRISK_OK;
 }
