@@ -260,10 +260,10 @@ brisk_status brisk_comm_nccl_create_rank(const brisk_nccl_rt *rt, const brisk_co
   nccl_group *g = brisk_calloc(1, sizeof *g);
   if (!g) return brisk_error_oom();
   brisk_comm *c = NULL;
-  if ((st = rank_new(rt, g, rank, size, device, &c))) {
-    if (atomic_load(&g->alive) == 0) brisk_free(g);
-    return st;
-  }
+  atomic_store(&g->alive, 1); /* held by this call */
+  st = rank_new(rt, g, rank, size, device, &c);
+  if (atomic_fetch_sub(&g->alive, 1) == 1) brisk_free(g);
+  if (st) return st;
   nccl_rank *r = rank_of(c);
   int e = rt->comm_init_rank(&r->comm, size, id, rank);
   if (e) {

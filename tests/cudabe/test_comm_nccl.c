@@ -11,6 +11,8 @@
 #include "nccl_emu.h"
 #include "test_support.h"
 
+#include "backend/device.h"
+#include "backend/plugin.h"
 #include "parallel/comm_nccl.h"
 
 #include <pthread.h>
@@ -22,6 +24,67 @@
 #define N_FLOATS 1000
 
 static const brisk_nccl_rt *rt = &brisk_nccl_rt_emu;
+/* On a GPU (BRISK_TEST_DEVICE=cuda:0): the plugin's table, world size 1,
+ * buffers moved with the CUDA backend of device 0. */
+static brisk_backend *gpu;
+static int max_ranks = MAX_RANKS;
+
+static bool on_gpu(void) {
+  const char *d = getenv("BRISK_TEST_DEVICE");
+  return d && strncmp(d, "cuda", 4) == 0;
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (!on_gpu()) return 0;
+  brisk_device_ref d;
+  if (brisk_device_parse(getenv("BRISK_TEST_DEVICE"), &d) ||
+      brisk_device_backend_create(&d, NULL, &gpu) || brisk_plugin_nccl(&rt)) {
+    fprintf(stderr, "GPU: %s\n", brisk_last_error());
+    return -1;
+  }
+  max_ranks = 1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  brisk_backend_free(gpu);
+  return 0;
+}
+
+/* Device memory and copies: plain memory in the emulation, the backend's on a GPU. */
+static void *dev_alloc(size_t bytes) {
+  void *d = NULL;
+  if (gpu) return gpu->buffer_alloc(gpu, bytes, &d) ? NULL : d;
+  return rt->malloc(&d, bytes) ? NULL : d;
+}
+static void dev_free(void *d) {
+  if (gpu)
+    gpu->buffer_free(gpu, d);
+  else if (d)
+    rt->free(d);
+}
+static void *dev_copy(const void *src, size_t bytes) {
+  void *d = dev_alloc(bytes);
+  if (!d) return NULL;
+  if (gpu) {
+    /* The communicator runs on its own stream: the copy must be done. */
+    if (gpu->upload(gpu, d, src, bytes) || gpu->synchronize(gpu)) {
+      dev_free(d);
+      return NULL;
+    }
+  } else {
+    memcpy(d, src, bytes);
+  }
+  return d;
+}
+static void from_dev(void *dst, const void *d, size_t bytes) {
+  if (gpu)
+    (void)gpu->download(gpu, dst, d, bytes);
+  else
+    memcpy(dst, d, bytes);
+}
 
 typedef struct rank_job {
   brisk_comm *c;
@@ -32,13 +95,6 @@ typedef struct rank_job {
   bool abort_first; /* this rank aborts instead of reducing */
   brisk_status reduce_st;
 } rank_job;
-
-static void *dev_copy(const void *src, size_t bytes) {
-  void *d = NULL;
-  if (rt->malloc(&d, bytes)) return NULL;
-  memcpy(d, src, bytes); /* emulated device memory is host memory */
-  return d;
-}
 
 #define CHECK(cond, ...)                                                                           \
   do {                                                                                             \
@@ -54,12 +110,14 @@ static void *run_rank(void *arg) {
   rank_job *j = arg;
   const int r = brisk_comm_rank(j->c), n = j->size;
   float *buf = dev_copy(j->inputs + (size_t)r * N_FLOATS, N_FLOATS * sizeof(float));
+  float *sum = malloc(N_FLOATS * sizeof *sum);
   unsigned char send[37], *recv = malloc(37 * (size_t)n), bc[64];
   void *dsend = NULL, *drecv = NULL, *dbc = NULL;
-  CHECK(buf && recv, "allocation");
+  CHECK(buf && recv && sum, "allocation");
   /* all_reduce_sum: the tree over ranks, bit for bit. */
   brisk_status st = brisk_comm_all_reduce_sum(j->c, buf, N_FLOATS);
   CHECK(!st, "all_reduce_sum: %s", brisk_last_error());
+  from_dev(sum, buf, N_FLOATS * sizeof *sum);
   for (int i = 0; i < N_FLOATS; i++) {
     float v[MAX_RANKS];
     for (int q = 0; q < n; q++) v[q] = j->inputs[(size_t)q * N_FLOATS + i];
@@ -70,9 +128,10 @@ static void *run_rank(void *arg) {
   /* all_gather of 37 bytes each. */
   for (int i = 0; i < 37; i++) send[i] = (unsigned char)(r * 37 + i);
   dsend = dev_copy(send, sizeof send);
-  CHECK(dsend && !rt->malloc(&drecv, 37 * (size_t)n), "allocation");
+  drecv = dev_alloc(37 * (size_t)n);
+  CHECK(dsend && drecv, "allocation");
   CHECK(!brisk_comm_all_gather(j->c, dsend, 37, drecv), "all_gather: %s", brisk_last_error());
-  memcpy(recv, drecv, 37 * (size_t)n);
+  from_dev(recv, drecv, 37 * (size_t)n);
   for (int q = 0; q < n; q++)
     for (int i = 0; i < 37; i++)
       CHECK(recv[q * 37 + i] == (unsigned char)(q * 37 + i), "all_gather: rank %d byte %d", q, i);
@@ -80,8 +139,8 @@ static void *run_rank(void *arg) {
   for (int i = 0; i < 64; i++) bc[i] = (unsigned char)(r == n - 1 ? 200 - i : 0);
   dbc = dev_copy(bc, sizeof bc);
   CHECK(dbc && !brisk_comm_broadcast(j->c, dbc, 64, n - 1), "broadcast: %s", brisk_last_error());
-  for (int i = 0; i < 64; i++)
-    CHECK(((unsigned char *)dbc)[i] == (unsigned char)(200 - i), "broadcast byte %d", i);
+  from_dev(bc, dbc, 64);
+  for (int i = 0; i < 64; i++) CHECK(bc[i] == (unsigned char)(200 - i), "broadcast byte %d", i);
   /* A ring of send/recv: even ranks send first, odd ranks receive first. */
   if (n > 1) {
     const int to = (r + 1) % n, from = (r + n - 1) % n;
@@ -91,19 +150,21 @@ static void *run_rank(void *arg) {
       st = brisk_comm_send(j->c, dm, 4, to) || brisk_comm_recv(j->c, dg, 4, from);
     else
       st = brisk_comm_recv(j->c, dg, 4, from) || brisk_comm_send(j->c, dm, 4, to);
-    float have = *dg;
-    rt->free(dm);
-    rt->free(dg);
+    float have = 0;
+    from_dev(&have, dg, 4);
+    dev_free(dm);
+    dev_free(dg);
     CHECK(!st, "send/recv: %s", brisk_last_error());
     CHECK(have == (float)(from + 1), "recv from %d: %g", from, (double)have);
   }
   CHECK(!brisk_comm_barrier(j->c), "barrier: %s", brisk_last_error());
 out:
-  if (buf) rt->free(buf);
-  if (dsend) rt->free(dsend);
-  if (drecv) rt->free(drecv);
-  if (dbc) rt->free(dbc);
+  dev_free(buf);
+  dev_free(dsend);
+  dev_free(drecv);
+  dev_free(dbc);
   free(recv);
+  free(sum);
   return NULL;
 }
 
@@ -129,8 +190,8 @@ static void test_local_groups(void **state) {
   (void)state;
   test_rng g = test_rng_seeded("comm_nccl_local");
   const size_t before = brisk_cuda_emu_in_use();
-  for (int n = 1; n <= MAX_RANKS; n++) {
-    const int devices[MAX_RANKS] = {3, 0, 2, 1};
+  for (int n = 1; n <= max_ranks; n++) {
+    const int devices[MAX_RANKS] = {gpu ? 0 : 3, 0, 2, 1};
     brisk_comm *ranks[MAX_RANKS] = {0};
     if (brisk_comm_nccl_create_local(rt, n, devices, ranks))
       fail_msg("%d ranks: %s", n, brisk_last_error());
@@ -147,7 +208,7 @@ static void test_local_groups(void **state) {
     for (int r = 0; r < n; r++) brisk_comm_free(ranks[r]);
     free(x);
   }
-  assert_int_equal(brisk_cuda_emu_in_use(), before);
+  if (!gpu) assert_int_equal(brisk_cuda_emu_in_use(), before);
 }
 
 /* One rank per "process": each thread joins by an id that reached it as bytes. */
@@ -169,9 +230,9 @@ static void *join_by_id(void *arg) {
 static void test_ranks_by_id(void **state) {
   (void)state;
   test_rng g = test_rng_seeded("comm_nccl_id");
-  const int n = 3;
+  const int n = gpu ? 1 : 3;
   brisk_comm_id id;
-  assert_int_equal(brisk_comm_id_create(rt, &id), BRISK_OK);
+  if (brisk_comm_id_create(rt, &id)) fail_msg("id: %s", brisk_last_error());
   unsigned char wire[BRISK_COMM_ID_BYTES]; /* what the host carries */
   memcpy(wire, id.bytes, sizeof wire);
   id_job jobs[3];
@@ -217,6 +278,7 @@ static void *reduce_or_abort(void *arg) {
 
 static void test_abort(void **state) {
   (void)state;
+  if (gpu) skip(); /* needs several ranks */
   const int n = 3, devices[3] = {0, 1, 2};
   const size_t before = brisk_cuda_emu_in_use();
   brisk_comm *ranks[3];
@@ -243,6 +305,7 @@ static void test_abort(void **state) {
 
 static void test_bad_arguments(void **state) {
   (void)state;
+  if (gpu) skip(); /* the emulation's failure injection and device limits */
   brisk_comm_id id;
   unsigned char bytes[BRISK_COMM_ID_BYTES + 1] = {0};
   assert_int_equal(brisk_comm_id_from_bytes(&id, bytes, sizeof bytes), BRISK_E_INVALID_ARGUMENT);
@@ -280,5 +343,5 @@ int main(void) {
       cmocka_unit_test(test_abort),
       cmocka_unit_test(test_bad_arguments),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -228,6 +228,60 @@ static void test_device_memory_limit(void **state) {
   assert_int_equal(brisk_cuda_emu_in_use(), before);
 }
 
+/* A prefill of 48 tokens takes the GEMM path (at least 32 rows per matmul,
+ * docs/cuda.md): against the float64 reference, to the BF16 rounding of
+ * the activations, and against the same prefill with the path off
+ * (BRISK_CUDA_GEMM_ROWS=0, every matmul on the GEMV kernels), which it
+ * must not equal bit for bit (the path was taken) but must be close to. */
+static void test_gemm_prefill(void **state) {
+  (void)state;
+  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_F16};
+  for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+    test_model_spec s = test_model_default("llama");
+    s.weight_type = types[ti];
+    char path[256], tag[64];
+    snprintf(tag, sizeof tag, "cuda_gemm_%s", brisk_dtype_name(types[ti]));
+    write_model(&s, tag, path, sizeof path);
+    test_rng r = test_rng_seeded("cuda_gemm_tokens");
+    int32_t toks[48];
+    random_tokens(&r, (int32_t)s.n_vocab, toks, 48);
+    brisk_model *host = load(path, "cpu", 0), *m = load(path, device_name(), -1);
+    double e = worst_vs_reference(m, host, BRISK_KV_F32, toks, 48);
+    fprintf(stderr, "%s prefill of 48 on the GEMM path: %.2e\n", brisk_dtype_name(types[ti]), e);
+    assert_true(e < 2e-2);
+    /* The same batch with and without the path. */
+    brisk_context *cg = make_ctx(m, BRISK_KV_F32);
+    setenv("BRISK_CUDA_GEMM_ROWS", "0", 1);
+    brisk_context *cv = make_ctx(m, BRISK_KV_F32);
+    unsetenv("BRISK_CUDA_GEMM_ROWS");
+    brisk_batch *b;
+    assert_int_equal(brisk_batch_create(48, &b), BRISK_OK);
+    for (int i = 0; i < 48; i++) assert_int_equal(brisk_batch_add(b, toks[i], i, 0, 1), 0);
+    assert_int_equal(brisk_decode(cg, b), BRISK_OK);
+    assert_int_equal(brisk_decode(cv, b), BRISK_OK);
+    const int32_t nv = brisk_model_n_vocab(m);
+    double worst = 0;
+    bool differ = false;
+    double *want = malloc((size_t)nv * sizeof *want);
+    for (int i = 0; i < 48; i++) {
+      const float *a = brisk_get_logits(cg, i), *v = brisk_get_logits(cv, i);
+      differ = differ || memcmp(a, v, (size_t)nv * 4) != 0;
+      for (int32_t t = 0; t < nv; t++) want[t] = v[t];
+      double d = rel_l2(a, want, nv);
+      if (d > worst) worst = d;
+    }
+    fprintf(stderr, "%s GEMM vs GEMV logits: %.2e\n", brisk_dtype_name(types[ti]), worst);
+    assert_true(differ);
+    assert_true(worst < 2e-2);
+    free(want);
+    brisk_batch_free(b);
+    brisk_context_free(cg);
+    brisk_context_free(cv);
+    brisk_model_free(m);
+    brisk_model_free(host);
+  }
+}
+
 /* Decode steps as CUDA graphs (lib/backend/cuda/cuda_graph.c): the same
  * model loaded twice, with graphs off and on (BRISK_CUDA_GRAPHS, read when
  * a context makes its device backend), runs the same steps; every step's logits agree bit for bit
@@ -307,7 +361,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_architectures), cmocka_unit_test(test_weight_types),
       cmocka_unit_test(test_splits),        cmocka_unit_test(test_device_memory_limit),
-      cmocka_unit_test(test_graphs),
+      cmocka_unit_test(test_graphs),        cmocka_unit_test(test_gemm_prefill),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
