@@ -20,6 +20,9 @@
  *    them asynchronously; download and synchronize wait for earlier work.
  *  - Results do not depend on the thread count or on how many other rows or
  *    tokens are in the call: each row / query is computed in a fixed order.
+ *    One documented exception: the CUDA backend's matmul takes a
+ *    tensor-core path for calls of many rows, whose results agree with the
+ *    small-call path to a stated tolerance (docs/cuda.md).
  */
 #ifndef BRISK_BACKEND_BACKEND_H
 #define BRISK_BACKEND_BACKEND_H
