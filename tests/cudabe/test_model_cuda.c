@@ -288,7 +288,9 @@ static void test_gemm_prefill(void **state) {
  * (the graph runs the very kernels the eager pass launches). Counted on the emulation: each step is
  * one graph launch; a new batch size (a bucket) or a changed topology in a bucket (two tokens of
  * one sequence after two sequences' decode: the prefill attention kernel instead of the decode one)
- * instantiates a graph, a repeated shape updates its bucket's graph in place. */
+ * instantiates a graph, a repeated shape updates its bucket's graph in place;
+ * a 40-token step captures the GEMM path (cuBLASLt's twin) too. The
+ * page-locked staging is freed with the context. */
 typedef struct step {
   int seq, n;
 } step;
@@ -316,12 +318,14 @@ static void test_graphs(void **state) {
       {-1, 2}, {-1, 2}, {-1, 2},         /* bucket 2 x3 */
       {0, 1},  {0, 1},                   /* bucket 1 again */
       {0, 2},                            /* bucket 2, another topology */
+      {1, 40},                           /* bucket 40: the GEMM path inside a graph */
   };
   int pos[2] = {0, 0};
   uint64_t i0, u0, l0, i1, u1, l1;
   brisk_cuda_emu_graph_counts(&i0, &u0, &l0);
   brisk_batch *b;
-  assert_int_equal(brisk_batch_create(16, &b), BRISK_OK);
+  assert_int_equal(brisk_batch_create(64, &b), BRISK_OK);
+  const size_t pinned_before = brisk_cuda_emu_pinned_in_use();
   for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
     brisk_batch_clear(b);
     int n_out = 0;
@@ -348,13 +352,15 @@ static void test_graphs(void **state) {
           (unsigned long long)(l1 - l0), (unsigned long long)(i1 - i0),
           (unsigned long long)(u1 - u0));
   assert_int_equal(l1 - l0, sizeof steps / sizeof *steps);
-  assert_int_equal(i1 - i0, 5); /* buckets 10, 1, 7, 2, and 2 re-captured */
+  assert_int_equal(i1 - i0, 6); /* buckets 10, 1, 7, 2, 2 re-captured, 40 */
   assert_int_equal(u1 - u0, 6);
+  assert_true(brisk_cuda_emu_pinned_in_use() > pinned_before); /* the staging */
   brisk_batch_free(b);
   brisk_context_free(ce);
   brisk_context_free(cg);
   brisk_model_free(eager);
   brisk_model_free(graphed);
+  assert_int_equal(brisk_cuda_emu_pinned_in_use(), pinned_before);
 }
 
 int main(void) {
