@@ -187,9 +187,16 @@ static brisk_status cuda_step_end(brisk_backend *be, bool ok) {
   g->capturing = false;
   void *graph = NULL;
   brisk_status st = brisk_cuda_status(cb, cb->rt->capture_end(cb->stream, &graph), "graph capture");
-  /* A failed pass has its own status; its captured work is dropped. */
+  /* A failed pass has its own status; its captured work is dropped. A
+   * capture the runtime refused (an operation that cannot be captured)
+   * turns graphs off for this backend, so later steps run eagerly. */
   if (!ok || st) {
     if (graph) cb->rt->graph_free(graph);
+    if (st) {
+      BRISK_WARN("%s: graph capture failed (%s); decode steps run without graphs from now on",
+                 cb->name, brisk_last_error());
+      g->max_batch = 0;
+    }
     return ok ? st : BRISK_OK;
   }
   bool found;
