@@ -193,8 +193,9 @@ static brisk_status cuda_step_end(brisk_backend *be, bool ok) {
   if (!ok || st) {
     if (graph) cb->rt->graph_free(graph);
     if (st) {
-      BRISK_WARN("%s: graph capture failed (%s); decode steps run without graphs from now on",
-                 cb->name, brisk_last_error());
+      /* The status carries the runtime's message (the plugin has no
+       * brisk_last_error to read it back). */
+      BRISK_WARN("%s: graph capture failed; decode steps run without graphs from now on", cb->name);
       g->max_batch = 0;
     }
     return ok ? st : BRISK_OK;
