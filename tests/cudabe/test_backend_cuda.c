@@ -723,6 +723,31 @@ static void test_out_of_device_memory(void **state) {
   /* Still usable. */
   assert_int_equal(f->dev->weight_prepare(f->dev, &plan, BRISK_DTYPE_Q8_0, 64, 256, w, &p), 0);
   dfree(f, p);
+  /* The GEMM path's scratch (activations, a weight tile) out of memory, on
+   * a fresh backend that holds none yet: a status, and the next call works. */
+  brisk_device_ref d;
+  brisk_backend *be = NULL;
+  assert_int_equal(brisk_device_parse(device_name(), &d), 0);
+  assert_int_equal(brisk_device_backend_create(&d, NULL, &be), 0);
+  void *dw = NULL, *dx = NULL, *dy = NULL;
+  const int64_t m = 48;
+  float *x = rand_floats(f, (size_t)(m * 256), -1, 1);
+  assert_int_equal(be->weight_prepare(be, &plan, BRISK_DTYPE_Q8_0, 64, 256, w, &dw), 0);
+  assert_int_equal(be->buffer_alloc(be, (size_t)(m * 256) * 4, &dx), 0);
+  assert_int_equal(be->buffer_alloc(be, (size_t)(m * 64) * 4, &dy), 0);
+  assert_int_equal(be->upload(be, dx, x, (size_t)(m * 256) * 4), 0);
+  assert_int_equal(be->workspace_bytes(be), 0);
+  brisk_cuda_emu_set_limit(brisk_cuda_emu_in_use() + 100);
+  assert_int_equal(be->matmul(be, plan.type, dw, 64, 256, dx, m, dy), BRISK_E_OUT_OF_MEMORY);
+  assert_non_null(strstr(brisk_last_error(), "out of device memory"));
+  brisk_cuda_emu_set_limit(SIZE_MAX);
+  assert_int_equal(be->matmul(be, plan.type, dw, 64, 256, dx, m, dy), 0);
+  assert_int_equal(brisk_backend_cuda_gemm_calls(be), 1);
+  be->buffer_free(be, dx);
+  be->buffer_free(be, dy);
+  be->buffer_free(be, dw);
+  brisk_backend_free(be);
+  free(x);
   free(w);
 }
 
