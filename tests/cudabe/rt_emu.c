@@ -7,6 +7,7 @@
 #include "matmul.h"
 #include "simt_graph.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,22 +18,24 @@ enum {
   EMU_CAPTURE = 900, /* cudaErrorStreamCaptureUnsupported */
 };
 
-static size_t limit = SIZE_MAX, in_use;
+/* Atomic: the NCCL test's ranks allocate from several threads at once. */
+static size_t limit = SIZE_MAX;
+static atomic_size_t in_use;
 
 /* Each allocation carries its size in front, for the limit. */
 #define HEADER 256
 
 void brisk_cuda_emu_set_limit(size_t bytes) { limit = bytes; }
-size_t brisk_cuda_emu_in_use(void) { return in_use; }
+size_t brisk_cuda_emu_in_use(void) { return atomic_load(&in_use); }
 
 static int set_device(int d) { return d == 0 ? 0 : 101 /* cudaErrorInvalidDevice */; }
 
 static int emu_malloc(void **p, size_t n) {
-  if (n > limit || in_use > limit - n) return EMU_OOM;
+  if (n > limit || atomic_load(&in_use) > limit - n) return EMU_OOM;
   unsigned char *b = aligned_alloc(HEADER, (n + HEADER + HEADER - 1) / HEADER * HEADER);
   if (!b) return EMU_OOM;
   memcpy(b, &n, sizeof n);
-  in_use += n;
+  atomic_fetch_add(&in_use, n);
   *p = b + HEADER;
   return 0;
 }
@@ -42,7 +45,7 @@ static int emu_free(void *p) {
   unsigned char *b = (unsigned char *)p - HEADER;
   size_t n;
   memcpy(&n, b, sizeof n);
-  in_use -= n;
+  atomic_fetch_sub(&in_use, n);
   free(b);
   return 0;
 }

@@ -13,7 +13,11 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+/* nccl.h declares some functions without a prototype. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
 #include <nccl.h>
+#pragma GCC diagnostic pop
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
