@@ -20,6 +20,9 @@
  *    them asynchronously; download and synchronize wait for earlier work.
  *  - Results do not depend on the thread count or on how many other rows or
  *    tokens are in the call: each row / query is computed in a fixed order.
+ *    One documented exception: the CUDA backend's matmul takes a
+ *    tensor-core path for calls of many rows, whose results agree with the
+ *    small-call path to a stated tolerance (docs/cuda.md).
  */
 #ifndef BRISK_BACKEND_BACKEND_H
 #define BRISK_BACKEND_BACKEND_H
@@ -285,6 +288,17 @@ struct brisk_backend {
   brisk_status (*top_k)(brisk_backend *be, const float *x /* [n_rows][n_cols] */, int64_t n_rows,
                         int64_t n_cols, int32_t k, int32_t *ids /* [n_rows][k] */,
                         float *vals /* [n_rows][k] or NULL */);
+
+  /* Optional (NULL: not offered; the CUDA backend's graphs). step_begin and
+   * step_end bracket one forward pass of n_tokens tokens whose work stays on
+   * this backend: between them, operations may be recorded and run only at
+   * step_end, so nothing is read back (no download, no moe_route) and the
+   * host buffers passed in may be reused as soon as each call returns.
+   * step_end(ok false: the pass failed in between) drops the recorded work
+   * and returns BRISK_OK; otherwise it runs the step and returns its status.
+   * Results are the same as without the brackets. */
+  brisk_status (*step_begin)(brisk_backend *be, int32_t n_tokens);
+  brisk_status (*step_end)(brisk_backend *be, bool ok);
 };
 
 /* Destroys a backend made by any create function; NULL is a no-op. */

@@ -177,6 +177,16 @@ static brisk_status proxy_create(const brisk_device_provider *p, int32_t index,
   return api.provider.create(&api.provider, index, pool, out);
 }
 
+brisk_status brisk_plugin_nccl(const struct brisk_nccl_rt **out) {
+  if (!out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_plugin_nccl: out is NULL");
+  *out = NULL;
+  if (!ensure_loaded()) return brisk_error(BRISK_E_NO_DEVICE, "%s", reason);
+  if (!api.nccl)
+    return brisk_error(BRISK_E_NO_DEVICE, "the CUDA plugin was built without NCCL support");
+  *out = api.nccl;
+  return BRISK_OK;
+}
+
 const brisk_device_provider brisk_cuda_provider = {
     .kind_name = "cuda",
     .kind = BRISK_DEVICE_CUDA,

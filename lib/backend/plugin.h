@@ -29,10 +29,15 @@ typedef struct brisk_plugin_host {
   void (*free)(void *p);
 } brisk_plugin_host;
 
+struct brisk_nccl_rt; /* parallel/comm_nccl.h */
+
 typedef struct brisk_plugin_api {
   uint32_t abi;
   const char *version; /* the brisk version the plugin was built from */
   brisk_device_provider provider;
+  /* NCCL and the device calls the NCCL communicators need
+   * (parallel/comm_nccl.h); NULL when the plugin has none. */
+  const struct brisk_nccl_rt *nccl;
 } brisk_plugin_api;
 
 typedef brisk_status (*brisk_plugin_entry_fn)(const brisk_plugin_host *host, brisk_plugin_api *api);
@@ -40,6 +45,10 @@ typedef brisk_status (*brisk_plugin_entry_fn)(const brisk_plugin_host *host, bri
 /* The CUDA provider of the registry: loads the plugin on first use and
  * forwards to it; without a usable plugin it has no devices and says why. */
 extern const brisk_device_provider brisk_cuda_provider;
+
+/* The plugin's NCCL table (loading the plugin if needed): BRISK_E_NO_DEVICE
+ * with the reason when there is no plugin, or it has no NCCL. */
+brisk_status brisk_plugin_nccl(const struct brisk_nccl_rt **out);
 
 /* brisk_set_plugin_dir's state: BRISK_E_INVALID_STATE once a plugin was looked for. */
 brisk_status brisk_plugin_set_dir(const char *dir);

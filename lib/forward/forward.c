@@ -297,9 +297,9 @@ static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
   return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
 }
 
-brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
-                               const brisk_forward_batch *b, float *logits,
-                               brisk_forward_abort_fn abort_fn, void *abort_user_data) {
+static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
+                                 const brisk_forward_batch *b, float *logits,
+                                 brisk_forward_abort_fn abort_fn, void *abort_user_data) {
   const brisk_model *m = f->model;
   const brisk_hparams *hp = &m->hp;
   if (b->n_tokens < 1 || b->n_tokens > f->max_tokens)
@@ -342,3 +342,21 @@ int brisk_forward_layer_device(const brisk_model *m, int32_t layer) {
 }
 
 int brisk_forward_output_device(const brisk_model *m) { return m->output_on_device ? 1 : 0; }
+
+/* A pass whose work stays on the device after the host's embedding (every
+ * layer and the output there, no MoE routing read back) is bracketed as one
+ * step, which the device may record and replay (CUDA graphs). */
+brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
+                               const brisk_forward_batch *b, float *logits,
+                               brisk_forward_abort_fn abort_fn, void *abort_user_data) {
+  const brisk_model *m = f->model;
+  brisk_backend *dev = f->n_dev > 1 ? f->dev[1].be : NULL;
+  if (!dev || !dev->step_begin || m->n_dev_layers < (int32_t)m->hp.n_layer ||
+      !m->output_on_device || m->hp.n_expert || b->n_tokens < 1 || b->n_tokens > f->max_tokens)
+    return forward_pass(f, kv, b, logits, abort_fn, abort_user_data);
+  brisk_status st = dev->step_begin(dev, b->n_tokens);
+  if (st) return st;
+  st = forward_pass(f, kv, b, logits, abort_fn, abort_user_data);
+  brisk_status end = dev->step_end(dev, st == BRISK_OK);
+  return st ? st : end;
+}

@@ -35,6 +35,22 @@ def js(*args, stdin=None):
 
 base = ("run", "-m", stories, "-t", "1", "-p", "Once upon a time", "-n", "12")
 
+# No GPU here: --device cuda:0 fails with one line saying why: no plugin, or,
+# with the plugin the build made (next to libbrisk, BRISK_PLUGIN_DIR), the
+# CUDA runtime's answer (no driver, no device).
+if not os.environ.get("BRISK_TEST_HAVE_GPU"):
+    build = os.path.dirname(os.path.dirname(os.path.abspath(brisk)))
+    envs = [dict(os.environ, BRISK_PLUGIN_DIR="/nonexistent")]
+    if os.path.exists(os.path.join(build, "libbrisk-cuda.so")):
+        envs.append(dict(os.environ, BRISK_PLUGIN_DIR=build))
+    for env in envs:
+        p = subprocess.run([brisk, *base[:5], "--device", "cuda:0"], capture_output=True,
+                           text=True, timeout=60, env=env)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode != 0 and len(lines) == 1 and "CUDA" in lines[0], (p.returncode, p.stderr)
+        if env["BRISK_PLUGIN_DIR"] == build:
+            assert "CUDA driver" in lines[0], lines
+
 # The text alone on stdout (the prompt, then what was generated); the speed
 # figures on stderr.
 greedy = js(*base)

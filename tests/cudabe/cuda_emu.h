@@ -9,6 +9,7 @@
 #include "brisk.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 extern const brisk_cuda_rt brisk_cuda_rt_emu;
 
@@ -19,5 +20,9 @@ brisk_status brisk_cuda_emu_register(void);
  * what it holds now. */
 void brisk_cuda_emu_set_limit(size_t bytes);
 size_t brisk_cuda_emu_in_use(void);
+/* Page-locked host memory the emulation holds (graph staging). */
+size_t brisk_cuda_emu_pinned_in_use(void);
+/* Graphs made executable, updated in place and launched so far. */
+void brisk_cuda_emu_graph_counts(uint64_t *instantiated, uint64_t *updated, uint64_t *launched);
 
 #endif

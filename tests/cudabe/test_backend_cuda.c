@@ -18,6 +18,7 @@
 #include "test_support.h"
 
 #include "backend/cpu/ops/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/device.h"
 #include "core/dtype.h"
 #include "core/half.h"
@@ -425,6 +426,155 @@ static void test_matmul(void **state) {
       BRISK_E_UNSUPPORTED);
 }
 
+/* The GEMM path (lib/backend/cuda/cuda_gemm.c) for calls of many rows:
+ * x rounded to the compute type (F16 for F16 weights, BF16 otherwise), the
+ * weights dequantized in tiles of 128 rows (a small tile bound, so several
+ * tiles and a tail), F32 accumulation. Checked three ways, each bound
+ * relative to s = sum |w| |x| over the k products of an output:
+ *  - against a float64 product of the same rounded operands: only the F32
+ *    summation differs, |d| <= 2 k 2^-24 s;
+ *  - against the GEMV path on the same weights (the documented tolerance
+ *    between prefill on the GEMM path and decode on the GEMV kernels):
+ *    |d| <= (u_x + u_w + 2 k 2^-24) s, u the unit roundoff of the compute
+ *    type (2^-8 BF16, 2^-11 F16) for x and for w, u_w 0 when the weights
+ *    are exact in it (F16, BF16);
+ *  - against the CPU backend, to the CPU's own tolerance plus u_x. */
+static double unit_roundoff(uint32_t ct) { return ct == BRISK_DTYPE_F16 ? 0x1p-11 : 0x1p-8; }
+
+static float round_to(uint32_t ct, float v) {
+  return ct == BRISK_DTYPE_F16 ? brisk_f16_to_f32(brisk_f32_to_f16(v))
+                               : brisk_bf16_to_f32(brisk_f32_to_bf16(v));
+}
+
+static void test_matmul_gemm(void **state) {
+  fixture *f = *state;
+  const uint32_t types[] = {BRISK_DTYPE_F16,  BRISK_DTYPE_BF16, BRISK_DTYPE_Q8_0,
+                            BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0,
+                            BRISK_DTYPE_Q4_K, BRISK_DTYPE_Q5_K, BRISK_DTYPE_Q6_K};
+  const int64_t ms[] = {32, 45};
+  for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+    const uint32_t t = types[i];
+    const uint32_t ct = t == BRISK_DTYPE_F16 ? BRISK_DTYPE_F16 : BRISK_DTYPE_BF16;
+    int64_t bs = brisk_dtype_get(t)->block_size;
+    int64_t k = bs >= 32 ? bs * rand_int(f, 1, 2) : 64 * rand_int(f, 1, 4);
+    int64_t n = rand_int(f, 129, 300);
+    brisk_backend_cuda_set_gemm(f->dev, 32, (size_t)(128 * k * 2));
+    size_t wbytes;
+    void *w = make_table(f, t, n, k, &wbytes);
+    uint64_t rb;
+    assert_true(brisk_dtype_row_bytes(t, (uint64_t)k, &rb));
+    float *wf = malloc((size_t)(n * k) * 4);
+    for (int64_t r = 0; r < n; r++)
+      assert_int_equal(brisk_dequantize_row(t, (char *)w + r * rb, wf + r * k, k), 0);
+    brisk_weight_plan plan;
+    void *dw = NULL;
+    assert_int_equal(f->dev->weight_plan(f->dev, t, n, k, true, &plan), 0);
+    assert_int_equal(f->dev->weight_prepare(f->dev, &plan, t, n, k, w, &dw), 0);
+    for (size_t j = 0; j < sizeof ms / sizeof *ms; j++) {
+      const int64_t m = ms[j];
+      const size_t ny = (size_t)(m * n);
+      float *x = rand_floats(f, (size_t)(m * k), -1, 1), *cpu = malloc(ny * 4);
+      assert_int_equal(f->cpu->matmul(f->cpu, t, w, n, k, x, m, cpu), 0);
+      float *dx = up(f, x, (size_t)(m * k) * 4), *dy = up(f, cpu, ny * 4);
+      uint64_t calls = brisk_backend_cuda_gemm_calls(f->dev);
+      if (f->dev->matmul(f->dev, plan.type, dw, n, k, dx, m, dy))
+        fail_msg("gemm %s m %lld: %s", brisk_dtype_name(t), (long long)m, brisk_last_error());
+      assert_int_equal(brisk_backend_cuda_gemm_calls(f->dev), calls + 1);
+      float *gemm = down(f, dy, ny * 4);
+      /* The same call below the threshold: the GEMV kernels. */
+      brisk_backend_cuda_set_gemm(f->dev, 0, 0);
+      assert_int_equal(f->dev->matmul(f->dev, plan.type, dw, n, k, dx, m, dy), 0);
+      assert_int_equal(brisk_backend_cuda_gemm_calls(f->dev), calls + 1);
+      brisk_backend_cuda_set_gemm(f->dev, 32, 0);
+      float *gemv = down(f, dy, ny * 4);
+      float *ref = malloc(ny * 4), *s = malloc(ny * 4);
+      for (int64_t r = 0; r < m; r++)
+        for (int64_t c = 0; c < n; c++) {
+          double acc = 0, mag = 0;
+          for (int64_t e = 0; e < k; e++) {
+            double a = round_to(ct, x[r * k + e]), b = round_to(ct, wf[c * k + e]);
+            acc += a * b;
+            mag += fabs((double)x[r * k + e] * wf[c * k + e]);
+          }
+          ref[r * n + c] = (float)acc;
+          s[r * n + c] = (float)mag;
+        }
+      const double sum_tol = 2.0 * (double)k * 0x1p-24 + 0x1p-24;
+      const double u = unit_roundoff(ct);
+      const double u_w = (t == BRISK_DTYPE_F16 || t == BRISK_DTYPE_BF16) ? 0 : u;
+      /* s is of the unrounded operands; the rounded ones are within (1 + u)^2. */
+      expect_close("gemm vs float64 of its operands", gemm, ref, s, ny, sum_tol * (1 + 3 * u));
+      expect_close("gemm vs gemv", gemm, gemv, s, ny, u + u_w + sum_tol);
+      double cpu_tol = brisk_dtype_get(t)->quantized ? 2e-2 : t == BRISK_DTYPE_BF16 ? 1e-2 : 2e-6;
+      expect_close("gemm vs cpu", gemm, cpu, s, ny, cpu_tol + u + u_w);
+      free(ref);
+      free(s);
+      free(gemm);
+      free(gemv);
+      free(cpu);
+      free(x);
+      dfree(f, dx);
+      dfree(f, dy);
+    }
+    dfree(f, dw);
+    free(wf);
+    free(w);
+  }
+  /* F32 weights stay on the GEMV kernels, whatever m. */
+  uint64_t calls = brisk_backend_cuda_gemm_calls(f->dev);
+  size_t wbytes;
+  void *w = make_table(f, BRISK_DTYPE_F32, 40, 64, &wbytes);
+  brisk_weight_plan plan;
+  void *dw = NULL;
+  assert_int_equal(f->dev->weight_plan(f->dev, BRISK_DTYPE_F32, 40, 64, true, &plan), 0);
+  assert_int_equal(f->dev->weight_prepare(f->dev, &plan, BRISK_DTYPE_F32, 40, 64, w, &dw), 0);
+  float *x = rand_floats(f, 64 * 64, -1, 1);
+  float *dx = up(f, x, 64 * 64 * 4), *dy = up(f, x, 64 * 40 * 4);
+  assert_int_equal(f->dev->matmul(f->dev, plan.type, dw, 40, 64, dx, 64, dy), 0);
+  assert_int_equal(brisk_backend_cuda_gemm_calls(f->dev), calls);
+  dfree(f, dx);
+  dfree(f, dy);
+  dfree(f, dw);
+  free(x);
+  free(w);
+  brisk_backend_cuda_set_gemm(f->dev, 32, (size_t)32 << 20);
+}
+
+/* A row's result on the GEMM path does not depend on the other rows' values
+ * or on m beyond the F32 summation order cuBLASLt may pick per shape (none
+ * in the emulation): the first 33 rows of a 33-row and of a 77-row call,
+ * whose other rows differ. */
+static void test_gemm_rows_independent(void **state) {
+  fixture *f = *state;
+  const int64_t n = 150, k = 256, m1 = 33, m2 = 77;
+  size_t wbytes;
+  void *w = make_table(f, BRISK_DTYPE_Q4_K, n, k, &wbytes);
+  brisk_weight_plan plan;
+  void *dw = NULL;
+  assert_int_equal(f->dev->weight_plan(f->dev, BRISK_DTYPE_Q4_K, n, k, true, &plan), 0);
+  assert_int_equal(f->dev->weight_prepare(f->dev, &plan, BRISK_DTYPE_Q4_K, n, k, w, &dw), 0);
+  float *x = rand_floats(f, (size_t)(m2 * k), -1, 1);
+  float *dx = up(f, x, (size_t)(m2 * k) * 4), *dy = up(f, x, (size_t)(m2 * n) * 4);
+  assert_int_equal(f->dev->matmul(f->dev, plan.type, dw, n, k, dx, m1, dy), 0);
+  float *a = down(f, dy, (size_t)(m1 * n) * 4);
+  assert_int_equal(f->dev->matmul(f->dev, plan.type, dw, n, k, dx, m2, dy), 0);
+  float *b = down(f, dy, (size_t)(m1 * n) * 4);
+  float *s = malloc((size_t)(m1 * n) * 4);
+  for (int64_t e = 0; e < m1 * n; e++) s[e] = (float)k; /* |x|, |w| <= 1 */
+  if (strncmp(device_name(), "cudaemu", 7) == 0)
+    expect_same("gemm rows across m", a, b, (size_t)(m1 * n) * 4);
+  else
+    expect_close("gemm rows across m", a, b, s, (size_t)(m1 * n), 2.0 * (double)k * 0x1p-24);
+  free(s);
+  free(a);
+  free(b);
+  free(x);
+  dfree(f, dx);
+  dfree(f, dy);
+  dfree(f, dw);
+  free(w);
+}
+
 /* ---- KV cache and attention -------------------------------------------------------- */
 
 typedef struct attn_case {
@@ -573,16 +723,42 @@ static void test_out_of_device_memory(void **state) {
   /* Still usable. */
   assert_int_equal(f->dev->weight_prepare(f->dev, &plan, BRISK_DTYPE_Q8_0, 64, 256, w, &p), 0);
   dfree(f, p);
+  /* The GEMM path's scratch (activations, a weight tile) out of memory, on
+   * a fresh backend that holds none yet: a status, and the next call works. */
+  brisk_device_ref d;
+  brisk_backend *be = NULL;
+  assert_int_equal(brisk_device_parse(device_name(), &d), 0);
+  assert_int_equal(brisk_device_backend_create(&d, NULL, &be), 0);
+  void *dw = NULL, *dx = NULL, *dy = NULL;
+  const int64_t m = 48;
+  float *x = rand_floats(f, (size_t)(m * 256), -1, 1);
+  assert_int_equal(be->weight_prepare(be, &plan, BRISK_DTYPE_Q8_0, 64, 256, w, &dw), 0);
+  assert_int_equal(be->buffer_alloc(be, (size_t)(m * 256) * 4, &dx), 0);
+  assert_int_equal(be->buffer_alloc(be, (size_t)(m * 64) * 4, &dy), 0);
+  assert_int_equal(be->upload(be, dx, x, (size_t)(m * 256) * 4), 0);
+  assert_int_equal(be->workspace_bytes(be), 0);
+  brisk_cuda_emu_set_limit(brisk_cuda_emu_in_use() + 100);
+  assert_int_equal(be->matmul(be, plan.type, dw, 64, 256, dx, m, dy), BRISK_E_OUT_OF_MEMORY);
+  assert_non_null(strstr(brisk_last_error(), "out of device memory"));
+  brisk_cuda_emu_set_limit(SIZE_MAX);
+  assert_int_equal(be->matmul(be, plan.type, dw, 64, 256, dx, m, dy), 0);
+  assert_int_equal(brisk_backend_cuda_gemm_calls(be), 1);
+  be->buffer_free(be, dx);
+  be->buffer_free(be, dy);
+  be->buffer_free(be, dw);
+  brisk_backend_free(be);
+  free(x);
   free(w);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rmsnorm),   cmocka_unit_test(test_eltwise),
-      cmocka_unit_test(test_softmax),   cmocka_unit_test(test_rope),
-      cmocka_unit_test(test_embed),     cmocka_unit_test(test_select),
-      cmocka_unit_test(test_moe_route), cmocka_unit_test(test_matmul),
-      cmocka_unit_test(test_attention), cmocka_unit_test(test_out_of_device_memory),
+      cmocka_unit_test(test_rmsnorm),     cmocka_unit_test(test_eltwise),
+      cmocka_unit_test(test_softmax),     cmocka_unit_test(test_rope),
+      cmocka_unit_test(test_embed),       cmocka_unit_test(test_select),
+      cmocka_unit_test(test_moe_route),   cmocka_unit_test(test_matmul),
+      cmocka_unit_test(test_matmul_gemm), cmocka_unit_test(test_gemm_rows_independent),
+      cmocka_unit_test(test_attention),   cmocka_unit_test(test_out_of_device_memory),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

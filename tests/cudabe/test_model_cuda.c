@@ -228,12 +228,146 @@ static void test_device_memory_limit(void **state) {
   assert_int_equal(brisk_cuda_emu_in_use(), before);
 }
 
+/* A prefill of 48 tokens takes the GEMM path (at least 32 rows per matmul,
+ * docs/cuda.md): against the float64 reference, to the BF16 rounding of
+ * the activations, and against the same prefill with the path off
+ * (BRISK_CUDA_GEMM_ROWS=0, every matmul on the GEMV kernels), which it
+ * must not equal bit for bit (the path was taken) but must be close to. */
+static void test_gemm_prefill(void **state) {
+  (void)state;
+  const uint32_t types[] = {BRISK_DTYPE_Q8_0, BRISK_DTYPE_Q4_0, BRISK_DTYPE_F16};
+  for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+    test_model_spec s = test_model_default("llama");
+    s.weight_type = types[ti];
+    char path[256], tag[64];
+    snprintf(tag, sizeof tag, "cuda_gemm_%s", brisk_dtype_name(types[ti]));
+    write_model(&s, tag, path, sizeof path);
+    test_rng r = test_rng_seeded("cuda_gemm_tokens");
+    int32_t toks[48];
+    random_tokens(&r, (int32_t)s.n_vocab, toks, 48);
+    brisk_model *host = load(path, "cpu", 0), *m = load(path, device_name(), -1);
+    double e = worst_vs_reference(m, host, BRISK_KV_F32, toks, 48);
+    fprintf(stderr, "%s prefill of 48 on the GEMM path: %.2e\n", brisk_dtype_name(types[ti]), e);
+    assert_true(e < 2e-2);
+    /* The same batch with and without the path. */
+    brisk_context *cg = make_ctx(m, BRISK_KV_F32);
+    setenv("BRISK_CUDA_GEMM_ROWS", "0", 1);
+    brisk_context *cv = make_ctx(m, BRISK_KV_F32);
+    unsetenv("BRISK_CUDA_GEMM_ROWS");
+    brisk_batch *b;
+    assert_int_equal(brisk_batch_create(48, &b), BRISK_OK);
+    for (int i = 0; i < 48; i++) assert_int_equal(brisk_batch_add(b, toks[i], i, 0, 1), 0);
+    assert_int_equal(brisk_decode(cg, b), BRISK_OK);
+    assert_int_equal(brisk_decode(cv, b), BRISK_OK);
+    const int32_t nv = brisk_model_n_vocab(m);
+    double worst = 0;
+    bool differ = false;
+    double *want = malloc((size_t)nv * sizeof *want);
+    for (int i = 0; i < 48; i++) {
+      const float *a = brisk_get_logits(cg, i), *v = brisk_get_logits(cv, i);
+      differ = differ || memcmp(a, v, (size_t)nv * 4) != 0;
+      for (int32_t t = 0; t < nv; t++) want[t] = v[t];
+      double d = rel_l2(a, want, nv);
+      if (d > worst) worst = d;
+    }
+    fprintf(stderr, "%s GEMM vs GEMV logits: %.2e\n", brisk_dtype_name(types[ti]), worst);
+    assert_true(differ);
+    assert_true(worst < 2e-2);
+    free(want);
+    brisk_batch_free(b);
+    brisk_context_free(cg);
+    brisk_context_free(cv);
+    brisk_model_free(m);
+    brisk_model_free(host);
+  }
+}
+
+/* Decode steps as CUDA graphs (lib/backend/cuda/cuda_graph.c): the same
+ * model loaded twice, with graphs off and on (BRISK_CUDA_GRAPHS, read when
+ * a context makes its device backend), runs the same steps; every step's logits agree bit for bit
+ * (the graph runs the very kernels the eager pass launches). Counted on the emulation: each step is
+ * one graph launch; a new batch size (a bucket) or a changed topology in a bucket (two tokens of
+ * one sequence after two sequences' decode: the prefill attention kernel instead of the decode one)
+ * instantiates a graph, a repeated shape updates its bucket's graph in place;
+ * a 40-token step captures the GEMM path (cuBLASLt's twin) too. The
+ * page-locked staging is freed with the context. */
+typedef struct step {
+  int seq, n;
+} step;
+
+static void test_graphs(void **state) {
+  (void)state;
+  if (strncmp(device_name(), "cudaemu", 7) != 0) skip(); /* counts are the emulation's */
+  test_model_spec s = test_model_default("llama");
+  s.weight_type = BRISK_DTYPE_Q8_0;
+  char path[256];
+  write_model(&s, "cuda_graphs", path, sizeof path);
+  brisk_model *eager = load(path, device_name(), -1), *graphed = load(path, device_name(), -1);
+  setenv("BRISK_CUDA_GRAPHS", "0", 1);
+  brisk_context *ce = make_ctx(eager, BRISK_KV_F16);
+  setenv("BRISK_CUDA_GRAPHS", "64", 1);
+  brisk_context *cg = make_ctx(graphed, BRISK_KV_F16);
+  unsetenv("BRISK_CUDA_GRAPHS");
+  test_rng r = test_rng_seeded("cuda_graphs_tokens");
+  const int32_t nv = brisk_model_n_vocab(eager);
+  /* Each step: n tokens of one sequence (seq >= 0), or one token of each
+   * of sequences 0 and 1 (seq -1). */
+  const step steps[] = {
+      {0, 10}, {0, 1},  {0, 1},  {0, 1}, /* prefill, bucket 1 x3 */
+      {1, 7},                            /* bucket 7 */
+      {-1, 2}, {-1, 2}, {-1, 2},         /* bucket 2 x3 */
+      {0, 1},  {0, 1},                   /* bucket 1 again */
+      {0, 2},                            /* bucket 2, another topology */
+      {1, 40},                           /* bucket 40: the GEMM path inside a graph */
+  };
+  int pos[2] = {0, 0};
+  uint64_t i0, u0, l0, i1, u1, l1;
+  brisk_cuda_emu_graph_counts(&i0, &u0, &l0);
+  brisk_batch *b;
+  assert_int_equal(brisk_batch_create(64, &b), BRISK_OK);
+  const size_t pinned_before = brisk_cuda_emu_pinned_in_use();
+  for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+    brisk_batch_clear(b);
+    int n_out = 0;
+    if (steps[k].seq < 0) {
+      for (int sq = 0; sq < 2; sq++)
+        assert_int_equal(
+            brisk_batch_add(b, (int32_t)(test_rng_u64(&r) % (uint64_t)nv), pos[sq]++, sq, 1), 0);
+      n_out = 2;
+    } else {
+      for (int t = 0; t < steps[k].n; t++)
+        assert_int_equal(brisk_batch_add(b, (int32_t)(test_rng_u64(&r) % (uint64_t)nv),
+                                         pos[steps[k].seq]++, steps[k].seq, 1),
+                         0);
+      n_out = steps[k].n;
+    }
+    if (brisk_decode(ce, b)) fail_msg("eager step %zu: %s", k, brisk_last_error());
+    if (brisk_decode(cg, b)) fail_msg("graph step %zu: %s", k, brisk_last_error());
+    for (int o = 0; o < n_out; o++)
+      if (memcmp(brisk_get_logits(ce, o), brisk_get_logits(cg, o), (size_t)nv * 4) != 0)
+        fail_msg("step %zu row %d: the graph's logits differ from the eager pass", k, o);
+  }
+  brisk_cuda_emu_graph_counts(&i1, &u1, &l1);
+  fprintf(stderr, "graphs: %llu launched, %llu instantiated, %llu updated\n",
+          (unsigned long long)(l1 - l0), (unsigned long long)(i1 - i0),
+          (unsigned long long)(u1 - u0));
+  assert_int_equal(l1 - l0, sizeof steps / sizeof *steps);
+  assert_int_equal(i1 - i0, 6); /* buckets 10, 1, 7, 2, 2 re-captured, 40 */
+  assert_int_equal(u1 - u0, 6);
+  assert_true(brisk_cuda_emu_pinned_in_use() > pinned_before); /* the staging */
+  brisk_batch_free(b);
+  brisk_context_free(ce);
+  brisk_context_free(cg);
+  brisk_model_free(eager);
+  brisk_model_free(graphed);
+  assert_int_equal(brisk_cuda_emu_pinned_in_use(), pinned_before);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_architectures),
-      cmocka_unit_test(test_weight_types),
-      cmocka_unit_test(test_splits),
-      cmocka_unit_test(test_device_memory_limit),
+      cmocka_unit_test(test_architectures), cmocka_unit_test(test_weight_types),
+      cmocka_unit_test(test_splits),        cmocka_unit_test(test_device_memory_limit),
+      cmocka_unit_test(test_graphs),        cmocka_unit_test(test_gemm_prefill),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -355,6 +355,12 @@ void *shared_dynamic();
 /* Runs body(ctx) as every thread of every block; returns a status. */
 int run(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx);
 
+/* Stream capture (simt_graph.h): while this host thread captures, a launch
+ * becomes a graph node that owns its parameters (freed by release). */
+bool capturing();
+int capture_kernel(const void *kernel, dim3 grid, dim3 block, size_t smem, void (*body)(void *),
+                   void *params, void (*release)(void *));
+
 template <typename... P, typename... A>
 int launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, brisk_kstream stream,
            A... args) {
@@ -365,6 +371,11 @@ int launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, brisk_kstre
     void (*kernel)(P...);
     std::tuple<typename std::decay<P>::type...> params;
   } c{kernel, {args...}};
+  if (capturing())
+    return capture_kernel(
+        reinterpret_cast<const void *>(kernel), grid, block, smem,
+        [](void *p) { std::apply(static_cast<call *>(p)->kernel, static_cast<call *>(p)->params); },
+        new call(c), [](void *p) { delete static_cast<call *>(p); });
   return run(
       grid, block, smem,
       [](void *p) { std::apply(static_cast<call *>(p)->kernel, static_cast<call *>(p)->params); },

@@ -3,6 +3,8 @@
  * mirror its host metadata, launch. */
 #include "backend/cuda/cuda_backend.h"
 
+#include "backend/cuda/cuda_priv.h"
+
 #include "attention.h"
 #include "backend/check.h"
 #include "core/alloc.h"
@@ -23,33 +25,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Regrouped for the CUDA matmul kernels (kernels/regroup.h): lives only in
- * device memory, like the CPU's packed ids only in host memory. */
-#define CUDA_REGROUPED 0x200u
-
-/* Device memory that grows to the largest request and is reused: every use
- * is ordered on the one stream, so a later copy into it cannot overtake an
- * earlier kernel still reading it. */
-typedef struct scratch {
-  void *p;
-  size_t cap;
-} scratch;
-
-typedef struct cuda_backend {
-  brisk_backend base; /* first: the table the caller holds */
-  const brisk_cuda_rt *rt;
-  int device;
-  void *stream;
-  char name[32];
-  scratch meta; /* host metadata of the current operation */
-  scratch work; /* attention's split-KV partials */
-  scratch tmp;  /* small outputs copied back (MoE routing) */
-} cuda_backend;
-
 static cuda_backend *cb_of(brisk_backend *be) { return (cuda_backend *)be; }
 
-/* A runtime error as a status. */
-static brisk_status rt_status(cuda_backend *cb, int e, const char *what) {
+brisk_status brisk_cuda_status(cuda_backend *cb, int e, const char *what) {
   if (e == 0) return BRISK_OK;
   if (cb->rt->is_oom(e))
     return brisk_error(BRISK_E_OUT_OF_MEMORY, "%s: %s: out of device memory (%s)", cb->name, what,
@@ -62,6 +40,19 @@ static brisk_status scratch_reserve(cuda_backend *cb, scratch *s, size_t bytes) 
   if (bytes <= s->cap) return BRISK_OK;
   size_t want = bytes + bytes / 2 + 4096;
   brisk_status st;
+  if (brisk_cuda_graph_capturing(cb)) {
+    /* Nodes captured earlier in the step point into the old buffer: it
+     * lives until the step has run. */
+    void *p = NULL;
+    if ((st = rt_status(cb, cb->rt->malloc(&p, want), "scratch allocation"))) return st;
+    if (s->p && (st = brisk_cuda_graph_defer_free(cb, s->p))) {
+      (void)cb->rt->free(p);
+      return st;
+    }
+    s->p = p;
+    s->cap = want;
+    return BRISK_OK;
+  }
   /* Work queued earlier may still read the old buffer. */
   if ((st = rt_status(cb, cb->rt->stream_sync(cb->stream), "stream synchronize"))) return st;
   void *p = NULL;
@@ -72,28 +63,32 @@ static brisk_status scratch_reserve(cuda_backend *cb, scratch *s, size_t bytes) 
   return BRISK_OK;
 }
 
-/* Copies n host arrays into the metadata scratch, each 16-byte aligned;
- * dev[i] receives the device address of src[i]. */
-static brisk_status mirror(cuda_backend *cb, int n, const void *const *src, const size_t *bytes,
-                           void **dev) {
+brisk_status brisk_cuda_scratch(cuda_backend *cb, scratch *s, size_t bytes, void **out) {
+  brisk_status st = scratch_reserve(cb, s, bytes);
+  if (!st) *out = s->p;
+  return st;
+}
+
+/* Into the metadata scratch. */
+brisk_status brisk_cuda_mirror(cuda_backend *cb, int n, const void *const *src, const size_t *bytes,
+                               void **dev) {
   size_t off[8], total = 0;
   for (int i = 0; i < n; i++) {
     off[i] = total;
     total += (bytes[i] + 15) & ~(size_t)15;
   }
-  brisk_status st = scratch_reserve(cb, &cb->meta, total ? total : 16);
+  void *base = NULL;
+  brisk_status st = brisk_cuda_scratch(cb, &cb->meta, total ? total : 16, &base);
   for (int i = 0; i < n && !st; i++) {
-    dev[i] = (char *)cb->meta.p + off[i];
-    if (bytes[i])
-      st = rt_status(cb, cb->rt->memcpy_async(dev[i], src[i], bytes[i], BRISK_CUDA_H2D, cb->stream),
-                     "metadata copy");
+    dev[i] = (char *)base + off[i];
+    st = brisk_cuda_h2d(cb, dev[i], src[i], bytes[i], "metadata copy");
   }
   return st;
 }
 
-/* A launch's status: the kernels name their own errors (kernels/kerror.h:
- * CUDA's message, or the emulation's reason). */
-static brisk_status launched(cuda_backend *cb, int e, const char *kernel) {
+/* The kernels name their own errors (kernels/kerror.h: CUDA's message, or
+ * the emulation's reason). */
+brisk_status brisk_cuda_launched(cuda_backend *cb, int e, const char *kernel) {
   if (e == 0) return BRISK_OK;
   if (cb->rt->is_oom(e)) return rt_status(cb, e, kernel);
   return brisk_error(BRISK_E_INTERNAL, "%s: %s failed: %s (error %d)", cb->name, kernel,
@@ -104,8 +99,10 @@ static brisk_status launched(cuda_backend *cb, int e, const char *kernel) {
 
 static void cuda_destroy(brisk_backend *be) {
   cuda_backend *cb = cb_of(be);
+  brisk_cuda_graph_fini(cb);
   if (cb->stream) (void)cb->rt->stream_sync(cb->stream);
-  scratch *ss[] = {&cb->meta, &cb->work, &cb->tmp};
+  brisk_cuda_gemm_fini(cb);
+  scratch *ss[] = {&cb->meta, &cb->work, &cb->tmp, &cb->gemm_buf};
   for (size_t i = 0; i < sizeof ss / sizeof *ss; i++)
     if (ss[i]->p) (void)cb->rt->free(ss[i]->p);
   if (cb->stream) (void)cb->rt->stream_destroy(cb->stream);
@@ -125,6 +122,7 @@ static brisk_status cuda_buffer_alloc(brisk_backend *be, size_t bytes, void **ou
 static void cuda_buffer_free(brisk_backend *be, void *buf) {
   cuda_backend *cb = cb_of(be);
   if (!buf) return;
+  if (brisk_cuda_graph_capturing(cb) && brisk_cuda_graph_defer_free(cb, buf) == BRISK_OK) return;
   /* Kernels queued earlier may still use it. */
   (void)cb->rt->stream_sync(cb->stream);
   (void)cb->rt->free(buf);
@@ -135,6 +133,11 @@ static brisk_status copy(brisk_backend *be, void *dst, const void *src, size_t b
   cuda_backend *cb = cb_of(be);
   if (bytes == 0) return BRISK_OK;
   if (!dst || !src) return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: NULL pointer", what);
+  if (kind == BRISK_CUDA_D2H && brisk_cuda_graph_capturing(cb))
+    return brisk_error(BRISK_E_INTERNAL,
+                       "%s: %s inside a graph step (nothing is read back before step_end)",
+                       cb->name, what);
+  if (kind == BRISK_CUDA_H2D) return brisk_cuda_h2d(cb, dst, src, bytes, what);
   brisk_status st = rt_status(cb, cb->rt->memcpy_async(dst, src, bytes, kind, cb->stream), what);
   /* A download waits for its data; an upload from pageable memory has taken
    * its source when the runtime returns. */
@@ -152,12 +155,14 @@ static brisk_status cuda_download(brisk_backend *be, void *dst, const void *src,
 
 static brisk_status cuda_synchronize(brisk_backend *be) {
   cuda_backend *cb = cb_of(be);
+  /* Inside a captured step nothing runs before step_end: nothing to wait for. */
+  if (brisk_cuda_graph_capturing(cb)) return BRISK_OK;
   return rt_status(cb, cb->rt->stream_sync(cb->stream), "synchronize");
 }
 
 static size_t cuda_workspace_bytes(const brisk_backend *be) {
   const cuda_backend *cb = (const cuda_backend *)be;
-  return cb->meta.cap + cb->work.cap + cb->tmp.cap;
+  return cb->meta.cap + cb->work.cap + cb->tmp.cap + cb->gemm_buf.cap;
 }
 
 /* ---- weights ---------------------------------------------------------------- */
@@ -241,8 +246,12 @@ static brisk_status cuda_matmul(brisk_backend *be, uint32_t w_type, const void *
     return st;
   if (m == 0) return BRISK_OK;
   if (!w || !x || !y) return brisk_error(BRISK_E_INVALID_ARGUMENT, "matmul: w, x or y is NULL");
-  /* Every row through the GEMV kernel: a row's result then depends on its
-   * own inputs only, whatever the batch (backend.h's rule). */
+  /* Large calls (prefill chunks, big batches) on tensor cores; below the
+   * threshold every row through the GEMV kernel, whose result for a row
+   * depends on its own inputs only (docs/cuda.md: what holds across the
+   * two paths). */
+  if (brisk_cuda_gemm_wanted(cb, base, m))
+    return brisk_cuda_gemm_matmul(cb, base, w, n, k, x, m, y);
   return launched(cb, brisk_kmatmul_gemv(base, w, n, k, x, m, y, cb->stream), "matmul");
 }
 
@@ -425,10 +434,11 @@ static brisk_status cuda_attention(brisk_backend *be, const brisk_kv_layout *kv,
   if (ws == 0)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "attention: a decode of %d queries is too large",
                        (int)b->n_tokens);
-  if ((st = scratch_reserve(cb, &cb->work, ws))) return st;
+  void *work = NULL;
+  if ((st = brisk_cuda_scratch(cb, &cb->work, ws, &work))) return st;
   return launched(cb,
-                  brisk_kattn_decode(&d, k_cache, v_cache, q, dev[0], dev[1], dev[2], max_ctx,
-                                     cb->work.p, out, cb->stream),
+                  brisk_kattn_decode(&d, k_cache, v_cache, q, dev[0], dev[1], dev[2], max_ctx, work,
+                                     out, cb->stream),
                   "attention (decode)");
 }
 
@@ -442,8 +452,9 @@ static brisk_status cuda_moe_route(brisk_backend *be, const float *logits, int32
   /* Routed on the device, the few (id, weight) pairs copied back: the
    * forward pass groups rows by expert on the host. */
   size_t n = (size_t)n_tokens * (size_t)k;
-  if ((st = scratch_reserve(cb, &cb->tmp, n * (sizeof *ids + sizeof *weights)))) return st;
-  int32_t *d_ids = cb->tmp.p;
+  void *tmp = NULL;
+  if ((st = brisk_cuda_scratch(cb, &cb->tmp, n * (sizeof *ids + sizeof *weights), &tmp))) return st;
+  int32_t *d_ids = tmp;
   float *d_w = (float *)(void *)(d_ids + n);
   if ((st = launched(
            cb,
@@ -488,6 +499,7 @@ brisk_status brisk_backend_cuda_create(const brisk_cuda_rt *rt, int device, cons
     brisk_free(cb);
     return st;
   }
+  brisk_cuda_gemm_init(cb);
   cb->base = (brisk_backend){
       .name = cb->name,
       .ctx = cb,
@@ -516,6 +528,7 @@ brisk_status brisk_backend_cuda_create(const brisk_cuda_rt *rt, int device, cons
       .argmax = cuda_argmax,
       .top_k = cuda_top_k,
   };
+  brisk_cuda_graph_init(cb);
   *out = &cb->base;
   return BRISK_OK;
 }

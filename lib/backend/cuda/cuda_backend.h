@@ -21,4 +21,22 @@
 brisk_status brisk_backend_cuda_create(const brisk_cuda_rt *rt, int device, const char *name,
                                        brisk_backend **out);
 
+/* The GEMM path's threshold (matmuls of at least min_rows rows take it; 0:
+ * none) and the bound on one dequantized weight tile (0: keep it), for
+ * tests and benchmarks; cuda_gemm.c has the defaults. */
+void brisk_backend_cuda_set_gemm(brisk_backend *be, int64_t min_rows, size_t tile_bytes);
+/* Matmuls that have taken the GEMM path so far. */
+uint64_t brisk_backend_cuda_gemm_calls(const brisk_backend *be);
+
+/* Decode steps as graphs (cuda_graph.c). */
+typedef struct brisk_cuda_graph_stats {
+  uint64_t steps;        /* steps run as a graph */
+  uint64_t instantiated; /* graphs made executable: a new bucket or a changed topology */
+  uint64_t updated;      /* steps that reused their bucket's graph, updated in place */
+  uint64_t eager;        /* bracketed steps run without a graph (too large, graphs off) */
+} brisk_cuda_graph_stats;
+void brisk_backend_cuda_graph_stats(const brisk_backend *be, brisk_cuda_graph_stats *out);
+/* Steps of up to max_batch tokens are graphed; 0: none. */
+brisk_status brisk_backend_cuda_set_graphs(brisk_backend *be, int32_t max_batch);
+
 #endif

@@ -11,6 +11,9 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/host_shim.h"
 #include "backend/cuda/rt_cudart.h"
+#ifdef BRISK_PLUGIN_NCCL
+#  include "backend/cuda/rt_nccl.h"
+#endif
 #include "brisk_config.h"
 
 #include <cuda_runtime_api.h>
@@ -112,5 +115,8 @@ brisk_status brisk_plugin_entry_v1(const brisk_plugin_host *h, brisk_plugin_api 
       .info = info,
       .create = create,
   };
+#ifdef BRISK_PLUGIN_NCCL
+  api->nccl = &brisk_nccl_rt_cuda;
+#endif
   return BRISK_OK;
 }
