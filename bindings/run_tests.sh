@@ -20,7 +20,10 @@ go)
   command -v go >/dev/null || { echo "SKIP: go is not installed (Debian's golang-go)"; exit 77; }
   export GOCACHE="$BRISK_BINDINGS_BUILD/go-cache" GOPATH="$BRISK_BINDINGS_BUILD/go-path"
   export GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off
-  export CGO_CFLAGS="-I$BRISK_INCLUDE_DIR" CGO_LDFLAGS="-L$BRISK_LIB_DIR -Wl,-rpath,$BRISK_LIB_DIR"
+  # The go build cache does not track headers outside the module: the
+  # header's hash in the flags makes a changed brisk.h rebuild the package.
+  hdr=$(sha256sum "$BRISK_INCLUDE_DIR/brisk.h" | cut -c1-16)
+  export CGO_CFLAGS="-I$BRISK_INCLUDE_DIR -DBRISK_H_SHA=$hdr" CGO_LDFLAGS="-L$BRISK_LIB_DIR -Wl,-rpath,$BRISK_LIB_DIR"
   cd "$here/go"
   go vet ./...
   exec go test -count=1 -v ./...
