@@ -194,6 +194,7 @@ BRISK_API void brisk_engine_free(brisk_engine *e) {
   brisk_batch_free(e->batch);
   brisk_spec_free(e->spec);
   brisk_context_free(e->ctx);
+  brisk_engine_constraints_free(e);
   pthread_mutex_destroy(&e->mu);
   brisk_free(e);
 }
