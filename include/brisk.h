@@ -1929,6 +1929,59 @@ BRISK_API brisk_status brisk_engine_submit_constrained(brisk_engine *engine,
                                                        const brisk_constraint_params *constraint,
                                                        uint64_t *id);
 
+/*
+ * Tool calls in chat, for the families whose reference templates define
+ * them: "chatml" (Qwen 2.5 and Qwen 3, Hermes style: <tool_call> blocks),
+ * "llama3" (Llama 3.1-3.3: a JSON {"name", "parameters"} turn),
+ * "mistral-v3" and "mistral-v3-tekken" ([TOOL_CALLS] arrays). Other
+ * families are BRISK_E_UNSUPPORTED. template_name NULL: the model's.
+ *
+ * tools_json is OpenAI's "tools" array: [{"type": "function", "function":
+ * {"name", "description", "parameters": JSON Schema}}, ...]; names are
+ * 1-64 of a-z A-Z 0-9 _ -.
+ *
+ * brisk_chat_apply_tools is brisk_chat_apply with the tools rendered into
+ * the prompt as the family's reference template does (Llama 3.1's with
+ * its default date, tools in the first user message; Qwen's without a
+ * default system text). Besides system/user/assistant, messages may be
+ * "tool" (a tool's result; "tool:ID" gives the call id, which the mistral
+ * families need) and "tool_calls" (an assistant turn of calls: content is
+ * OpenAI's tool_calls array, arguments as an object or a JSON string).
+ * Buffer, length and error rules as brisk_chat_apply's; invalid tools or
+ * calls are BRISK_E_INVALID_ARGUMENT naming the item.
+ *
+ * brisk_tool_call_grammar writes into *gbnf (free with brisk_string_free) the
+ * GBNF (for BRISK_CONSTRAINT_GBNF) of one or more calls in the family's
+ * output format whose arguments validate against their tool's parameters
+ * schema (the subset brisk_grammar_compile supports; other keywords are
+ * errors naming the tool): any tool, or only `tool_name` when it is not
+ * NULL (OpenAI's tool_choice "required" and a named function). The
+ * mistral grammar leaves out the [TOOL_CALLS] control token (a constraint
+ * constrains text).
+ *
+ * brisk_chat_parse_tool_calls finds the calls in a model's output
+ * text[0, len): *calls_json = a JSON array [{"name": .., "arguments":
+ * {..}}, ...] or NULL when the text holds none; *content (if content is
+ * not NULL) = the text outside the calls. Both NUL-terminated, freed with
+ * brisk_string_free. Text that does not parse as a call is content, never an
+ * error.
+ *
+ * All three allocate only their results, read the model only, and are safe
+ * to call concurrently.
+ */
+BRISK_API brisk_status brisk_chat_apply_tools(const brisk_model *model, const char *template_name,
+                                              const brisk_chat_message *messages, size_t n_messages,
+                                              const char *tools_json, int add_assistant_prefix,
+                                              char *buf, size_t capacity, size_t *len);
+BRISK_API brisk_status brisk_tool_call_grammar(const brisk_model *model, const char *template_name,
+                                               const char *tools_json, const char *tool_name,
+                                               char **gbnf);
+BRISK_API brisk_status brisk_chat_parse_tool_calls(const brisk_model *model,
+                                                   const char *template_name, const char *text,
+                                                   size_t len, char **calls_json, char **content);
+/* Frees a string the library returned for the caller to free (NULL: no-op). */
+BRISK_API void brisk_string_free(char *s);
+
 /* Finish reason of a constrained completion that could not go on: no token
  * of the vocabulary continues the constraint (never garbage output). */
 #  define BRISK_FINISH_CONSTRAINT ((brisk_finish_reason)6)

@@ -214,6 +214,7 @@ BRISK_API void brisk_engine_free(brisk_engine *e) {
   brisk_batch_free(e->batch);
   brisk_spec_free(e->spec);
   brisk_context_free(e->ctx);
+  brisk_engine_constraints_free(e);
   pthread_mutex_destroy(&e->mu);
   brisk_mem_account *mem = e->mem;
   brisk_free(e);

@@ -156,6 +156,21 @@ struct brisk_engine {
   /* What the engine allocates, its context's memory included, is charged
    * here (core/memcap.h); every public call on the engine enters it. */
   struct brisk_mem_account *mem;
+  /* Constraints by their text (engine/constraint.c), under mu: requests
+   * with the same constraint share one mask cache. */
+  struct brisk_engine_cconst *cconst; /* [BRISK_ENGINE_CCONST] or NULL */
+  uint64_t cconst_clock;
+};
+
+/* Distinct constraints an engine keeps compiled (engine/constraint.c):
+ * each a template constraint its requests clone. used: 0 = empty slot,
+ * else the engine's clock at the last use. */
+enum { BRISK_ENGINE_CCONST = 8 };
+struct brisk_engine_cconst {
+  uint64_t hash, used;
+  int kind;
+  char *text, *root;
+  struct brisk_constraint *tmpl;
 };
 
 /* Limits of brisk_request_params's speculation fields (those of brisk_spec). */
@@ -181,6 +196,8 @@ brisk_status brisk_engine_constrain(brisk_engine *e, brisk_engine_request *first
                                     const struct brisk_constraint_params *cp);
 /* Before sampling completion r (which has a constraint): BRISK_FINISH_NONE
  * if some token is allowed, else the reason to finish with. */
+/* Drops the engine's cached constraints (at brisk_engine_free). */
+void brisk_engine_constraints_free(brisk_engine *e);
 brisk_finish_reason brisk_engine_constraint_blocked(brisk_engine_request *r);
 /* A whole request's timeline (completion 0 = leader, then the others):
  * first token of any completion, last finish (0 while one is open), tokens

@@ -70,7 +70,7 @@ BRISK_API brisk_status brisk_constraint_create(const brisk_model *model, const b
     st = brisk_error_oom();
     goto fail;
   }
-  if ((st = gr_masker_init(c->k, g, model))) goto fail;
+  if ((st = gr_masker_init(c->k, g, model)) || (st = gr_masker_precompute(c->k))) goto fail;
   *c->refs = 1;
   if ((st = gr_state_init(c->k, &c->s))) goto fail;
   *out = c;
@@ -94,7 +94,7 @@ brisk_status brisk_constraint_clone(const brisk_constraint *src, brisk_constrain
     brisk_free(c);
     return brisk_error_oom();
   }
-  (*c->refs)++;
+  __atomic_add_fetch(c->refs, 1, __ATOMIC_RELAXED); /* an engine clones on submit threads */
   *out = c;
   return BRISK_OK;
 }
@@ -102,7 +102,7 @@ brisk_status brisk_constraint_clone(const brisk_constraint *src, brisk_constrain
 BRISK_API void brisk_constraint_free(brisk_constraint *c) {
   if (!c) return;
   gr_state_release(&c->s);
-  if (c->refs && --*c->refs == 0) {
+  if (c->refs && __atomic_sub_fetch(c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
     gr_masker_release(c->k);
     brisk_free(c->k);
     brisk_free(c->refs);

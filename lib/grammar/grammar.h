@@ -130,8 +130,6 @@ typedef struct gr_matcher {
   int32_t *tmp; /* scratch for set building */
   size_t n_tmp, cap_tmp;
   brisk_status err; /* sticky: OOM or a limit hit while growing */
-  int32_t *trunc;   /* [cap_trunc] truncated version of each node, -1 = not yet */
-  size_t cap_trunc;
 } gr_matcher;
 
 /* Limits on matcher growth: interned stacks, and nodes in one state. */
@@ -140,8 +138,8 @@ enum { GR_MAX_NODES = 1 << 22, GR_MAX_SET = 1 << 12 };
 /* Node 1 stands for "some stack not known here" (GR_SENT): the bottom of a
  * truncated stack. A set holding it means "the known part has finished;
  * what follows depends on the rest of the stack". Real nodes start at 2.
- * Truncated stacks keep the top GR_TRUNC_DEPTH frames. */
-enum { GR_SENT = 1, GR_FIRST_NODE = 2, GR_TRUNC_DEPTH = 4 };
+ * Truncated stacks keep at most GR_MAX_CUT frames. */
+enum { GR_SENT = 1, GR_FIRST_NODE = 2, GR_MAX_CUT = 64 };
 
 brisk_status gr_matcher_init(gr_matcher *m, const brisk_grammar *g);
 void gr_matcher_release(gr_matcher *m);
@@ -150,9 +148,11 @@ void gr_matcher_release(gr_matcher *m);
  * GR_MAX_SET); returns the count (0: cp is not allowed), or -1 with m->err
  * set (out of memory, or a state past the limits). */
 int gr_advance(gr_matcher *m, const int32_t *in, int n, uint32_t cp, int32_t *out);
-/* Node n's stack cut to its top GR_TRUNC_DEPTH frames over GR_SENT (n
- * itself when it is no deeper); -1 on failure. */
-int32_t gr_truncate(gr_matcher *m, int32_t n);
+/* The id of node (pos, parent), made if new; -1 on failure (m->err). */
+int32_t gr_node_id(gr_matcher *m, int32_t pos, int32_t parent);
+/* Node n's stack cut to its top `depth` frames (at most GR_MAX_CUT) over
+ * GR_SENT (n itself when it is no deeper); -1 on failure. */
+int32_t gr_truncate(gr_matcher *m, int32_t n, int depth);
 /* Whether some node of in[0, n) can take a code point of [lo, hi]. */
 int gr_can_take(const gr_matcher *m, const int32_t *in, int n, uint32_t lo, uint32_t hi);
 
@@ -185,6 +185,13 @@ typedef struct gr_vocab {
   int32_t *eog;     /* end-of-generation tokens */
   int32_t n_eog;
   uint8_t *is_eog; /* [n_vocab] */
+  /* The same texts as a byte trie in preorder (see vocab.c): node x has
+   * byte t_byte[x] at depth t_depth[x], subtree [x, t_end[x]), made by
+   * sorted entry t_ent[x]; t_ent[n_tnodes] = n_sorted. */
+  uint32_t n_tnodes;
+  uint8_t *t_byte;
+  uint32_t *t_depth, *t_end;
+  int32_t *t_ent;
 } gr_vocab;
 
 brisk_status gr_vocab_build(const brisk_model *model, gr_vocab *v);
@@ -220,20 +227,36 @@ typedef struct gr_dfa {
   size_t n_st, cap_st;
   int32_t *st_table; /* open addressing over states, -1 = empty */
   size_t st_table_cap;
-  uint64_t *tr_key; /* (state << 8 | byte) + 1, 0 = empty */
-  int32_t *tr_val;  /* next state, -1 = dead */
-  size_t tr_cap, tr_n;
+  int32_t *row_of; /* [cap_row_of] each state's row in rows, -1 = none yet */
+  size_t cap_row_of;
+  int32_t *rows; /* [n_rows][256] next state, -1 = dead, GR_DFA_UNKNOWN */
+  size_t n_rows, cap_rows;
+  size_t tr_n; /* transitions computed */
 } gr_dfa;
 
-/* A grammar bound to a vocabulary: matcher, vocabulary and mask cache. One
- * serves every state of the grammar (the engine's completions share one);
- * not thread-safe. */
+enum { GR_DFA_UNKNOWN = -3 };
+
+/* A grammar bound to a vocabulary: matcher, vocabulary and mask caches.
+ * One serves every state of the grammar (the engine's completions, and
+ * every request of an engine with the same constraint, share one); not
+ * thread-safe.
+ *
+ * Two caches, both rebuilt on demand (clearing one loses only time):
+ * - node entries (XGrammar's adaptive token mask cache): for a parse stack
+ *   cut to its top frames over GR_SENT, the tokens it accepts whatever lies
+ *   below the cut, and the few it leaves to the rest of the stack
+ *   (context-dependent). A stack's top element alone (one frame) is the
+ *   grammar position; its entry is one trie walk, made once per position;
+ *   a deeper cut's entry starts from its position's and matches only that
+ *   one's context-dependent tokens.
+ * - state masks: the whole mask of a state (node set, unfinished
+ *   character), keyed by the state, so a state seen before is one lookup. */
 typedef struct gr_masker {
   gr_matcher m;
   gr_vocab v;
   int32_t n_words; /* uint32 words per mask */
-  /* Mask cache: keyed by (node set, unfinished character); entries live in
-   * `masks` ([cap_entries][n_words]) until the cache fills and is cleared. */
+  /* State masks: entries live in `masks` ([cap_entries][n_words]) until
+   * the cache fills and is cleared. */
   uint64_t *keys;     /* [table_cap] hash, 0 = empty */
   int32_t *key_entry; /* [table_cap] entry index */
   int32_t *key_set;   /* [cap_entries] offset of the entry's set in key_sets */
@@ -243,22 +266,35 @@ typedef struct gr_masker {
   uint32_t *masks;
   int32_t *n_allowed; /* [cap_entries] */
   size_t table_cap, n_entries, cap_entries, masks_cap;
-  /* Walk scratch: per depth, the set's offset in `pool`, its length, and the
-   * UTF-8 decoder. */
+  /* Node entries: ne_of[node] (-1 = none; [cap_ne_of]) indexes ne_mask
+   * ([ne_cap][n_words], allocated as they come) and ne_dep_off/ne_dep_n,
+   * the entry's context-dependent sorted entries in ne_deps. */
+  int32_t *ne_of;
+  size_t cap_ne_of;
+  uint32_t *ne_mask;
+  uint32_t *ne_dep_off, *ne_dep_n;
+  size_t ne_n, ne_cap, ne_mask_cap;
+  int32_t *ne_deps;
+  size_t n_ne_deps, cap_ne_deps;
+  uint32_t *ne_tok_off,
+      *ne_tok_n; /* [ne_cap] a sparse entry's tokens in ne_toks; n = UINT32_MAX: none */
+  int32_t *ne_toks;
+  size_t n_ne_toks, cap_ne_toks;
+  uint32_t *ne_seen; /* [ne_cap] stamp: the entry was OR-ed into this mask */
+  uint32_t ne_stamp;
+  int32_t *dtmp, *dtmp2; /* scratch for dependent lists */
+  size_t cap_dtmp, cap_dtmp2;
+  /* Walk scratch: per depth, the automaton state and whether GR_SENT was
+   * met on the way. */
   int32_t *pool;
   size_t cap_pool;
   uint32_t *d_off, *d_n;
-  gr_utf8 *d_utf8;
   int32_t *tok_entry; /* [n_vocab] sorted entry of each token, -1 = none; made on first accept */
-  /* Entries of cut stack sets: the sorted entries their walk left to the
-   * full state, ci_dep[ci_off[e] .. + ci_n[e]). */
-  int32_t *ci_off, *ci_n, *ci_dep;
-  size_t n_ci_dep, cap_ci_dep;
-  int32_t *tset;     /* [GR_MAX_SET] scratch: a cut set */
-  uint32_t *scratch; /* [n_words] a mask being filled */
+  uint32_t *scratch;  /* [n_words] a mask being filled */
   gr_dfa dfa;
   uint64_t n_hits, n_misses;
-  uint64_t n_cut; /* misses settled through cut stacks */
+  uint64_t n_cut;          /* state misses settled through node entries with a cut stack */
+  uint64_t n_entries_made; /* node entries computed (walks) */
 } gr_masker;
 
 /* The automaton: the id of state (set, u) (-1 on OOM); the state after
@@ -277,6 +313,11 @@ brisk_status gr_masker_init(gr_masker *k, const brisk_grammar *g, const brisk_mo
 /* The same for a vocabulary built by the caller (moved into the masker). */
 brisk_status gr_masker_init_vocab(gr_masker *k, const brisk_grammar *g, gr_vocab *v);
 void gr_masker_release(gr_masker *k);
+/* Makes the entry of every grammar position (each character set element
+ * with nothing known below it) now, up to the node-entry budget, so that
+ * generation meets only the context-dependent work: XGrammar's
+ * preprocessing. Costs one trie walk per position. */
+brisk_status gr_masker_precompute(gr_masker *k);
 
 brisk_status gr_state_init(gr_masker *k, gr_state *s);
 void gr_state_release(gr_state *s);

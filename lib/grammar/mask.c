@@ -1,14 +1,15 @@
 /* Token masks: which tokens a state allows, as a bitset over the
- * vocabulary, cached per state.
+ * vocabulary.
  *
- * A miss walks the sorted vocabulary once: entry i shares lcp[i] bytes with
- * entry i - 1, so the states after those bytes are reused and only the rest
- * of its bytes are matched; when a prefix dies, every following entry that
- * shares it is skipped without matching. A hit is a hash lookup: the
- * matcher interns parse stacks, so a state is a short array of node ids
- * (plus the bytes of an unfinished character) and equal states have equal
- * keys. Generation revisits a small number of states (inside a string, after
- * a comma, ...), so after warm-up most steps are hits. */
+ * A state's mask is the OR of its stacks' node entries (see gr_masker in
+ * grammar.h): what each stack's top frames accept whatever lies below
+ * them, made once per grammar position (at creation: one walk of the
+ * vocabulary's byte trie each, dead subtrees skipped whole) and refined
+ * per deeper cut only where the position leaves many tokens to the rest
+ * of the stack; the few tokens still undecided are then matched from the
+ * state itself. Whole state masks are cached too, so a state seen before
+ * is a hash lookup: the matcher interns parse stacks, so a state is a
+ * short array of node ids (plus the bytes of an unfinished character). */
 #include "grammar/grammar.h"
 
 #include "core/alloc.h"
@@ -18,8 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Mask cache budget; cleared when full. */
+/* Budgets: state masks, and node entries; each cleared when full. */
 #define GR_CACHE_BYTES (16u << 20)
+#define GR_NODE_BYTES (32u << 20)
 
 static brisk_status init_common(gr_masker *k) {
   k->n_words = (k->v.n_vocab + 31) / 32;
@@ -30,22 +32,27 @@ static brisk_status init_common(gr_masker *k) {
   k->cap_entries = cap;
   k->table_cap = 1;
   while (k->table_cap < 2 * cap) k->table_cap *= 2;
+  size_t ne_cap = GR_NODE_BYTES / per;
+  if (ne_cap < 64) ne_cap = 64;
+  if (ne_cap > 1 << 16) ne_cap = 1 << 16;
+  k->ne_cap = ne_cap;
   k->keys = brisk_calloc(k->table_cap, sizeof *k->keys);
   k->key_entry = brisk_calloc(k->table_cap, sizeof *k->key_entry);
   k->key_set = brisk_calloc(cap, sizeof *k->key_set);
   k->key_n = brisk_calloc(cap, sizeof *k->key_n);
   k->n_allowed = brisk_calloc(cap, sizeof *k->n_allowed);
-  k->ci_off = brisk_calloc(cap, sizeof *k->ci_off);
-  k->ci_n = brisk_calloc(cap, sizeof *k->ci_n);
-  k->tset = brisk_malloc(GR_MAX_SET * sizeof *k->tset);
+  k->ne_dep_off = brisk_calloc(ne_cap, sizeof *k->ne_dep_off);
+  k->ne_dep_n = brisk_calloc(ne_cap, sizeof *k->ne_dep_n);
+  k->ne_seen = brisk_calloc(ne_cap, sizeof *k->ne_seen);
+  k->ne_tok_off = brisk_calloc(ne_cap, sizeof *k->ne_tok_off);
+  k->ne_tok_n = brisk_calloc(ne_cap, sizeof *k->ne_tok_n);
   /* Masks are allocated as entries are made, in chunks of `masks`. */
   k->masks = NULL;
   size_t depth = (size_t)k->v.max_len + 2;
   k->d_off = brisk_calloc(depth, sizeof *k->d_off);
   k->d_n = brisk_calloc(depth, sizeof *k->d_n);
-  k->d_utf8 = brisk_calloc(depth, sizeof *k->d_utf8);
-  if (!k->keys || !k->key_entry || !k->key_set || !k->key_n || !k->n_allowed || !k->ci_off ||
-      !k->ci_n || !k->tset || !k->d_off || !k->d_n || !k->d_utf8)
+  if (!k->keys || !k->key_entry || !k->key_set || !k->key_n || !k->n_allowed || !k->ne_dep_off ||
+      !k->ne_dep_n || !k->ne_seen || !k->ne_tok_off || !k->ne_tok_n || !k->d_off || !k->d_n)
     return brisk_error_oom();
   return BRISK_OK;
 }
@@ -82,15 +89,21 @@ void gr_masker_release(gr_masker *k) {
   brisk_free(k->key_sets);
   brisk_free(k->masks);
   brisk_free(k->n_allowed);
+  brisk_free(k->ne_of);
+  brisk_free(k->ne_mask);
+  brisk_free(k->ne_dep_off);
+  brisk_free(k->ne_dep_n);
+  brisk_free(k->ne_seen);
+  brisk_free(k->ne_tok_off);
+  brisk_free(k->ne_tok_n);
+  brisk_free(k->ne_toks);
+  brisk_free(k->ne_deps);
+  brisk_free(k->dtmp);
+  brisk_free(k->dtmp2);
   brisk_free(k->pool);
   brisk_free(k->d_off);
   brisk_free(k->d_n);
-  brisk_free(k->d_utf8);
   brisk_free(k->tok_entry);
-  brisk_free(k->ci_off);
-  brisk_free(k->ci_n);
-  brisk_free(k->ci_dep);
-  brisk_free(k->tset);
   brisk_free(k->scratch);
   gr_dfa_release(&k->dfa);
   memset(k, 0, sizeof *k);
@@ -192,7 +205,6 @@ static void clear_cache(gr_masker *k) {
   memset(k->keys, 0, k->table_cap * sizeof *k->keys);
   k->n_entries = 0;
   k->n_key_sets = 0;
-  k->n_ci_dep = 0;
 }
 
 static uint32_t shared_prefix(const gr_vocab *v, int32_t a, int32_t b) {
@@ -203,19 +215,59 @@ static uint32_t shared_prefix(const gr_vocab *v, int32_t a, int32_t b) {
   return i;
 }
 
-/* Walks the sorted vocabulary (or only its entries only[0 .. n_only),
- * ascending) from node set set[0, n) with decoder *u, setting the bit of
- * every token whose bytes the set takes whole; the count set, or -1.
- * With dep: appends to k->ci_dep the entries not taken whose path met
- * GR_SENT (the set is truncated: the rest of the stack decides them). */
-static int32_t walk_from(gr_masker *k, const int32_t *set, int n, const gr_utf8 *u,
-                         const int32_t *only, int32_t n_only, uint32_t *mask, int dep) {
+static void set_bit(uint32_t *mask, int32_t t) { mask[t / 32] |= 1u << (t % 32); }
+static int has_bit(const uint32_t *mask, int32_t t) { return (int)(mask[t / 32] >> (t % 32) & 1); }
+
+/* Appends sorted entries [lo, hi) to the node entries' dependent list. */
+static int push_deps(gr_masker *k, int32_t lo, int32_t hi) {
+  if (hi <= lo) return 0;
+  size_t n = (size_t)(hi - lo);
+  if (brisk_grow((void **)&k->ne_deps, &k->cap_ne_deps, k->n_ne_deps + n, sizeof *k->ne_deps))
+    return -1;
+  for (int32_t i = lo; i < hi; i++) k->ne_deps[k->n_ne_deps++] = i;
+  return 0;
+}
+
+/* Walks the trie from automaton state ws0, setting the bit of every token
+ * whose bytes it takes whole; a subtree whose first byte is not allowed is
+ * skipped in one step. With dep, the entries of a skipped subtree whose
+ * path met GR_SENT are appended to k->ne_deps (below the cut, the rest of
+ * the stack decides them). The count set, or -1. */
+static int32_t walk_trie(gr_masker *k, int32_t ws0, uint32_t *mask, int dep) {
   const gr_vocab *v = &k->v;
-  if (pool_room(k, 2 * (size_t)GR_MAX_SET)) return -1;
-  int32_t ws0 = gr_dfa_intern(&k->dfa, set, (uint32_t)n, u);
-  if (ws0 < 0) return -1;
-  /* Per depth: the automaton state after d bytes, and whether GR_SENT was
-   * in a set at depth <= d. */
+  uint32_t *ws = k->d_off, *sent = k->d_n;
+  ws[0] = (uint32_t)ws0;
+  sent[0] = k->dfa.st[ws0].sent;
+  int32_t allowed = 0;
+  for (uint32_t x = 0; x < v->n_tnodes;) {
+    uint32_t d = v->t_depth[x];
+    int32_t next = gr_dfa_step(k, (int32_t)ws[d], v->t_byte[x]);
+    if (next == -2) return -1;
+    if (next < 0) {
+      if (dep && sent[d] && push_deps(k, v->t_ent[x], v->t_ent[v->t_end[x]])) return -1;
+      x = v->t_end[x];
+      continue;
+    }
+    ws[d + 1] = (uint32_t)next;
+    sent[d + 1] = sent[d] | k->dfa.st[next].sent;
+    /* Tokens ending here: the entry that made the node, if this is its last
+     * byte, and any entries with the same text after it. */
+    for (int32_t i = v->t_ent[x]; i < v->n_sorted && v->off[i + 1] - v->off[i] == d + 1 &&
+                                  (i == v->t_ent[x] || v->lcp[i] == d + 1);
+         i++) {
+      set_bit(mask, v->id[i]);
+      allowed++;
+    }
+    x++;
+  }
+  return allowed;
+}
+
+/* The same over the sorted entries only[0 .. n_only) (ascending): each
+ * shares a prefix with the one before, whose states are reused. */
+static int32_t walk_list(gr_masker *k, int32_t ws0, const int32_t *only, size_t n_only,
+                         uint32_t *mask, int dep) {
+  const gr_vocab *v = &k->v;
   uint32_t *ws = k->d_off, *sent = k->d_n;
   ws[0] = (uint32_t)ws0;
   sent[0] = k->dfa.st[ws0].sent;
@@ -223,19 +275,16 @@ static int32_t walk_from(gr_masker *k, const int32_t *set, int n, const gr_utf8 
   uint32_t have = 0;          /* states valid for depths 0 .. have of the last entry */
   uint32_t dead = UINT32_MAX; /* the last entry's prefix of this length is dead */
   int dead_dep = 0;           /* and met GR_SENT */
-  int32_t count = only ? n_only : v->n_sorted;
-  for (int32_t j = 0; j < count; j++) {
-    int32_t i = only ? only[j] : j;
-    uint32_t lcp = only ? (prev >= 0 ? shared_prefix(v, prev, i) : 0) : v->lcp[i];
+  for (size_t j = 0; j < n_only; j++) {
+    int32_t i = only[j];
+    uint32_t lcp = prev >= 0 ? shared_prefix(v, prev, i) : 0;
     prev = i;
     if (lcp >= dead) { /* shares the dead prefix */
-      if (dead_dep &&
-          brisk_grow((void **)&k->ci_dep, &k->cap_ci_dep, k->n_ci_dep + 1, sizeof *k->ci_dep))
-        return -1;
-      if (dead_dep) k->ci_dep[k->n_ci_dep++] = i;
+      if (dead_dep && push_deps(k, i, i + 1)) return -1;
       continue;
     }
     dead = UINT32_MAX;
+    dead_dep = 0;
     if (have > lcp) have = lcp;
     const uint8_t *bytes = (const uint8_t *)v->bytes + v->off[i];
     uint32_t len = v->off[i + 1] - v->off[i];
@@ -251,14 +300,11 @@ static int32_t walk_from(gr_masker *k, const int32_t *set, int n, const gr_utf8 
       sent[have + 1] = sent[have] | k->dfa.st[next].sent;
       have++;
     }
-    if (have == len && dead == UINT32_MAX) {
-      int32_t t = v->id[i];
-      mask[t / 32] |= 1u << (t % 32);
+    if (dead == UINT32_MAX) {
+      set_bit(mask, v->id[i]);
       allowed++;
-    } else if (dead_dep) {
-      if (brisk_grow((void **)&k->ci_dep, &k->cap_ci_dep, k->n_ci_dep + 1, sizeof *k->ci_dep))
-        return -1;
-      k->ci_dep[k->n_ci_dep++] = i;
+    } else if (dead_dep && push_deps(k, i, i + 1)) {
+      return -1;
     }
   }
   return allowed;
@@ -266,16 +312,9 @@ static int32_t walk_from(gr_masker *k, const int32_t *set, int n, const gr_utf8 
 
 static int32_t add_eog(gr_masker *k, const gr_state *s, uint32_t *mask) {
   if (!s->ended && !gr_state_accepting(s)) return 0;
-  for (int32_t j = 0; j < k->v.n_eog; j++) {
-    int32_t t = k->v.eog[j];
-    mask[t / 32] |= 1u << (t % 32);
-  }
+  for (int32_t j = 0; j < k->v.n_eog; j++) set_bit(mask, k->v.eog[j]);
   return k->v.n_eog;
 }
-
-/* A cache slot for a key: the set, then `tag` (an unfinished character's
- * byte count, or CI_TAG for the entry of a truncated set), then its bytes. */
-#define CI_TAG 255
 
 static uint64_t key_hash(const int32_t *set, int n, int tag, const uint8_t *bytes, int nb) {
   uint64_t h = brisk_hash64(set, (size_t)n * sizeof *set, 0x51ED);
@@ -306,8 +345,8 @@ static int32_t find(const gr_masker *k, uint64_t h, const int32_t *set, int n, i
   return -1;
 }
 
-/* A new entry for a key (room made); its index, or -1 on OOM. May clear
- * the cache first, which ends every entry index held by the caller. */
+/* A new state entry for a key (room made); its index, or -1 on OOM. May
+ * clear the cache first. */
 static int32_t add_entry(gr_masker *k, uint64_t h, const int32_t *set, int n, int tag,
                          const uint8_t *bytes, int nb) {
   if (k->n_entries == k->cap_entries) clear_cache(k);
@@ -335,96 +374,237 @@ static int32_t add_entry(gr_masker *k, uint64_t h, const int32_t *set, int n, in
   find(k, h, set, n, tag, bytes, nb, &slot);
   k->keys[slot] = h;
   k->key_entry[slot] = (int32_t)e;
-  k->ci_off[e] = 0;
-  k->ci_n[e] = 0;
   k->n_entries++;
   return (int32_t)e;
 }
 
-static int cmp_i32(const void *a, const void *b) {
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return (x > y) - (x < y);
+/* ---- node entries ---- */
+
+static int32_t popcount_mask(const uint32_t *mask, int32_t n_words) {
+  int32_t c = 0;
+  for (int32_t i = 0; i < n_words; i++) c += __builtin_popcount(mask[i]);
+  return c;
 }
 
-/* State s's stacks cut to their top frames (sorted, unique) into k->tset;
- * its size, 0 when no stack was cut (the set is s's own), -1 on failure. */
-static int truncated(gr_masker *k, const gr_state *s) {
-  int n = 0, cut = 0;
-  for (int i = 0; i < s->n; i++) {
-    int32_t t = gr_truncate(&k->m, s->set[i]);
-    if (t < 0) return -1;
-    cut |= t != s->set[i];
-    k->tset[n++] = t;
+static void ne_clear(gr_masker *k) {
+  if (k->ne_of) memset(k->ne_of, 0xFF, k->cap_ne_of * sizeof *k->ne_of);
+  k->ne_n = 0;
+  k->n_ne_deps = 0;
+  k->n_ne_toks = 0;
+}
+
+/* Makes room for the entries of one stack's cuts (at most 5: 1, 4, 16, 64
+ * frames and the whole), clearing once past the budget, so that no entry
+ * index is lost while they are being made. */
+static int ne_room(gr_masker *k) {
+  if (k->ne_n + 5 > k->ne_cap || k->n_ne_deps > (size_t)GR_NODE_BYTES / sizeof *k->ne_deps ||
+      k->n_ne_toks > (size_t)GR_NODE_BYTES / sizeof *k->ne_toks)
+    ne_clear(k);
+  size_t need = k->ne_n + 5;
+  if (need > k->ne_mask_cap) {
+    size_t cap = k->ne_mask_cap ? 2 * k->ne_mask_cap : 16;
+    if (cap > k->ne_cap) cap = k->ne_cap;
+    if (cap < need) cap = need;
+    uint32_t *m = brisk_realloc(k->ne_mask, cap * (size_t)k->n_words * sizeof *m);
+    if (!m) return -1;
+    k->ne_mask = m;
+    k->ne_mask_cap = cap;
   }
-  if (!cut) return 0;
-  if (n > 1) qsort(k->tset, (size_t)n, sizeof *k->tset, cmp_i32);
-  int u = 0;
-  for (int i = 0; i < n; i++)
-    if (u == 0 || k->tset[u - 1] != k->tset[i]) k->tset[u++] = k->tset[i];
-  return u;
+  return 0;
+}
+
+/* The entry index of node x, -1 if none yet. */
+static int32_t ne_lookup(const gr_masker *k, int32_t x) {
+  return (size_t)x < k->cap_ne_of ? k->ne_of[x] : -1;
+}
+
+static int ne_bind(gr_masker *k, int32_t x, int32_t e) {
+  if ((size_t)x >= k->cap_ne_of) {
+    size_t cap = k->cap_ne_of ? k->cap_ne_of : 256;
+    while (cap <= (size_t)x) cap *= 2;
+    int32_t *t = brisk_realloc(k->ne_of, cap * sizeof *t);
+    if (!t) return -1;
+    memset(t + k->cap_ne_of, 0xFF, (cap - k->cap_ne_of) * sizeof *t);
+    k->ne_of = t;
+    k->cap_ne_of = cap;
+  }
+  k->ne_of[x] = e;
+  return 0;
+}
+
+/* Computes the entry of node x (a stack cut to its top frames over
+ * GR_SENT, or a whole short one) from the entry `base` of a shallower cut
+ * of the same stack (-1: none, walk the whole trie): base's accepted tokens
+ * and a match of only its context-dependent ones, unless those are so many
+ * that the trie walk is cheaper. Room was made by ne_room. The index, or -1
+ * on failure. */
+static int32_t ne_make(gr_masker *k, int32_t x, int32_t base) {
+  int32_t e = (int32_t)k->ne_n;
+  uint32_t *mask = k->ne_mask + (size_t)e * (size_t)k->n_words;
+  int32_t ws = gr_dfa_intern(&k->dfa, &x, 1, &(gr_utf8){0});
+  if (ws < 0) return -1;
+  size_t dep0 = k->n_ne_deps;
+  if (base < 0 || (size_t)k->ne_dep_n[base] > (size_t)k->v.n_sorted / 4) {
+    memset(mask, 0, (size_t)k->n_words * sizeof *mask);
+    if (walk_trie(k, ws, mask, 1) < 0) return -1;
+  } else {
+    memcpy(mask, k->ne_mask + (size_t)base * (size_t)k->n_words, (size_t)k->n_words * sizeof *mask);
+    /* Matched from a copy: the walk appends to the same list. */
+    size_t n = k->ne_dep_n[base];
+    if (n > 0) {
+      if (brisk_grow((void **)&k->dtmp, &k->cap_dtmp, n, sizeof *k->dtmp)) return -1;
+      memcpy(k->dtmp, k->ne_deps + k->ne_dep_off[base], n * sizeof *k->dtmp);
+      dep0 = k->n_ne_deps;
+      if (walk_list(k, ws, k->dtmp, n, mask, 1) < 0) return -1;
+    }
+  }
+  /* A sparse entry also keeps its tokens as a list, which a state ORs in
+   * faster than the bitset (XGrammar's adaptive storage). */
+  k->ne_tok_n[e] = UINT32_MAX;
+  int32_t n_acc = popcount_mask(mask, k->n_words);
+  if ((uint32_t)n_acc <= (uint32_t)k->n_words / 8) {
+    if (brisk_grow((void **)&k->ne_toks, &k->cap_ne_toks, k->n_ne_toks + (size_t)n_acc,
+                   sizeof *k->ne_toks))
+      return -1;
+    k->ne_tok_off[e] = (uint32_t)k->n_ne_toks;
+    k->ne_tok_n[e] = (uint32_t)n_acc;
+    for (int32_t w = 0; w < k->n_words; w++)
+      for (uint32_t b = mask[w]; b; b &= b - 1)
+        k->ne_toks[k->n_ne_toks++] = w * 32 + __builtin_ctz(b);
+  }
+  k->ne_dep_off[e] = (uint32_t)dep0;
+  k->ne_dep_n[e] = (uint32_t)(k->n_ne_deps - dep0);
+  if (ne_bind(k, x, e)) return -1;
+  k->ne_n++;
+  k->n_entries_made++;
+  return e;
+}
+
+/* Context-dependent tokens an entry may leave to the state's own match;
+ * past it, a deeper cut of the stack is tried. */
+#define NE_FEW_DEPS 32u
+
+/* The entry of node n of a state (its id bound to it once found). The
+ * stack is cut to its top element (the grammar position: shared by every
+ * stack there), then to 4, 16 and 64 frames while the cut leaves more than
+ * NE_FEW_DEPS tokens to what lies below it: a counted repetition such as
+ * maxLength nests a frame per character, and only a deeper cut decides
+ * the longer tokens. Each cut's entry starts from the one before. -1 on
+ * failure. */
+static int32_t ne_get(gr_masker *k, int32_t n, int *cut) {
+  int32_t e = ne_lookup(k, n);
+  if (e >= 0) {
+    *cut |= k->ne_dep_n[e] > 0;
+    return e;
+  }
+  if (ne_room(k)) return -1;
+  int32_t base = -1;
+  for (int depth = 1;; depth *= 4) {
+    int32_t x = gr_truncate(&k->m, n, depth);
+    if (x < 0) return -1;
+    e = ne_lookup(k, x);
+    if (e < 0 && (e = ne_make(k, x, base)) < 0) return -1;
+    if (x == n || k->ne_dep_n[e] <= NE_FEW_DEPS || depth >= GR_MAX_CUT) break;
+    base = e;
+  }
+  if (e != ne_lookup(k, n) && ne_bind(k, n, e)) return -1;
+  *cut |= k->ne_dep_n[e] > 0;
+  return e;
+}
+
+brisk_status gr_masker_precompute(gr_masker *k) {
+  const brisk_grammar *g = k->m.g;
+  k->m.err = BRISK_OK;
+  if (pool_room(k, 2 * (size_t)GR_MAX_SET)) goto fail;
+  for (size_t p = 0; p < g->n_elems; p++) {
+    if (g->elems[p].type != GR_SET) continue;
+    if (k->ne_n + 5 > k->ne_cap) break; /* the budget: the rest on demand */
+    gr_dfa_clear_if_full(&k->dfa);
+    int32_t x = gr_node_id(&k->m, (int32_t)p, GR_SENT);
+    if (x < 0) goto fail;
+    if (ne_lookup(k, x) >= 0) continue;
+    if (ne_room(k) || ne_make(k, x, -1) < 0) goto fail;
+  }
+  return BRISK_OK;
+fail:;
+  brisk_status st = k->m.err ? k->m.err : brisk_error_oom();
+  k->m.err = BRISK_OK;
+  return st;
+}
+
+/* Merges the sorted lists a[0, na) and b[0, nb) without duplicates into
+ * out; the count. */
+static size_t merge(const int32_t *a, size_t na, const int32_t *b, size_t nb, int32_t *out) {
+  size_t i = 0, j = 0, n = 0;
+  while (i < na || j < nb) {
+    int32_t x;
+    if (j >= nb || (i < na && a[i] < b[j]))
+      x = a[i++];
+    else if (i >= na || b[j] < a[i])
+      x = b[j++];
+    else
+      x = a[i++], j++;
+    out[n++] = x;
+  }
+  return n;
 }
 
 /* Fills mask[] for state s; the count of allowed tokens, or -1.
  *
- * Cut stacks first (what XGrammar calls context-independent tokens): the
- * tokens a state allows depend mostly on the top few frames of its stacks,
- * so the walk runs on the stacks cut to GR_TRUNC_DEPTH frames, whose
- * results are shared by every state with those tops (at any nesting
- * depth). It settles every token except those whose path reached the cut
- * (GR_SENT); only those few are then matched from s itself. */
-static int32_t fill(gr_masker *k, const gr_state *s, uint32_t *mask, int32_t e_self) {
+ * Each stack of s contributes its node entry: the tokens it accepts
+ * whatever lies below its top frames, OR-ed together, and its
+ * context-dependent tokens, which are matched from s itself (only those
+ * not already allowed). A state with an unfinished character walks the
+ * trie from s (few subtrees survive a continuation byte). */
+static int32_t fill(gr_masker *k, const gr_state *s, uint32_t *mask) {
   memset(mask, 0, (size_t)k->n_words * sizeof *mask);
   if (s->ended) return add_eog(k, s, mask);
-  int nt = s->utf8.n == 0 ? truncated(k, s) : 0;
-  if (nt < 0) return -1;
   gr_dfa_clear_if_full(&k->dfa);
-  if (nt == 0) { /* nothing cut, or an unfinished character: walk s itself */
-    int32_t a = walk_from(k, s->set, s->n, &s->utf8, NULL, 0, mask, 0);
-    return a < 0 ? -1 : a + add_eog(k, s, mask);
+  if (pool_room(k, 2 * (size_t)GR_MAX_SET)) return -1;
+  if (s->utf8.n != 0) {
+    int32_t ws = gr_dfa_intern(&k->dfa, s->set, (uint32_t)s->n, &s->utf8);
+    if (ws < 0 || walk_trie(k, ws, mask, 0) < 0) return -1;
+    return popcount_mask(mask, k->n_words);
   }
-  static const gr_utf8 none;
-  k->n_cut++;
-  size_t slot;
-  uint64_t h = key_hash(k->tset, nt, CI_TAG, NULL, 0);
-  int32_t ci = find(k, h, k->tset, nt, CI_TAG, NULL, 0, &slot);
-  if (ci < 0) {
-    /* The entry of the cut set; adding it may clear the cache, so s's own
-     * entry is made after (the caller passes -1 and adds it then). */
-    (void)e_self;
-    int n = nt;
-    int32_t *tcopy = brisk_malloc((size_t)n * sizeof *tcopy);
-    if (!tcopy) return -1;
-    memcpy(tcopy, k->tset, (size_t)n * sizeof *tcopy);
-    ci = add_entry(k, h, tcopy, n, CI_TAG, NULL, 0);
-    if (ci < 0) {
-      brisk_free(tcopy);
-      return -1;
+  size_t nd = 0;
+  int cut = 0;
+  if (++k->ne_stamp == 0) { /* wrapped: forget every old mark */
+    memset(k->ne_seen, 0, k->ne_cap * sizeof *k->ne_seen);
+    k->ne_stamp = 1;
+  }
+  for (int i = 0; i < s->n; i++) {
+    if (s->set[i] < GR_FIRST_NODE) continue;
+    int32_t e = ne_get(k, s->set[i], &cut);
+    if (e < 0) return -1;
+    if (k->ne_seen[e] == k->ne_stamp) continue; /* stacks often share an entry */
+    k->ne_seen[e] = k->ne_stamp;
+    if (k->ne_tok_n[e] != UINT32_MAX) {
+      const int32_t *t = k->ne_toks + k->ne_tok_off[e];
+      for (uint32_t j = 0; j < k->ne_tok_n[e]; j++) set_bit(mask, t[j]);
+    } else {
+      const uint32_t *em = k->ne_mask + (size_t)e * (size_t)k->n_words;
+      for (int32_t w = 0; w < k->n_words; w++) mask[w] |= em[w];
     }
-    uint32_t *cm = k->masks + (size_t)ci * (size_t)k->n_words;
-    memset(cm, 0, (size_t)k->n_words * sizeof *cm);
-    size_t dep0 = k->n_ci_dep;
-    int32_t a = walk_from(k, tcopy, n, &none, NULL, 0, cm, 1);
-    brisk_free(tcopy);
-    if (a < 0) return -1;
-    k->n_allowed[ci] = a;
-    k->ci_off[ci] = (int32_t)dep0;
-    k->ci_n[ci] = (int32_t)(k->n_ci_dep - dep0);
+    size_t n = k->ne_dep_n[e];
+    if (n == 0) continue;
+    const int32_t *d = k->ne_deps + k->ne_dep_off[e];
+    if (brisk_grow((void **)&k->dtmp2, &k->cap_dtmp2, nd + n, sizeof *k->dtmp2) ||
+        brisk_grow((void **)&k->dtmp, &k->cap_dtmp, nd + n, sizeof *k->dtmp))
+      return -1;
+    memcpy(k->dtmp, k->dtmp2, nd * sizeof *k->dtmp);
+    nd = merge(k->dtmp, nd, d, n, k->dtmp2);
   }
-  const uint32_t *cm = k->masks + (size_t)ci * (size_t)k->n_words;
-  memcpy(mask, cm, (size_t)k->n_words * sizeof *mask);
-  int32_t allowed = k->n_allowed[ci];
-  int32_t n_dep = k->ci_n[ci];
-  if (n_dep > 0) {
-    /* Copied: the walk below may grow k->ci_dep. */
-    int32_t *dep = brisk_malloc((size_t)n_dep * sizeof *dep);
-    if (!dep) return -1;
-    memcpy(dep, k->ci_dep + k->ci_off[ci], (size_t)n_dep * sizeof *dep);
-    int32_t a = walk_from(k, s->set, s->n, &s->utf8, dep, n_dep, mask, 0);
-    brisk_free(dep);
-    if (a < 0) return -1;
-    allowed += a;
+  if (cut) k->n_cut++;
+  /* Dependent tokens another stack already allows need no matching. */
+  size_t m = 0;
+  for (size_t i = 0; i < nd; i++)
+    if (!has_bit(mask, k->v.id[k->dtmp2[i]])) k->dtmp2[m++] = k->dtmp2[i];
+  if (m > 0) {
+    int32_t ws = gr_dfa_intern(&k->dfa, s->set, (uint32_t)s->n, &s->utf8);
+    if (ws < 0 || walk_list(k, ws, k->dtmp2, m, mask, 0) < 0) return -1;
   }
-  return allowed + add_eog(k, s, mask);
+  add_eog(k, s, mask);
+  return popcount_mask(mask, k->n_words);
 }
 
 brisk_status gr_mask(gr_masker *k, const gr_state *s, const uint32_t **out, int32_t *n_allowed) {
@@ -443,7 +623,7 @@ brisk_status gr_mask(gr_masker *k, const gr_state *s, const uint32_t **out, int3
   if (!k->scratch && !(k->scratch = brisk_malloc((size_t)k->n_words * sizeof *k->scratch)))
     return brisk_error_oom();
   k->m.err = BRISK_OK;
-  int32_t allowed = fill(k, s, k->scratch, -1);
+  int32_t allowed = fill(k, s, k->scratch);
   if (allowed >= 0) {
     e = add_entry(k, h, s->set, s->n, tag, s->utf8.byte, s->utf8.n);
     if (e < 0) allowed = -1;

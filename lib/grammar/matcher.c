@@ -80,6 +80,8 @@ static int32_t intern(gr_matcher *m, int32_t pos, int32_t parent) {
   return id;
 }
 
+int32_t gr_node_id(gr_matcher *m, int32_t pos, int32_t parent) { return intern(m, pos, parent); }
+
 /* Appends node id to tmp unless this round's stamp has it. */
 static int add_tmp(gr_matcher *m, int32_t id) {
   if (m->mark[id] == m->stamp) return 0;
@@ -207,36 +209,21 @@ void gr_matcher_release(gr_matcher *m) {
   brisk_free(m->mark);
   brisk_free(m->initial);
   brisk_free(m->tmp);
-  brisk_free(m->trunc);
   memset(m, 0, sizeof *m);
 }
 
-int32_t gr_truncate(gr_matcher *m, int32_t n) {
+int32_t gr_truncate(gr_matcher *m, int32_t n, int depth) {
   if (n < GR_FIRST_NODE) return n;
-  if ((size_t)n >= m->cap_trunc) {
-    size_t cap = m->cap_trunc ? m->cap_trunc : 256;
-    while (cap <= (size_t)n) cap *= 2;
-    int32_t *t = brisk_realloc(m->trunc, cap * sizeof *t);
-    if (!t) return set_err(m, brisk_error_oom());
-    memset(t + m->cap_trunc, 0xFF, (cap - m->cap_trunc) * sizeof *t);
-    m->trunc = t;
-    m->cap_trunc = cap;
-  }
-  if (m->trunc[n] >= 0) return m->trunc[n];
-  int32_t pos[GR_TRUNC_DEPTH], x = n;
+  if (depth > GR_MAX_CUT) depth = GR_MAX_CUT;
+  int32_t pos[GR_MAX_CUT], x = n;
   int d = 0;
-  for (; d < GR_TRUNC_DEPTH && x >= GR_FIRST_NODE; d++) {
+  for (; d < depth && x >= GR_FIRST_NODE; d++) {
     pos[d] = m->nodes[x].pos;
     x = m->nodes[x].parent;
   }
-  int32_t r = n; /* the whole stack is short enough: itself */
-  if (x >= GR_FIRST_NODE) {
-    r = GR_SENT;
-    for (int i = d - 1; i >= 0 && r >= 0; i--) r = intern(m, pos[i], r);
-    if (r < 0) return -1;
-  }
-  /* intern may have moved m->trunc's neighbours, not m->trunc itself */
-  if ((size_t)n < m->cap_trunc) m->trunc[n] = r;
+  if (x < GR_FIRST_NODE) return n; /* the whole stack is short enough: itself */
+  int32_t r = GR_SENT;
+  for (int i = d - 1; i >= 0 && r >= 0; i--) r = intern(m, pos[i], r);
   return r;
 }
 

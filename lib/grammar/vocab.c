@@ -33,7 +33,45 @@ void gr_vocab_release(gr_vocab *v) {
   brisk_free(v->bytes);
   brisk_free(v->eog);
   brisk_free(v->is_eog);
+  brisk_free(v->t_byte);
+  brisk_free(v->t_depth);
+  brisk_free(v->t_end);
+  brisk_free(v->t_ent);
   memset(v, 0, sizeof *v);
+}
+
+/* The byte trie over the sorted texts, in preorder: entry i adds the nodes
+ * of its bytes past lcp[i], so node x is made by entry t_ent[x] and its
+ * subtree is nodes [x, t_end[x]), the entries [t_ent[x], t_ent[t_end[x]])
+ * (n_sorted past the last node). A walk that finds a node's byte not
+ * allowed skips its whole subtree in one step. */
+static brisk_status build_trie(gr_vocab *v) {
+  size_t cap = (size_t)v->off[v->n_sorted] + 1;
+  uint32_t *open = brisk_malloc(((size_t)v->max_len + 1) * sizeof *open);
+  v->t_byte = brisk_malloc(cap);
+  v->t_depth = brisk_malloc(cap * sizeof *v->t_depth);
+  v->t_end = brisk_malloc(cap * sizeof *v->t_end);
+  v->t_ent = brisk_malloc(cap * sizeof *v->t_ent);
+  if (!open || !v->t_byte || !v->t_depth || !v->t_end || !v->t_ent) {
+    brisk_free(open);
+    return brisk_error_oom();
+  }
+  uint32_t sp = 0, n = 0;
+  for (int32_t i = 0; i < v->n_sorted; i++) {
+    uint32_t l = v->lcp[i], len = v->off[i + 1] - v->off[i];
+    while (sp > l) v->t_end[open[--sp]] = n;
+    for (uint32_t d = l; d < len; d++) {
+      v->t_byte[n] = (uint8_t)v->bytes[v->off[i] + d];
+      v->t_depth[n] = d;
+      v->t_ent[n] = i;
+      open[sp++] = n++;
+    }
+  }
+  while (sp > 0) v->t_end[open[--sp]] = n;
+  v->t_ent[n] = v->n_sorted;
+  v->n_tnodes = n;
+  brisk_free(open);
+  return BRISK_OK;
 }
 
 /* Sorts the n entries over `bytes` (taken over) into v. */
@@ -65,7 +103,7 @@ static brisk_status finish(gr_vocab *v, entry *e, int32_t n, char *bytes, size_t
   v->off[n] = k;
   v->n_sorted = n;
   brisk_free(bytes);
-  return BRISK_OK;
+  return build_trie(v);
 }
 
 static brisk_status set_eog(gr_vocab *v, const int32_t *eog, int32_t n_eog) {

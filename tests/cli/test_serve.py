@@ -313,8 +313,8 @@ try:
     expect_error(400, lambda: c.chat.completions.create(model="stories260K", messages=[{"role": "tool", "content": "x"}]),
                  "messages")
     expect_error(400, lambda: c.chat.completions.create(
-        model="stories260K", messages=msgs, response_format={"type": "json_object"}), "response_format",
-        "response_format is not supported yet")
+        model="stories260K", messages=msgs, response_format={"type": "xml"}), "response_format",
+        "is not supported")
     expect_error(400, lambda: c.chat.completions.create(model="stories260K", messages=msgs, top_logprobs=3), "top_logprobs")
     expect_error(404, lambda: c.completions.create(model="gpt-4", prompt="x"), "model")
     expect_error(404, lambda: c.models.retrieve("gpt-4"))

@@ -5,6 +5,8 @@
  * error at submit naming the position; a constraint no token can continue
  * finishes with BRISK_FINISH_CONSTRAINT. */
 #include "grammar/grammar.h"
+
+#include "engine/engine_internal.h"
 #include "test_models.h"
 #include "test_support.h"
 
@@ -181,10 +183,81 @@ static void test_blocked(void **state) {
   remove(dir);
 }
 
+/* Requests with the same constraint share one masker through the engine's
+ * cache (its owner count: the template and each live request); distinct
+ * constraints past the cache's size evict the least recently used one,
+ * and requests holding an evicted masker still run to a valid end. */
+static void test_shared_cache(void **state) {
+  (void)state;
+  const char *path = test_shared_path("models/stories260K.gguf");
+  if (!path) SKIP_BECAUSE("../shared/models/stories260K.gguf is absent");
+  brisk_model *m;
+  assert_int_equal(brisk_model_load(path, NULL, &m), BRISK_OK);
+  brisk_engine *e;
+  assert_int_equal(brisk_engine_create(m, NULL, &e), BRISK_OK);
+  brisk_request_params rp;
+  brisk_request_params_init(&rp);
+  rp.prompt_text = "Once upon a time";
+  rp.max_tokens = 200;
+  brisk_constraint_params cp;
+  brisk_constraint_params_init(&cp);
+  cp.kind = BRISK_CONSTRAINT_JSON_SCHEMA;
+  cp.text = SCHEMA;
+  uint64_t ids[11];
+  assert_int_equal(brisk_engine_submit_constrained(e, &rp, &cp, &ids[0]), BRISK_OK);
+  assert_int_equal(brisk_engine_submit_constrained(e, &rp, &cp, &ids[1]), BRISK_OK);
+  int used = 0;
+  const brisk_constraint *t = NULL;
+  for (int i = 0; i < BRISK_ENGINE_CCONST; i++)
+    if (e->cconst[i].used) used++, t = e->cconst[i].tmpl;
+  assert_int_equal(used, 1);
+  assert_int_equal(*t->refs, 3);
+  /* Nine more distinct regexes: the schema's template is evicted while its
+   * two requests still hold the masker. */
+  char re[9][32];
+  cp.kind = BRISK_CONSTRAINT_REGEX;
+  for (int i = 0; i < 9; i++) {
+    snprintf(re[i], sizeof re[i], "(Tim|Sue) ran{1,%d}\\.", i + 1);
+    cp.text = re[i];
+    assert_int_equal(brisk_engine_submit_constrained(e, &rp, &cp, &ids[2 + i]), BRISK_OK);
+  }
+  for (int i = 0; i < BRISK_ENGINE_CCONST; i++)
+    assert_true(e->cconst[i].kind == BRISK_CONSTRAINT_REGEX);
+  int open = 11;
+  out o[11];
+  memset(o, 0, sizeof o);
+  for (int steps = 0; open > 0; steps++) {
+    assert_true(steps < 5000);
+    assert_int_equal(brisk_engine_step(e, NULL), BRISK_OK);
+    brisk_engine_event ev[16];
+    size_t n;
+    assert_int_equal(brisk_engine_poll(e, ev, 16, &n), BRISK_OK);
+    for (size_t i = 0; i < n; i++) {
+      int k = 0;
+      while (k < 10 && ids[k] != ev[i].id) k++;
+      out *x = &o[k];
+      assert_true(x->len + ev[i].text_len < sizeof x->text);
+      memcpy(x->text + x->len, ev[i].text, ev[i].text_len);
+      x->len += ev[i].text_len;
+      if (ev[i].finished) {
+        x->finished = 1;
+        x->reason = ev[i].reason;
+        open--;
+      }
+    }
+  }
+  check_schema_output(&o[0]);
+  check_schema_output(&o[1]);
+  for (int i = 2; i < 11; i++) assert_int_equal(o[i].reason, BRISK_FINISH_EOG);
+  brisk_engine_free(e);
+  brisk_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stories_schema),
       cmocka_unit_test(test_blocked),
+      cmocka_unit_test(test_shared_cache),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

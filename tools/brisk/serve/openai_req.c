@@ -211,9 +211,10 @@ static bool parse_messages(sv_server *s, json_object *v, sv_job *job, sv_error *
   if (n > 4096) return sv_fail(e, 400, "messages", "at most 4096 messages");
   brisk_chat_message *msgs = calloc(n, sizeof *msgs);
   char **contents = calloc(n, sizeof *contents);
+  char(*roles)[48] = calloc(n, sizeof *roles);
   char *prompt = NULL;
   bool ok = false;
-  if (!msgs || !contents) {
+  if (!msgs || !contents || !roles) {
     sv_fail(e, 500, NULL, "out of memory");
     goto done;
   }
@@ -226,26 +227,48 @@ static bool parse_messages(sv_server *s, json_object *v, sv_job *job, sv_error *
     }
     const char *r = json_object_get_string(role);
     if (!strcmp(r, "developer")) r = "system"; /* OpenAI's newer name for it */
-    if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
+    if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") &&
+        (strcmp(r, "tool") || !job->tools_json)) {
       sv_fail(e, 400, "messages",
-              "'messages'[%zu].role '%s' is not supported (system, developer, user, assistant)", i,
-              r);
+              "'messages'[%zu].role '%s' is not supported (system, developer, user, assistant; "
+              "tool with 'tools')",
+              i, r);
       goto done;
     }
-    if (get(m, "tool_calls") || get(m, "function_call")) {
-      sv_fail(e, 400, "messages", "'messages'[%zu]: tool calls are not supported", i);
+    json_object *calls = get(m, "tool_calls");
+    if (get(m, "function_call") || (calls && !job->tools_json)) {
+      sv_fail(e, 400, "messages", "'messages'[%zu]: tool calls need 'tools' in the request", i);
       goto done;
+    }
+    if (calls) { /* the assistant's calls, as the library's "tool_calls" role takes them */
+      const char *j = json_object_to_json_string_ext(calls, JSON_C_TO_STRING_PLAIN);
+      if (!(contents[i] = strdup(j))) {
+        sv_fail(e, 500, NULL, "out of memory");
+        goto done;
+      }
+      msgs[i] = (brisk_chat_message){"tool_calls", contents[i]};
+      continue;
     }
     if (!message_content(get(m, "content"), i, &contents[i], e)) goto done;
+    if (!strcmp(r, "tool")) { /* "tool:ID" carries the call id (mistral needs it) */
+      json_object *cid = get(m, "tool_call_id");
+      snprintf(roles[i], sizeof roles[i], "tool%s%.40s",
+               cid && json_object_is_type(cid, json_type_string) ? ":" : "",
+               cid && json_object_is_type(cid, json_type_string) ? json_object_get_string(cid)
+                                                                 : "");
+      r = roles[i];
+    }
     msgs[i] = (brisk_chat_message){r, contents[i]};
   }
   size_t len = 0;
-  brisk_status st = brisk_chat_apply(s->model, s->cfg.chat_template, msgs, n, 1, NULL, 0, &len);
+  const char *tpl = s->cfg.chat_template, *tools = job->tools_json;
+  brisk_status st = tools ? brisk_chat_apply_tools(s->model, tpl, msgs, n, tools, 1, NULL, 0, &len)
+                          : brisk_chat_apply(s->model, tpl, msgs, n, 1, NULL, 0, &len);
   if (st == BRISK_E_BUFFER_TOO_SMALL || st == BRISK_OK) {
     prompt = malloc(len + 1);
-    st = prompt
-             ? brisk_chat_apply(s->model, s->cfg.chat_template, msgs, n, 1, prompt, len + 1, &len)
-             : BRISK_E_OUT_OF_MEMORY;
+    st = !prompt ? BRISK_E_OUT_OF_MEMORY
+         : tools ? brisk_chat_apply_tools(s->model, tpl, msgs, n, tools, 1, prompt, len + 1, &len)
+                 : brisk_chat_apply(s->model, tpl, msgs, n, 1, prompt, len + 1, &len);
   }
   if (st == BRISK_E_UNSUPPORTED) {
     sv_fail(e, 400, "messages",
@@ -265,6 +288,7 @@ static bool parse_messages(sv_server *s, json_object *v, sv_job *job, sv_error *
 done:
   for (size_t i = 0; contents && i < n; i++) free(contents[i]);
   free(contents);
+  free(roles);
   free(msgs);
   free(prompt);
   return ok;
@@ -315,18 +339,90 @@ static bool parse_logit_bias(sv_server *s, json_object *v, sv_job *job, sv_error
 
 /* Fields of the OpenAI API that brisk does not implement: refused by name. */
 static bool refuse_unsupported(json_object *o, sv_kind kind, sv_error *e) {
-  json_object *rf = get(o, "response_format"), *type = rf ? get(rf, "type") : NULL;
-  if (rf && !(type && json_object_is_type(type, json_type_string) &&
-              !strcmp(json_object_get_string(type), "text")))
-    return sv_fail(e, 400, "response_format", "response_format is not supported yet");
-  static const char *const chat_only[] = {"tools", "tool_choice", "functions", "function_call",
-                                          "audio", "modalities",  "prediction"};
+  static const char *const chat_only[] = {"functions", "function_call", "audio", "modalities",
+                                          "prediction"};
   for (size_t i = 0; kind == SV_CHAT && i < sizeof chat_only / sizeof *chat_only; i++)
     if (get(o, chat_only[i]))
       return sv_fail(e, 400, chat_only[i], "'%s' is not supported", chat_only[i]);
   if (kind == SV_COMPLETION && get(o, "suffix"))
     return sv_fail(e, 400, "suffix", "'suffix' is not supported");
   return true;
+}
+
+static bool set_constraint(sv_job *job, brisk_constraint_kind kind, char *text, sv_error *e) {
+  if (kind != BRISK_CONSTRAINT_JSON && !text) return sv_fail(e, 500, NULL, "out of memory");
+  job->constraint.kind = kind;
+  job->constraint.text = text;
+  job->constraint_text = text;
+  return true;
+}
+
+/* "response_format" (json_object: JSON mode; json_schema: its schema) and
+ * "tools" / "tool_choice" (the tools go into the prompt; "required" or a
+ * named function constrain the output to calls whose arguments follow the
+ * tools' parameter schemas; "auto" lets the model choose and parses what
+ * it wrote; "none" leaves the tools out). */
+static bool parse_structured(sv_server *s, json_object *o, sv_kind kind, sv_job *job, sv_error *e) {
+  brisk_constraint_params_init(&job->constraint);
+  json_object *rf = get(o, "response_format"), *type = rf ? get(rf, "type") : NULL;
+  const char *t =
+      type && json_object_is_type(type, json_type_string) ? json_object_get_string(type) : NULL;
+  if (rf && !t)
+    return sv_fail(e, 400, "response_format", "'response_format' must be {\"type\": ...}");
+  if (t && !strcmp(t, "json_object")) {
+    if (!set_constraint(job, BRISK_CONSTRAINT_JSON, NULL, e)) return false;
+  } else if (t && !strcmp(t, "json_schema")) {
+    json_object *js = get(rf, "json_schema"), *schema = js ? get(js, "schema") : NULL;
+    if (!schema || !json_object_is_type(schema, json_type_object))
+      return sv_fail(e, 400, "response_format",
+                     "'response_format'.json_schema.schema must be a JSON Schema object");
+    if (!set_constraint(job, BRISK_CONSTRAINT_JSON_SCHEMA,
+                        strdup(json_object_to_json_string_ext(schema, JSON_C_TO_STRING_PLAIN)), e))
+      return false;
+  } else if (t && strcmp(t, "text")) {
+    return sv_fail(e, 400, "response_format",
+                   "'response_format' type '%s' is not supported (text, json_object, json_schema)",
+                   t);
+  }
+  json_object *tools = get(o, "tools"), *choice = get(o, "tool_choice");
+  if (kind != SV_CHAT && (tools || choice))
+    return sv_fail(e, 400, tools ? "tools" : "tool_choice", "tools are for chat completions");
+  if (!tools) {
+    if (choice) return sv_fail(e, 400, "tool_choice", "'tool_choice' needs 'tools'");
+    return true;
+  }
+  if (!json_object_is_type(tools, json_type_array) || json_object_array_length(tools) == 0)
+    return sv_fail(e, 400, "tools", "'tools' must be a non-empty array");
+  const char *mode = "auto", *name = NULL;
+  if (choice && json_object_is_type(choice, json_type_string)) {
+    mode = json_object_get_string(choice);
+    if (strcmp(mode, "auto") && strcmp(mode, "none") && strcmp(mode, "required"))
+      return sv_fail(e, 400, "tool_choice", "'tool_choice' '%s' is not auto, none or required",
+                     mode);
+  } else if (choice) {
+    json_object *fn = get(choice, "function"), *nm = fn ? get(fn, "name") : NULL;
+    if (!nm || !json_object_is_type(nm, json_type_string))
+      return sv_fail(e, 400, "tool_choice",
+                     "'tool_choice' must be a string or {\"type\": \"function\", "
+                     "\"function\": {\"name\": ...}}");
+    mode = "required";
+    name = json_object_get_string(nm);
+  }
+  if (!strcmp(mode, "none")) return true;
+  if (!(job->tools_json = strdup(json_object_to_json_string_ext(tools, JSON_C_TO_STRING_PLAIN))))
+    return sv_fail(e, 500, NULL, "out of memory");
+  if (strcmp(mode, "required")) return true;
+  if (job->constraint.kind != BRISK_CONSTRAINT_NONE)
+    return sv_fail(e, 400, "tool_choice",
+                   "a required tool call and 'response_format' cannot both constrain the output");
+  char *g = NULL;
+  brisk_status st =
+      brisk_tool_call_grammar(s->model, s->cfg.chat_template, job->tools_json, name, &g);
+  if (st)
+    return sv_fail(e, st == BRISK_E_OUT_OF_MEMORY ? 500 : 400, "tools", "%s", brisk_last_error());
+  char *copy = strdup(g);
+  brisk_string_free(g);
+  return set_constraint(job, BRISK_CONSTRAINT_GBNF, copy, e);
 }
 
 bool sv_parse_request(sv_server *s, sv_kind kind, const char *body, size_t len, sv_job *job,
@@ -367,6 +463,7 @@ bool sv_parse_request(sv_server *s, sv_kind kind, const char *body, size_t len, 
     goto done;
   }
   if (!refuse_unsupported(o, kind, e)) goto done;
+  if (!parse_structured(s, o, kind, job, e)) goto done;
   double d;
   int64_t i64;
   bool b;
@@ -503,6 +600,8 @@ done:
 }
 
 void sv_job_clear(sv_job *job) {
+  free(job->constraint_text);
+  free(job->tools_json);
   for (size_t i = 0; i < job->n_stop; i++) free(job->stop[i]);
   free(job->stop);
   free(job->bias);

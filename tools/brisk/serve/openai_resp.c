@@ -142,6 +142,52 @@ static const char *finish_reason(brisk_finish_reason r) {
   }
 }
 
+/* With tools: the calls in choice c's text, as OpenAI's tool_calls array
+ * (arguments as a JSON string, ids call_<index>_<n>), and the text around
+ * them in *content (malloc'ed; NULL when blank). NULL when the text holds
+ * no call (then *content is the whole text). */
+static json_object *tool_calls(sv_server *s, const sv_job *job, size_t i, char **content) {
+  const sv_choice *c = &job->choices[i];
+  *content = NULL;
+  char *calls = NULL, *rest = NULL;
+  if (brisk_chat_parse_tool_calls(s->model, s->cfg.chat_template, c->text ? c->text : "", c->len,
+                                  &calls, &rest))
+    return NULL;
+  json_object *arr = calls ? json_tokener_parse(calls) : NULL, *out = NULL;
+  if (arr) {
+    out = json_object_new_array();
+    for (size_t k = 0; k < json_object_array_length(arr); k++) {
+      json_object *x = json_object_array_get_idx(arr, k), *name = NULL, *args = NULL;
+      json_object_object_get_ex(x, "name", &name);
+      json_object_object_get_ex(x, "arguments", &args);
+      char id[48];
+      snprintf(id, sizeof id, "call%s_%zu_%zu", job->id + (strncmp(job->id, "chatcmpl", 8) ? 0 : 8),
+               i, k);
+      json_object *tc = json_object_new_object(), *fn = json_object_new_object();
+      json_object_object_add(tc, "id", json_object_new_string(id));
+      json_object_object_add(tc, "type", json_object_new_string("function"));
+      json_object_object_add(fn, "name", json_object_get(name));
+      json_object_object_add(fn, "arguments",
+                             json_object_new_string(json_object_to_json_string_ext(
+                                 args, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)));
+      json_object_object_add(tc, "function", fn);
+      json_object_array_add(out, tc);
+    }
+    json_object_put(arr);
+  }
+  /* the content without the blank around the calls */
+  const char *a = rest ? rest : "", *z = a + strlen(a);
+  while (a < z && strchr(" \t\r\n", *a)) a++;
+  while (z > a && strchr(" \t\r\n", z[-1])) z--;
+  if (z > a && (*content = malloc((size_t)(z - a) + 1))) {
+    memcpy(*content, a, (size_t)(z - a));
+    (*content)[z - a] = 0;
+  }
+  brisk_string_free(calls);
+  brisk_string_free(rest);
+  return out;
+}
+
 static json_object *usage(const sv_job *job) {
   int64_t prompt = 0, gen = 0, cached = 0;
   for (size_t k = 0; k < job->n_subs; k++) {
@@ -217,10 +263,24 @@ char *sv_response_json(sv_server *s, sv_job *job) {
     if (chat) {
       json_object *msg = json_object_new_object();
       json_object_object_add(msg, "role", json_object_new_string("assistant"));
-      json_object_object_add(msg, "content",
-                             json_object_new_string_len(c->text ? c->text : "", (int)c->len));
+      json_object *calls = NULL;
+      char *content = NULL;
+      if (job->tools_json && (calls = tool_calls(s, job, i, &content))) {
+        json_object_object_add(msg, "content", content ? json_object_new_string(content) : NULL);
+        json_object_object_add(msg, "tool_calls", calls);
+      } else {
+        json_object_object_add(msg, "content",
+                               json_object_new_string_len(c->text ? c->text : "", (int)c->len));
+      }
+      free(content);
       json_object_object_add(msg, "refusal", NULL);
       json_object_object_add(ch, "message", msg);
+      if (calls) {
+        json_object_object_add(ch, "logprobs", NULL);
+        json_object_object_add(ch, "finish_reason", json_object_new_string("tool_calls"));
+        json_object_array_add(choices, ch);
+        continue;
+      }
     } else {
       char *echo = NULL;
       size_t echo_len = 0;
@@ -318,6 +378,38 @@ bool sv_stream_chunks(sv_server *s, sv_job *job, char **out, size_t *len, size_t
     }
     c->sent_role = true;
     size_t tok_to = c->n_tokens;
+    if (job->tools_json && job->kind == SV_CHAT) {
+      /* With tools the text may be a call: held until the choice ends,
+       * then sent as content or as tool_calls. */
+      if (role && !emit(out, len, cap, chunk(s, job, i, "", 0, true, 0, 0, NULL))) return false;
+      if (c->finished && !c->sent_finish) {
+        char *content = NULL;
+        json_object *calls = tool_calls(s, job, i, &content);
+        json_object *o;
+        if (calls) {
+          o = chunk(s, job, i, content ? content : "", content ? strlen(content) : 0, false, 0, 0,
+                    NULL);
+          json_object *ch = json_object_array_get_idx(json_object_object_get(o, "choices"), 0);
+          json_object *delta = json_object_object_get(ch, "delta");
+          for (size_t k = 0; k < json_object_array_length(calls); k++)
+            json_object_object_add(json_object_array_get_idx(calls, k), "index",
+                                   json_object_new_int64((int64_t)k));
+          json_object_object_add(delta, "tool_calls", calls);
+        } else {
+          o = chunk(s, job, i, c->text ? c->text : "", c->len, false, 0, 0, NULL);
+        }
+        free(content);
+        if (!emit(out, len, cap, o) ||
+            !emit(out, len, cap,
+                  chunk(s, job, i, "", 0, false, 0, 0,
+                        calls ? "tool_calls" : finish_reason(c->reason))))
+          return false;
+        c->sent_len = c->len;
+        c->sent_finish = true;
+      }
+      all_sent &= c->sent_finish;
+      continue;
+    }
     if (role || c->len > c->sent_len || tok_to > c->sent_tokens) {
       if (!emit(out, len, cap,
                 chunk(s, job, i, c->text ? c->text + c->sent_len : "", c->len - c->sent_len, role,

@@ -218,7 +218,9 @@ bool sv_submit(sv_server *s, sv_job *job, sv_error *err) {
     job->n_subs_open++;
     pthread_mutex_unlock(&s->mu);
     uint64_t id = 0;
-    brisk_status st = brisk_engine_submit(s->engine, &rp, &id);
+    brisk_status st = job->constraint.kind != BRISK_CONSTRAINT_NONE
+                          ? brisk_engine_submit_constrained(s->engine, &rp, &job->constraint, &id)
+                          : brisk_engine_submit(s->engine, &rp, &id);
     pthread_mutex_lock(&s->mu);
     if (st) {
       s->n_engine_open--;

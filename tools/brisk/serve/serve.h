@@ -103,6 +103,10 @@ typedef struct sv_job {
   char **stop;
   size_t n_stop;
   int32_t spec_n_draft;
+  /* structured output: response_format or a required tool call */
+  brisk_constraint_params constraint; /* kind NONE: none */
+  char *constraint_text;              /* owned text of constraint.text */
+  char *tools_json;                   /* "tools" as JSON text when the model may call them */
   /* prompts (token ids, owned), one per sub */
   int32_t **prompts;
   int32_t *n_prompts;
