@@ -15,6 +15,7 @@
 typedef struct brisk_cpu_ctx {
   brisk_threadpool *pool; /* may be NULL: the caller's thread does the work */
   bool avx2;              /* AVX2 + FMA + F16C kernels chosen */
+  bool neon;              /* aarch64 NEON kernels chosen */
   int mm_isa;             /* brisk_isa_level cap of the matmul kernels */
   void *workspace;        /* [workspace_size] bytes of matmul scratch, grown on demand */
   size_t workspace_size;

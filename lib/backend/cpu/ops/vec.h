@@ -61,4 +61,40 @@ BRISK_AVX2 static inline __m256 brisk_avx2_load_f16(const uint16_t *p) {
 
 #endif /* x86-64 */
 
+#if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+/* Advanced SIMD is part of every AArch64 CPU: no attribute, no run-time
+ * check beyond the backend's level (brisk_cpu_ctx.neon). */
+#  define BRISK_HAVE_NEON_KERNELS 1
+#  include <arm_neon.h>
+
+/* e^x as brisk_avx2_exp (same reduction, polynomial and limits, same fused
+ * steps), 4 lanes. */
+static inline float32x4_t brisk_neon_exp(float32x4_t x) {
+  const float32x4_t lo = vdupq_n_f32(-87.33654475f);
+  /* NaN compares false, so it stays NaN (as the AVX2 operand order does). */
+  x = vbslq_f32(vcgtq_f32(x, vdupq_n_f32(88.3f)), vdupq_n_f32(88.3f), x);
+  const uint32x4_t underflow = vcltq_f32(x, lo);
+  const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+  float32x4_t p = vdupq_n_f32(1.0f / 5040);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 720), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
+  p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+  const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23);
+  const float32x4_t v = vmulq_f32(p, vreinterpretq_f32_s32(e));
+  return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(v), underflow));
+}
+
+/* Lane sum in a fixed order: (l0 + l1) + (l2 + l3). */
+static inline float brisk_neon_hsum(float32x4_t v) {
+  return (vgetq_lane_f32(v, 0) + vgetq_lane_f32(v, 1)) +
+         (vgetq_lane_f32(v, 2) + vgetq_lane_f32(v, 3));
+}
+#endif /* aarch64 */
+
 #endif
