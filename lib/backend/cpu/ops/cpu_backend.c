@@ -171,6 +171,7 @@ brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
   cb->ctx.pool = pool;
   cb->ctx.avx2 = avx2;
   cb->ctx.neon = neon;
+  cb->ctx.avx512 = avx2 && level >= BRISK_ISA_AVX512;
   cb->ctx.mm_isa = (int)level;
   cb->base = (brisk_backend){
       .name = level == BRISK_ISA_AVX512         ? "cpu-avx512"
