@@ -31,7 +31,9 @@ static const uint32_t r8_types[] = {
 };
 #define N_R8 (sizeof r8_types / sizeof *r8_types)
 
-static bool have_avx512(void) { return brisk_cpu_isa_level() >= BRISK_ISA_AVX512; }
+static bool have_avx512(void) {
+  return brisk_cpu_isa_level() >= BRISK_ISA_AVX512 && !brisk_isa_is_neon(brisk_cpu_isa_level());
+}
 
 #define NEED_AVX512()                                                                              \
   do {                                                                                             \
