@@ -6,6 +6,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#if defined(__aarch64__) && defined(__linux__)
+#  include <sys/auxv.h>
+/* The bits of <asm/hwcap.h>, spelled out for older headers. */
+#  define BRISK_HWCAP_ASIMD (1UL << 1)
+#  define BRISK_HWCAP_ASIMDDP (1UL << 20)
+#  define BRISK_HWCAP2_I8MM (1UL << 13)
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 static void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
   __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
@@ -51,6 +59,16 @@ static brisk_cpu_features detect(void) {
     f.avxvnni = f.avx2 && ((r[0] >> 4) & 1);
     f.avx512bf16 = f.avx512f && ((r[0] >> 5) & 1);
   }
+#elif defined(__aarch64__)
+  /* Advanced SIMD is part of the AArch64 base; the kernel says which of the
+   * optional int8 instructions it lets user space run. */
+  f.neon = true;
+#  ifdef __linux__
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  f.neon = (hw & BRISK_HWCAP_ASIMD) != 0;
+  f.dotprod = f.neon && (hw & BRISK_HWCAP_ASIMDDP) != 0;
+  f.i8mm = f.neon && (hw2 & BRISK_HWCAP2_I8MM) != 0;
+#  endif
 #endif
   return f;
 }
@@ -66,6 +84,10 @@ const brisk_cpu_features *brisk_cpu(void) {
 
 brisk_isa_level brisk_cpu_isa_detected(void) {
   const brisk_cpu_features *f = brisk_cpu();
+  if (f->neon)
+    return f->i8mm && f->dotprod ? BRISK_ISA_NEON_I8MM
+           : f->dotprod          ? BRISK_ISA_NEON_DOTPROD
+                                 : BRISK_ISA_NEON;
   if (!(f->avx2 && f->fma && f->f16c)) return BRISK_ISA_SCALAR;
   if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) return BRISK_ISA_AVX512;
   return f->avxvnni ? BRISK_ISA_AVXVNNI : BRISK_ISA_AVX2;
@@ -82,6 +104,16 @@ brisk_isa_level brisk_isa_capped(brisk_isa_level detected, const char *cap) {
     c = BRISK_ISA_AVXVNNI;
   else if (strcmp(cap, "avx512") == 0)
     c = BRISK_ISA_AVX512;
+  else if (strcmp(cap, "neon") == 0)
+    c = BRISK_ISA_NEON;
+  else if (strcmp(cap, "dotprod") == 0)
+    c = BRISK_ISA_NEON_DOTPROD;
+  else if (strcmp(cap, "i8mm") == 0)
+    c = BRISK_ISA_NEON_I8MM;
+  /* A level of the other family says nothing about this processor. */
+  if (c != BRISK_ISA_SCALAR && detected != BRISK_ISA_SCALAR &&
+      brisk_isa_is_neon(c) != brisk_isa_is_neon(detected))
+    return detected;
   return c < detected ? c : detected;
 }
 
@@ -101,6 +133,9 @@ const char *brisk_isa_name(brisk_isa_level level) {
   case BRISK_ISA_AVX2: return "avx2";
   case BRISK_ISA_AVXVNNI: return "avxvnni";
   case BRISK_ISA_AVX512: return "avx512";
+  case BRISK_ISA_NEON: return "neon";
+  case BRISK_ISA_NEON_DOTPROD: return "dotprod";
+  case BRISK_ISA_NEON_I8MM: return "i8mm";
   default: return "scalar";
   }
 }

@@ -14,6 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* GCC 12's aarch64 vectorizer stops with an internal error (in
+ * vect_transform_reduction) on this file's float-to-double reductions. */
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#  pragma GCC optimize("no-tree-vectorize")
+#endif
+
 static const uint32_t quantizable[] = {
     BRISK_DTYPE_F32,  BRISK_DTYPE_F16,  BRISK_DTYPE_BF16, BRISK_DTYPE_Q8_0,
     BRISK_DTYPE_Q4_0, BRISK_DTYPE_Q4_1, BRISK_DTYPE_Q5_0, BRISK_DTYPE_Q5_1,

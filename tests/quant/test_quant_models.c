@@ -16,6 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* GCC 12's aarch64 vectorizer stops with an internal error (in
+ * vect_transform_reduction) on this file's float-to-double reductions. */
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#  pragma GCC optimize("no-tree-vectorize")
+#endif
+
 typedef struct files {
   brisk_gguf *f16, *q;
 } files;

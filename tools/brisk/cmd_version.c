@@ -37,10 +37,10 @@ int cmd_version(int argc, char **argv) {
   int rc = cli_parse(&spec, argc, argv);
   if (rc != CLI_CONTINUE) return rc;
   const brisk_cpu_features *f = brisk_cpu();
-  const char *names[] = {"avx2", "fma", "f16c", "avx512f"};
-  const bool have[] = {f->avx2, f->fma, f->f16c, f->avx512f};
+  const char *names[] = {"avx2", "fma", "f16c", "avx512f", "neon", "dotprod", "i8mm"};
+  const bool have[] = {f->avx2, f->fma, f->f16c, f->avx512f, f->neon, f->dotprod, f->i8mm};
   char features[64] = "";
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 7; i++)
     if (have[i])
       snprintf(features + strlen(features), sizeof features - strlen(features), "%s%s",
                features[0] ? " " : "", names[i]);

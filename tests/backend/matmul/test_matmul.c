@@ -165,9 +165,10 @@ static void matmul_ok(brisk_threadpool *pool, const weights *w, const float *x, 
   assert_int_equal(st, BRISK_OK);
 }
 
+/* The x86 AVX2 kernels (on aarch64 the NEON ones run as the top level). */
 static bool have_avx2(void) {
   brisk_cpu_matmul_force_scalar(false);
-  return brisk_cpu_matmul_uses_avx2();
+  return brisk_cpu_matmul_uses_avx2() && !brisk_isa_is_neon(brisk_cpu_matmul_isa());
 }
 
 /* Every type x shape x kernel set (scalar, AVX2, and the machine's top

@@ -1,5 +1,6 @@
-/* Shared by the CPU operation tests: a backend per kernel path (scalar, and
- * AVX2 where the processor has it), random inputs and float64 comparisons. */
+/* Shared by the CPU operation tests: a backend per kernel path (scalar,
+ * AVX2 where the processor has it, and the best level when it is another:
+ * AVX-512, or NEON on aarch64), random inputs and float64 comparisons. */
 #ifndef BRISK_TESTS_BACKEND_OPS_TEST_H
 #define BRISK_TESTS_BACKEND_OPS_TEST_H
 
@@ -16,7 +17,7 @@
 
 typedef struct ops_paths {
   brisk_threadpool *pool;
-  brisk_backend *be[2]; /* scalar, then AVX2 if available */
+  brisk_backend *be[3]; /* scalar, AVX2 if available, the best level if another (AVX-512, NEON) */
   int n;
 } ops_paths;
 
@@ -31,8 +32,14 @@ static inline ops_paths ops_paths_open(int n_threads) {
     p.be[p.n++] = avx2;
   } else {
     static int said;
-    if (!said++) fprintf(stderr, "note: no AVX2/FMA/F16C here; only the scalar path is tested\n");
+    if (!said++) fprintf(stderr, "note: no AVX2/FMA/F16C here\n");
   }
+  brisk_backend *best = NULL;
+  assert_int_equal(brisk_backend_cpu_create(p.pool, BRISK_CPU_ISA_AUTO, &best), BRISK_OK);
+  if (strcmp(best->name, "cpu-scalar") != 0 && strcmp(best->name, "cpu-avx2") != 0)
+    p.be[p.n++] = best;
+  else
+    brisk_backend_free(best);
   return p;
 }
 

@@ -41,8 +41,11 @@ brisk_isa_level brisk_cpu_matmul_isa(void) {
   brisk_isa_level l = brisk_cpu_isa_level();
   const int cap = atomic_load(&isa_cap);
   if (cap >= 0 && cap < (int)l) l = (brisk_isa_level)cap;
-  /* A build without the x86 kernels has only the scalar ones. */
-  if (l > BRISK_ISA_SCALAR && brisk_mm_avx2_tile(BRISK_DTYPE_F32) == NULL) l = BRISK_ISA_SCALAR;
+  /* A build without the kernels of the processor's family has only the
+   * scalar ones. */
+  if (brisk_isa_is_neon(l) ? brisk_mm_neon_tile(BRISK_DTYPE_F32, false) == NULL
+                           : l > BRISK_ISA_SCALAR && brisk_mm_avx2_tile(BRISK_DTYPE_F32) == NULL)
+    l = BRISK_ISA_SCALAR;
   return l;
 }
 
@@ -228,15 +231,15 @@ static bool misaligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)
 brisk_status brisk_cpu_matmul(brisk_threadpool *pool, uint32_t w_type, const void *w, int64_t n,
                               int64_t k, const float *x, int64_t m, float *y, void *workspace,
                               size_t workspace_size) {
-  return brisk_cpu_matmul_at(pool, BRISK_ISA_AVX512, w_type, w, n, k, x, m, y, workspace,
+  return brisk_cpu_matmul_at(pool, BRISK_ISA_BEST, w_type, w, n, k, x, m, y, workspace,
                              workspace_size);
 }
 
 brisk_status brisk_cpu_matmul_ex(brisk_threadpool *pool, bool allow_avx2, uint32_t w_type,
                                  const void *w, int64_t n, int64_t k, const float *x, int64_t m,
                                  float *y, void *workspace, size_t workspace_size) {
-  return brisk_cpu_matmul_at(pool, allow_avx2 ? BRISK_ISA_AVX512 : BRISK_ISA_SCALAR, w_type, w, n,
-                             k, x, m, y, workspace, workspace_size);
+  return brisk_cpu_matmul_at(pool, allow_avx2 ? BRISK_ISA_BEST : BRISK_ISA_SCALAR, w_type, w, n, k,
+                             x, m, y, workspace, workspace_size);
 }
 
 brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, uint32_t w_type,
@@ -292,7 +295,12 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
 
   brisk_isa_level level = brisk_cpu_matmul_isa();
   if (max < level) level = max;
-  const bool avx2 = level >= BRISK_ISA_AVX2 && brisk_mm_avx2_tile(w_type) != NULL &&
+  /* aarch64: NEON kernels where the type has them, the scalar ones (same
+   * bits) for the rest of the call. */
+  const bool neon = brisk_isa_is_neon(level), dot = level >= BRISK_ISA_NEON_DOTPROD;
+  const brisk_mm_tile_fn neon_base = neon ? brisk_mm_neon_tile(base, dot) : NULL;
+  const brisk_mm_tile_fn neon_packed = neon ? brisk_mm_neon_tile(w_type, dot) : NULL;
+  const bool avx2 = !neon && level >= BRISK_ISA_AVX2 && brisk_mm_avx2_tile(w_type) != NULL &&
                     brisk_mm_avx2_tile(base) != NULL;
   /* AVX-512 kernels where the type has them (the packed groups); they give
    * the AVX2 kernels' bits, so the AVX2 ones serve the rest of the call. */
@@ -314,16 +322,18 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
   const brisk_mm_tile_fn wide = avx2 ? brisk_mm_avx2_q32_wide(base) : NULL;
   const bool is_packed = base != w_type;
   mm_job j = {
-      .tile = wide       ? wide
-              : float512 ? float512
-              : avx2     ? brisk_mm_avx2_tile(base)
-                         : brisk_mm_scalar_tile(base),
+      .tile = wide        ? wide
+              : float512  ? float512
+              : avx2      ? brisk_mm_avx2_tile(base)
+              : neon_base ? neon_base
+                          : brisk_mm_scalar_tile(base),
       .wide = wide != NULL,
-      .packed = !is_packed ? NULL
-                : fn512    ? fn512
-                : vnni     ? vnni
-                : avx2     ? brisk_mm_avx2_tile(w_type)
-                           : brisk_mm_scalar_tile(w_type),
+      .packed = !is_packed    ? NULL
+                : fn512       ? fn512
+                : vnni        ? vnni
+                : avx2        ? brisk_mm_avx2_tile(w_type)
+                : neon_packed ? neon_packed
+                              : brisk_mm_scalar_tile(w_type),
       .n_packed = is_packed ? n / BRISK_PACK_ROWS * BRISK_PACK_ROWS : 0,
       .packed_gemm_w = fn512 ? BRISK_PACK_ROWS * BRISK_MM_R8_GEMM_GROUPS_512 : BRISK_PACK_ROWS,
       .act = act == BRISK_MM_ACT_F32 ? NULL

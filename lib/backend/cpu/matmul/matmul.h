@@ -13,13 +13,15 @@
  * split across tasks); larger m a cache-tiled GEMM. Kernels are chosen at run
  * time (core/cpu.h levels): AVX-512 VNNI ones for the packed 32-element
  * types where the CPU has AVX-512 F/BW/VL/VNNI, AVX2+FMA+F16C ones for the
- * rest (and all types on AVX2 machines), else portable scalar ones.
+ * rest (and all types on AVX2 machines); on aarch64 NEON ones (with sdot
+ * where the CPU has DotProd) for the float and 32-element types; else
+ * portable scalar ones.
  *
  * Determinism: for one kernel set, each y[i][j] depends only on x row i and
  * W row j: not on the thread count, not on m (batch invariance), not on the
  * path. Scalar and AVX2 results agree to rounding, not bitwise; AVX-512 and
  * AVX2 results are bitwise equal (same exact integer block sums, same float
- * steps).
+ * steps), and so are NEON and scalar results.
  */
 #ifndef BRISK_BACKEND_CPU_MATMUL_MATMUL_H
 #define BRISK_BACKEND_CPU_MATMUL_MATMUL_H
@@ -76,7 +78,7 @@ void brisk_cpu_matmul_set_isa(brisk_isa_level level);
 void brisk_cpu_matmul_force_scalar(bool force);
 /* The kernel level the next call will use. */
 brisk_isa_level brisk_cpu_matmul_isa(void);
-/* Whether the next call will use SIMD (AVX2 or AVX-512) kernels. */
+/* Whether the next call will use SIMD (AVX2, AVX-512 or NEON) kernels. */
 bool brisk_cpu_matmul_uses_avx2(void);
 
 #endif

@@ -25,9 +25,14 @@ bool brisk_cpu_pack_known(uint32_t type) {
 uint32_t brisk_cpu_pack_type(uint32_t w_type, int64_t n) {
   if (!brisk_cpu_pack_known(w_type | BRISK_DTYPE_PACKED_R8) || n < BRISK_PACK_ROWS) return w_type;
   /* The level, not just the flags: under BRISK_CPU_ISA=scalar nothing runs
-   * the SIMD kernels, so weights stay as stored. */
-  if (brisk_cpu_isa_level() < BRISK_ISA_AVX2 || !brisk_mm_avx2_tile(w_type | BRISK_DTYPE_PACKED_R8))
-    return w_type;
+   * the SIMD kernels, so weights stay as stored. On aarch64 only the types
+   * with NEON packed kernels are packed (the scalar ones read packed weights
+   * slower than stored ones). */
+  const brisk_isa_level level = brisk_cpu_isa_level();
+  const uint32_t packed = w_type | BRISK_DTYPE_PACKED_R8;
+  if (brisk_isa_is_neon(level)) return brisk_mm_neon_tile(packed, false) ? packed : w_type;
+  if (level < BRISK_ISA_AVX2 || !brisk_mm_avx2_tile(packed)) return w_type;
+  return w_type | BRISK_DTYPE_PACKED_R8;
   return w_type | BRISK_DTYPE_PACKED_R8;
 }
 

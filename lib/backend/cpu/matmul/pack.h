@@ -79,7 +79,8 @@
 
 /* The packed id the CPU kernels prefer for a weight of w_type with n rows,
  * or w_type itself when there is none: a type without a packed layout,
- * n < 8, or a CPU without the AVX2 kernels that make packing pay, or a
+ * n < 8, or a CPU without the AVX2 (aarch64: NEON) kernels of that packed
+ * type that make packing pay, or a
  * level capped below AVX2 by BRISK_CPU_ISA (the scalar kernels read packed
  * weights too, no faster). */
 uint32_t brisk_cpu_pack_type(uint32_t w_type, int64_t n);

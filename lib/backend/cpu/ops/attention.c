@@ -154,7 +154,10 @@ brisk_status brisk_cpu_ops_attention(brisk_backend *be, const brisk_kv_layout *k
       .keys_per_chunk = keys_per_chunk,
       .scale = params->scale != 0 ? params->scale : (float)(1.0 / sqrt((double)kv->head_dim)),
   };
-  job.kern = c->avx2 ? brisk_attn_kernels_avx2() : brisk_attn_kernels_scalar();
+  job.kern = c->avx512 ? brisk_attn_kernels_avx512()
+             : c->avx2 ? brisk_attn_kernels_avx2()
+             : c->neon ? brisk_attn_kernels_neon()
+                       : brisk_attn_kernels_scalar();
   int64_t n_units = (int64_t)batch->n_tokens * kv->n_kv_heads * job.units_per_kv_head;
   double work = 4.0 * n_keys * params->n_heads * kv->head_dim;
   brisk_cpu_ops_parallel(c->pool, n_units, 1, work, attend_range, &job);

@@ -31,5 +31,10 @@ typedef struct brisk_attn_kernels {
 const brisk_attn_kernels *brisk_attn_kernels_scalar(void);
 /* NULL where the AVX2 kernels are not built. */
 const brisk_attn_kernels *brisk_attn_kernels_avx2(void);
+/* NULL where the AVX2 kernels are not built (attn_kernels_avx512.c; run
+ * only by backends at BRISK_ISA_AVX512). */
+const brisk_attn_kernels *brisk_attn_kernels_avx512(void);
+/* NULL where the aarch64 NEON kernels are not built (attn_kernels_neon.c). */
+const brisk_attn_kernels *brisk_attn_kernels_neon(void);
 
 #endif

@@ -137,7 +137,7 @@ brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
                                       brisk_backend **out) {
   if (!out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "cpu backend: out is NULL");
   brisk_isa_level have = brisk_cpu_isa_detected();
-#ifndef BRISK_HAVE_AVX2_KERNELS
+#if !defined(BRISK_HAVE_AVX2_KERNELS) && !defined(BRISK_HAVE_NEON_KERNELS)
   have = BRISK_ISA_SCALAR;
 #endif
   brisk_isa_level level;
@@ -153,7 +153,7 @@ brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
     level = isa == BRISK_CPU_ISA_AVX2      ? BRISK_ISA_AVX2
             : isa == BRISK_CPU_ISA_AVXVNNI ? BRISK_ISA_AVXVNNI
                                            : BRISK_ISA_AVX512;
-    if (have < level)
+    if (have < level || brisk_isa_is_neon(have))
       return brisk_error(BRISK_E_UNSUPPORTED,
                          "cpu backend: %s kernels asked for, but this build or processor lacks "
                          "%s",
@@ -164,17 +164,23 @@ brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
     break;
   default: return brisk_error(BRISK_E_INVALID_ARGUMENT, "cpu backend: unknown isa %d", (int)isa);
   }
-  const bool avx2 = level >= BRISK_ISA_AVX2;
+  const bool neon = brisk_isa_is_neon(level);
+  const bool avx2 = !neon && level >= BRISK_ISA_AVX2;
   cpu_backend *cb = brisk_calloc(1, sizeof *cb);
   if (!cb) return brisk_error_oom();
   cb->ctx.pool = pool;
   cb->ctx.avx2 = avx2;
+  cb->ctx.neon = neon;
+  cb->ctx.avx512 = avx2 && level >= BRISK_ISA_AVX512;
   cb->ctx.mm_isa = (int)level;
   cb->base = (brisk_backend){
-      .name = level == BRISK_ISA_AVX512    ? "cpu-avx512"
-              : level == BRISK_ISA_AVXVNNI ? "cpu-avxvnni"
-              : avx2                       ? "cpu-avx2"
-                                           : "cpu-scalar",
+      .name = level == BRISK_ISA_AVX512         ? "cpu-avx512"
+              : level == BRISK_ISA_AVXVNNI      ? "cpu-avxvnni"
+              : avx2                            ? "cpu-avx2"
+              : level == BRISK_ISA_NEON_I8MM    ? "cpu-i8mm"
+              : level == BRISK_ISA_NEON_DOTPROD ? "cpu-dotprod"
+              : neon                            ? "cpu-neon"
+                                                : "cpu-scalar",
       .ctx = &cb->ctx,
       .destroy = cpu_destroy,
       .buffer_alloc = cpu_buffer_alloc,

@@ -15,6 +15,8 @@
 typedef struct brisk_cpu_ctx {
   brisk_threadpool *pool; /* may be NULL: the caller's thread does the work */
   bool avx2;              /* AVX2 + FMA + F16C kernels chosen */
+  bool neon;              /* aarch64 NEON kernels chosen */
+  bool avx512;            /* AVX-512 F kernels chosen (level BRISK_ISA_AVX512) */
   int mm_isa;             /* brisk_isa_level cap of the matmul kernels */
   void *workspace;        /* [workspace_size] bytes of matmul scratch, grown on demand */
   size_t workspace_size;

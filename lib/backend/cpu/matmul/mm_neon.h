@@ -1,0 +1,24 @@
+/* Shared pieces of the aarch64 NEON kernels (mm_neon.c, mm_neon_dot.c).
+ *
+ * The kernels are written once, in mm_neon_body.h, and compiled twice: for
+ * plain Advanced SIMD (every AArch64 CPU; int8 dot products by widening
+ * multiplies and pairwise adds) and with the target attribute of the Armv8.2
+ * DotProd extension (sdot), chosen at run time (core/cpu.h levels
+ * BRISK_ISA_NEON and BRISK_ISA_NEON_DOTPROD). Functions carry the attribute
+ * instead of a global -march flag, so the library still runs on any AArch64.
+ *
+ * Every kernel gives the scalar kernels' (mm_scalar.c) results bit for bit:
+ * the integer block sums are exact in any order, and the float steps per
+ * output are the scalar ones in the scalar order (a separate multiply and
+ * add, no fused multiply-add; float weights keep the scalar kernels' 8
+ * interleaved partial sums and their final tree). */
+#ifndef BRISK_BACKEND_CPU_MATMUL_MM_NEON_H
+#define BRISK_BACKEND_CPU_MATMUL_MM_NEON_H
+
+#include "backend/cpu/matmul/mm_internal.h"
+
+#if defined(__aarch64__) && defined(__GNUC__)
+#  define BRISK_MM_HAVE_NEON 1
+#endif
+
+#endif
