@@ -4,6 +4,7 @@
  *          0.5 g (1 + tanh(a)) = g sigmoid(2a))
  *   add:   out[r][i] = a[r][i] + b[r][i] (or b[i], a broadcast bias)
  *   scale: out[i] = x[i] * s
+ *   softcap: out[i] = cap * tanh(x[i] / cap)
  * add and scale are one rounding each, so they equal the CPU backend bit for
  * bit; glu uses the accurate expf (2 ulp on the device), not __expf. */
 #include "simt.h"
@@ -73,4 +74,16 @@ static __global__ void scale_kernel(const float *x, int64_t n, float s, float *o
 extern "C" int brisk_kscale(const float *x, int64_t n, float s, float *out, brisk_kstream stream) {
   if (n <= 0) return 0;
   return BRISK_LAUNCH(scale_kernel, grid_for(n), dim3(ELT_THREADS), 0, stream, x, n, s, out);
+}
+
+static __global__ void softcap_kernel(const float *x, int64_t n, float cap, float *out /* [n] */) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = __fmul_rn(cap, tanhf(__fdiv_rn(x[i], cap)));
+}
+
+extern "C" int brisk_ksoftcap(const float *x, int64_t n, float cap, float *out,
+                              brisk_kstream stream) {
+  if (n <= 0) return 0;
+  return BRISK_LAUNCH(softcap_kernel, grid_for(n), dim3(ELT_THREADS), 0, stream, x, n, cap, out);
 }

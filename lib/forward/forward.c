@@ -2,16 +2,20 @@
  * mixtral), read top to bottom like the math:
  *
  *   x = embed(tokens)
+ *   x = embed(tokens) (* embd_scale)
  *   for each layer:
- *     h = rmsnorm(x) * attn_norm
+ *     h = rmsnorm(x) * attn_norm                  (olmo2: h = x)
  *     q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)
- *     q, k = rmsnorm per head (qwen3)
- *     q, k = rope(q, pos), rope(k, pos)
+ *     q, k = rmsnorm per head (qwen3) or over all heads (olmo2)
+ *     q, k = rope(q, pos), rope(k, pos)     (gemma3 sliding layers: the local base)
  *     cache[slot] = k, v
- *     x += attention(q, cache) Wo
- *     h = rmsnorm(x) * ffn_norm
- *     x += (silu(h Wgate) * (h Wup)) Wdown        or the MoE sum over top-k experts
- *   logits = rmsnorm(x[out_rows]) * output_norm . Woutput
+ *     o = attention(q, cache) Wo             (scores soft-capped: gemma2)
+ *     o = rmsnorm(o) * post_attn_norm        (olmo2, gemma)
+ *     x += o (* residual_scale)
+ *     h = rmsnorm(x) * ffn_norm                   (olmo2: h = x)
+ *     o = (silu(h Wgate) * (h Wup)) Wdown   (gelu: gemma) or the MoE sum over top-k experts
+ *     x += o, normed and scaled as after attention
+ *   logits = rmsnorm(x[out_rows]) * output_norm . Woutput (* logit_scale, soft-capped)
  *
  * Every step is one backend operation; buffers carry shape comments. */
 #include "forward/forward.h"
@@ -51,6 +55,8 @@ struct brisk_forward {
   float *staging; /* host [max_tokens][n_embd]: x between two devices */
   int32_t max_tokens;
   brisk_rope_params rope;
+  brisk_rope_params rope_local; /* sliding-window layers (gemma3's local base) */
+  brisk_glu_kind glu;
   uint64_t bytes;
   int32_t *route_ids;   /* host [max_tokens][n_expert_used] */
   float *route_w;       /* host [max_tokens][n_expert_used] */
@@ -128,6 +134,14 @@ brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
   if (device) f->dev[f->n_dev++].be = device;
   const brisk_hparams *hp = &model->hp;
   rope_from_model(hp, &model->rope_freqs, &f->rope);
+  f->glu = brisk_arch_get(hp->arch)->geglu ? BRISK_GLU_GEGLU : BRISK_GLU_SWIGLU;
+  f->rope_local = f->rope;
+  if (hp->rope_base_local != 0) { /* unscaled, own base */
+    brisk_rope_params_init(&f->rope_local);
+    f->rope_local.layout = f->rope.layout;
+    f->rope_local.n_rot = f->rope.n_rot;
+    f->rope_local.freq_base = hp->rope_base_local;
+  }
   size_t n = (size_t)max_tokens;
   brisk_status st = BRISK_OK;
   for (int i = 0; i < f->n_dev && !st; i++) st = alloc_dev(f, &f->dev[i]);
@@ -199,7 +213,7 @@ static brisk_status ffn(brisk_forward *f, const brisk_weight *wg, const brisk_we
   brisk_status st;
   if ((st = linear(f, wg, &no_bias, h, n, a->gate)) ||
       (st = linear(f, wu, &no_bias, h, n, a->up)) ||
-      (st = be->glu(be, BRISK_GLU_SWIGLU, a->gate, a->up, (int64_t)n * wg->rows, a->gate)))
+      (st = be->glu(be, f->glu, a->gate, a->up, (int64_t)n * wg->rows, a->gate)))
     return st;
   return linear(f, wd, &no_bias, a->gate, n, out);
 }
@@ -251,6 +265,30 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
   return BRISK_OK;
 }
 
+/* h = rmsnorm(x) * norm, when the block has a pre-norm (olmo2 has none). */
+static brisk_status pre_norm(brisk_forward *f, const brisk_weight *norm, int32_t n) {
+  const brisk_hparams *hp = &f->model->hp;
+  brisk_backend *be = f->cur->be;
+  if (!norm->data) return BRISK_OK;
+  return be->rmsnorm(be, f->cur->x, norm->data, n, hp->n_embd, hp->rms_eps, f->cur->h);
+}
+
+/* x += proj, after a post-norm (olmo2) and the residual multiplier
+ * (granite) when the model has them. */
+static brisk_status residual_add(brisk_forward *f, const brisk_weight *post_norm, int32_t n) {
+  const brisk_hparams *hp = &f->model->hp;
+  fwd_dev *a = f->cur;
+  brisk_backend *be = a->be;
+  int64_t d = hp->n_embd;
+  brisk_status st;
+  if (post_norm->data &&
+      (st = be->rmsnorm(be, a->proj, post_norm->data, n, d, hp->rms_eps, a->proj)))
+    return st;
+  if (hp->residual_scale != 0 && (st = be->scale(be, a->proj, n * d, hp->residual_scale, a->proj)))
+    return st;
+  return be->add(be, a->x, a->proj, n, d, false, a->x);
+}
+
 static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv, int32_t il,
                                     const brisk_forward_batch *b) {
   const brisk_hparams *hp = &f->model->hp;
@@ -259,39 +297,43 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   brisk_backend *be = a->be;
   int32_t n = b->n_tokens, hd = (int32_t)hp->head_dim;
   int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
-  brisk_status st;
-  if ((st = be->rmsnorm(be, a->x, ly->attn_norm.data, n, hp->n_embd, hp->rms_eps, a->h)) ||
-      (st = linear(f, &ly->wq, &ly->bq, a->h, n, a->q)) ||
-      (st = linear(f, &ly->wk, &ly->bk, a->h, n, a->k)) ||
-      (st = linear(f, &ly->wv, &ly->bv, a->h, n, a->v)))
+  brisk_status st = pre_norm(f, &ly->attn_norm, n);
+  const float *h = ly->attn_norm.data ? a->h : a->x;
+  if (st || (st = linear(f, &ly->wq, &ly->bq, h, n, a->q)) ||
+      (st = linear(f, &ly->wk, &ly->bk, h, n, a->k)) ||
+      (st = linear(f, &ly->wv, &ly->bv, h, n, a->v)))
     return st;
-  if (ly->q_norm.data && ((st = be->rmsnorm(be, a->q, ly->q_norm.data, (int64_t)n * hp->n_head, hd,
-                                            hp->rms_eps, a->q)) ||
-                          (st = be->rmsnorm(be, a->k, ly->k_norm.data, (int64_t)n * hp->n_head_kv,
-                                            hd, hp->rms_eps, a->k))))
+  /* Per head ([head_dim] weights), or over all heads of a token. */
+  int64_t qn = ly->q_norm.cols, kn = ly->k_norm.cols;
+  if (ly->q_norm.data &&
+      ((st = be->rmsnorm(be, a->q, ly->q_norm.data, n * qd / qn, qn, hp->rms_eps, a->q)) ||
+       (st = be->rmsnorm(be, a->k, ly->k_norm.data, n * kvd / kn, kn, hp->rms_eps, a->k))))
     return st;
-  if ((st = be->rope(be, a->q, n, qd, (int32_t)hp->n_head, hd, b->pos, &f->rope)) ||
-      (st = be->rope(be, a->k, n, kvd, (int32_t)hp->n_head_kv, hd, b->pos, &f->rope)) ||
+  const brisk_rope_params *rope = ly->sliding_window ? &f->rope_local : &f->rope;
+  if ((st = be->rope(be, a->q, n, qd, (int32_t)hp->n_head, hd, b->pos, rope)) ||
+      (st = be->rope(be, a->k, n, kvd, (int32_t)hp->n_head_kv, hd, b->pos, rope)) ||
       (st = be->kv_write(be, &kv->layout, kv->k[il], kv->v[il], a->k, a->v, b->slot, n)))
     return st;
   brisk_attn_batch ab = {n, b->pos, b->seq_row, b->block_tables, b->n_seqs, b->max_blocks};
-  brisk_attn_params ap = {(int32_t)hp->n_head, 0.0f, (int32_t)ly->sliding_window};
-  if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)))
+  brisk_attn_params ap = {(int32_t)hp->n_head, hp->attn_scale, (int32_t)ly->sliding_window,
+                          hp->attn_softcap};
+  if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)) ||
+      (st = linear(f, &ly->wo, &no_bias, a->att, n, a->proj)))
     return st;
-  if ((st = linear(f, &ly->wo, &no_bias, a->att, n, a->proj))) return st;
-  return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
+  return residual_add(f, &ly->post_attn_norm, n);
 }
 
 static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
   const brisk_hparams *hp = &f->model->hp;
   const brisk_layer *ly = &f->model->layers[il];
   fwd_dev *a = f->cur;
-  brisk_backend *be = a->be;
-  brisk_status st = be->rmsnorm(be, a->x, ly->ffn_norm.data, n, hp->n_embd, hp->rms_eps, a->h);
+  brisk_status st = pre_norm(f, &ly->ffn_norm, n);
   if (st) return st;
   if (hp->n_expert) return moe(f, ly, n);
-  if ((st = ffn(f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, a->h, n, a->proj))) return st;
-  return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
+  if ((st = ffn(f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, ly->ffn_norm.data ? a->h : a->x, n,
+                a->proj)))
+    return st;
+  return residual_add(f, &ly->post_ffn_norm, n);
 }
 
 brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
@@ -307,6 +349,8 @@ brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
   brisk_backend *be = f->cur->be;
   brisk_status st = be->embed(be, m->token_embd.type, m->token_embd.data, hp->n_vocab, hp->n_embd,
                               b->tokens, b->n_tokens, f->cur->x);
+  if (!st && hp->embd_scale != 0)
+    st = be->scale(be, f->cur->x, (int64_t)b->n_tokens * hp->n_embd, hp->embd_scale, f->cur->x);
   if (st) return st;
   for (int32_t il = 0; il < (int32_t)hp->n_layer; il++) {
     if (abort_fn && abort_fn(abort_user_data))
@@ -324,8 +368,14 @@ brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
                       a->h)) ||
       (st = be->rmsnorm(be, a->h, m->output_norm.data, b->n_out, hp->n_embd, hp->rms_eps, a->h)))
     return st;
-  return be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols, a->h,
-                    b->n_out, logits);
+  if ((st = be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols, a->h,
+                       b->n_out, logits)))
+    return st;
+  int64_t n_logits = (int64_t)b->n_out * m->output.rows;
+  if (hp->logit_scale != 0 && (st = be->scale(be, logits, n_logits, hp->logit_scale, logits)))
+    return st;
+  if (hp->final_softcap != 0) st = be->softcap(be, logits, n_logits, hp->final_softcap, logits);
+  return st;
 }
 
 int brisk_forward_layer_device(const brisk_model *m, int32_t layer) {

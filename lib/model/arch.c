@@ -8,6 +8,11 @@ static const brisk_arch_info table[BRISK_ARCH_COUNT] = {
     [BRISK_ARCH_QWEN2] = {"qwen2", BRISK_HP_ROPE_NEOX, true, false, false},
     [BRISK_ARCH_QWEN3] = {"qwen3", BRISK_HP_ROPE_NEOX, false, true, false},
     [BRISK_ARCH_MIXTRAL] = {"mixtral", BRISK_HP_ROPE_NORMAL, false, false, true},
+    [BRISK_ARCH_GRANITE] = {"granite", BRISK_HP_ROPE_NORMAL, false, false, false},
+    [BRISK_ARCH_OLMO2] = {"olmo2", BRISK_HP_ROPE_NEOX, false, true, false},
+    [BRISK_ARCH_GEMMA2] = {"gemma2", BRISK_HP_ROPE_NEOX, false, false, false, true},
+    [BRISK_ARCH_GEMMA3] = {"gemma3", BRISK_HP_ROPE_NEOX, false, true, false, true},
+    [BRISK_ARCH_PHI3] = {"phi3", BRISK_HP_ROPE_NEOX, false, false, false, false},
 };
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch) {
@@ -24,6 +29,8 @@ bool brisk_arch_from_name(const char *name, brisk_arch *out) {
 }
 
 bool brisk_arch_from_hf_model_type(const char *model_type, brisk_arch *out) {
-  /* Hugging Face model_type values match our names for these families. */
+  /* Hugging Face model_type values match our names for these families;
+   * Gemma 3's text-only checkpoints say "gemma3_text". */
+  if (!strcmp(model_type, "gemma3_text")) model_type = "gemma3";
   return brisk_arch_from_name(model_type, out);
 }

@@ -68,6 +68,19 @@ static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
                        hp->head_dim);
   hp->rope_dim = hp->head_dim;
   if ((st = get_u32(L, "rope.dimension_count", false, &hp->rope_dim))) return st;
+  if (hp->arch == BRISK_ARCH_GRANITE) {
+    /* llama.cpp's keys; logits are divided by logit_scale. */
+    float logit = 1.0f;
+    if ((st = get_f32(L, "embedding_scale", false, &hp->embd_scale)) ||
+        (st = get_f32(L, "residual_scale", false, &hp->residual_scale)) ||
+        (st = get_f32(L, "attention.scale", false, &hp->attn_scale)) ||
+        (st = get_f32(L, "logit_scale", false, &logit)))
+      return st;
+    if (!(logit > 0 && logit < 1e30f))
+      return brisk_error(BRISK_E_FORMAT, "GGUF: granite.logit_scale %g must be positive",
+                         (double)logit);
+    hp->logit_scale = 1.0f / logit;
+  }
 
   /* RoPE scaling: "linear" and "yarn" are keys; llama3-style scaling is
    * stored by converters as a rope_freqs tensor (bound separately). */
@@ -160,18 +173,39 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
     snprintf(name, sizeof name, "blk.%u.%s", il, suffix);                                          \
     if ((st = bind(m, L, name, cols, rows, required, &ly->field))) return st;                      \
   } while (0)
-  BIND("attn_norm.weight", d, 0, true, attn_norm);
-  BIND("attn_q.weight", d, q_dim, true, wq);
-  BIND("attn_k.weight", d, kv_dim, true, wk);
-  BIND("attn_v.weight", d, kv_dim, true, wv);
+  const bool olmo2 = hp->arch == BRISK_ARCH_OLMO2;
+  if (!olmo2) BIND("attn_norm.weight", d, 0, true, attn_norm);
+  const bool phi3 = hp->arch == BRISK_ARCH_PHI3;
+  if (phi3) { /* q, k, v rows of one fused matrix */
+    brisk_weight qkv;
+    snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", il);
+    if ((st = bind(m, L, name, d, q_dim + 2 * kv_dim, true, &qkv))) return st;
+    ly->wq = brisk_weight_rows(&qkv, 0, q_dim);
+    ly->wk = brisk_weight_rows(&qkv, q_dim, kv_dim);
+    ly->wv = brisk_weight_rows(&qkv, q_dim + kv_dim, kv_dim);
+  } else {
+    BIND("attn_q.weight", d, q_dim, true, wq);
+    BIND("attn_k.weight", d, kv_dim, true, wk);
+    BIND("attn_v.weight", d, kv_dim, true, wv);
+  }
   BIND("attn_output.weight", q_dim, d, true, wo);
   BIND("attn_q.bias", q_dim, 0, ai->qkv_bias, bq);
   BIND("attn_k.bias", kv_dim, 0, ai->qkv_bias, bk);
   BIND("attn_v.bias", kv_dim, 0, ai->qkv_bias, bv);
-  BIND("attn_q_norm.weight", hp->head_dim, 0, ai->qk_norm, q_norm);
-  BIND("attn_k_norm.weight", hp->head_dim, 0, ai->qk_norm, k_norm);
-  BIND("ffn_norm.weight", d, 0, true, ffn_norm);
-  if (hp->n_expert == 0) {
+  /* olmo2: q/k norms over all heads, post-norms instead of pre-norms. */
+  BIND("attn_q_norm.weight", olmo2 ? q_dim : hp->head_dim, 0, ai->qk_norm, q_norm);
+  BIND("attn_k_norm.weight", olmo2 ? kv_dim : hp->head_dim, 0, ai->qk_norm, k_norm);
+  BIND("post_attention_norm.weight", d, 0, olmo2, post_attn_norm);
+  BIND("post_ffw_norm.weight", d, 0, olmo2, post_ffn_norm);
+  if (!olmo2) BIND("ffn_norm.weight", d, 0, true, ffn_norm);
+  if (phi3) { /* llama.cpp's ffn_up holds the gate rows, then the up rows */
+    brisk_weight gate_up;
+    snprintf(name, sizeof name, "blk.%u.ffn_up.weight", il);
+    if ((st = bind(m, L, name, d, 2 * ff, true, &gate_up))) return st;
+    ly->ffn_gate = brisk_weight_rows(&gate_up, 0, ff);
+    ly->ffn_up = brisk_weight_rows(&gate_up, ff, ff);
+    BIND("ffn_down.weight", ff, d, true, ffn_down);
+  } else if (hp->n_expert == 0) {
     BIND("ffn_gate.weight", d, ff, true, ffn_gate);
     BIND("ffn_up.weight", d, ff, true, ffn_up);
     BIND("ffn_down.weight", ff, d, true, ffn_down);

@@ -148,8 +148,9 @@ static brisk_status to_device(brisk_model *m, brisk_weight *w, bool matrix) {
 static brisk_status layer_to_device(brisk_model *m, brisk_layer *ly) {
   brisk_weight *mats[] = {&ly->wq,       &ly->wk,     &ly->wv,       &ly->wo,
                           &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, &ly->moe_router};
-  brisk_weight *vecs[] = {&ly->attn_norm, &ly->ffn_norm, &ly->bq,    &ly->bk,
-                          &ly->bv,        &ly->q_norm,   &ly->k_norm};
+  brisk_weight *vecs[] = {&ly->attn_norm,    &ly->ffn_norm, &ly->bq,     &ly->bk,
+                          &ly->bv,           &ly->q_norm,   &ly->k_norm, &ly->post_attn_norm,
+                          &ly->post_ffn_norm};
   brisk_status st = BRISK_OK;
   for (size_t i = 0; i < sizeof mats / sizeof *mats && !st; i++) st = to_device(m, mats[i], true);
   for (size_t i = 0; i < sizeof vecs / sizeof *vecs && !st; i++) st = to_device(m, vecs[i], false);

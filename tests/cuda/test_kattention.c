@@ -191,7 +191,7 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
   const size_t nq = (size_t)S.n_tokens * nh * hd;
   float *out = dev_alloc(nq * sizeof *out), *ref = malloc(nq * sizeof *ref);
   brisk_attn_batch batch = {S.n_tokens, S.positions, S.seq_of, S.tables, c->n_seqs, S.max_blocks};
-  brisk_attn_params params = {nh, c->scale, c->window};
+  brisk_attn_params params = {nh, c->scale, c->window, 0.0f};
   assert_int_equal(cpu->attention(cpu, &S.kv, S.k_cache, S.v_cache, S.q, &batch, &params, ref),
                    BRISK_OK);
   brisk_kattn_desc d = desc_of(&S, c, scale);

@@ -493,7 +493,7 @@ static void run_attention(fixture *f, const attn_case *c) {
   size_t qbytes = (size_t)nq * (size_t)nh * (size_t)hd * 4;
   float *q = rand_floats(f, qbytes / 4, -1, 1), *want = malloc(qbytes);
   brisk_attn_batch ab = {nq, qpos, qseq, tables, c->n_seqs, max_blocks};
-  brisk_attn_params ap = {nh, 0.0f, c->window};
+  brisk_attn_params ap = {nh, 0.0f, c->window, 0.0f};
   assert_int_equal(f->cpu->attention(f->cpu, &kv, kc, vc, q, &ab, &ap, want), 0);
   float *dq = up(f, q, qbytes), *dout = up(f, want, qbytes);
   if (f->dev->attention(f->dev, &kv, dkc, dvc, dq, &ab, &ap, dout))

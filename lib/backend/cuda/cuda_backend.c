@@ -336,6 +336,14 @@ static brisk_status cuda_scale(brisk_backend *be, const float *x, int64_t n, flo
   return launched(cb, brisk_kscale(x, n, s, out, cb->stream), "scale");
 }
 
+static brisk_status cuda_softcap(brisk_backend *be, const float *x, int64_t n, float cap,
+                                 float *out) {
+  cuda_backend *cb = cb_of(be);
+  brisk_status st = brisk_check_softcap(x, n, cap, out);
+  if (st || n == 0) return st;
+  return launched(cb, brisk_ksoftcap(x, n, cap, out, cb->stream), "softcap");
+}
+
 static brisk_status cuda_softmax(brisk_backend *be, const float *x, int64_t n_rows, int64_t n_cols,
                                  float scale, float *out) {
   cuda_backend *cb = cb_of(be);
@@ -409,6 +417,7 @@ static brisk_status cuda_attention(brisk_backend *be, const brisk_kv_layout *kv,
       .sliding_window = params->sliding_window,
       .n_tokens = b->n_tokens,
       .max_blocks = b->max_blocks,
+      .softcap = params->softcap,
   };
   const void *src[] = {b->positions, b->seq_of_token, b->block_tables};
   size_t bytes[] = {(size_t)b->n_tokens * sizeof(int32_t), (size_t)b->n_tokens * sizeof(int32_t),
@@ -509,6 +518,7 @@ brisk_status brisk_backend_cuda_create(const brisk_cuda_rt *rt, int device, cons
       .add = cuda_add,
       .scale = cuda_scale,
       .softmax = cuda_softmax,
+      .softcap = cuda_softcap,
       .kv_write = cuda_kv_write,
       .kv_copy_blocks = cuda_kv_copy_blocks,
       .attention = cuda_attention,

@@ -169,7 +169,7 @@ static void run_case(const attn_case *c, test_rng *r, ops_paths *P, ops_paths *s
     double *want = reference(&S, c);
     size_t n_out = (size_t)S.batch.n_tokens * S.n_heads * c->head_dim;
     float *out = malloc(n_out * sizeof *out);
-    brisk_attn_params ap = {S.n_heads, c->scale, c->window};
+    brisk_attn_params ap = {S.n_heads, c->scale, c->window, 0.0f};
     assert_int_equal(be->attention(be, &S.kv, S.k_cache, S.v_cache, S.q, &S.batch, &ap, out),
                      BRISK_OK);
     /* Scores: float dot products of <= 256 terms (|q.k| scale <~ 5, error
@@ -384,7 +384,7 @@ static void test_attention_host_hook(void **state) {
     setup(&S, &c, &r, be);
     size_t n_out = (size_t)S.batch.n_tokens * S.n_heads * c.head_dim;
     float *own = malloc(n_out * sizeof *own), *hooked = malloc(n_out * sizeof *hooked);
-    brisk_attn_params ap = {S.n_heads, 0, 0};
+    brisk_attn_params ap = {S.n_heads, 0, 0, 0.0f};
     assert_int_equal(be->attention(be, &S.kv, S.k_cache, S.v_cache, S.q, &S.batch, &ap, own),
                      BRISK_OK);
     assert_int_equal(brisk_set_parallel_for(reverse_parallel_for, NULL, 5), BRISK_OK);
@@ -407,7 +407,7 @@ static void test_attention_bad_arguments(void **state) {
   float q[2 * 4 * 8] = {0}, out[2 * 4 * 8];
   int32_t pos[2] = {3, 5}, seq[2] = {0, 1}, tables[2][2] = {{2, 0}, {1, 3}};
   brisk_attn_batch b = {2, pos, seq, &tables[0][0], 2, 2};
-  brisk_attn_params ap = {4, 0, 0};
+  brisk_attn_params ap = {4, 0, 0, 0.0f};
   assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_OK);
   ap.n_heads = 3;
   assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);

@@ -1,4 +1,5 @@
-/* Elementwise operations: gated activations (SwiGLU, GeGLU), add, scale. */
+/* Elementwise operations: gated activations (SwiGLU, GeGLU), add, scale,
+ * soft-capping. */
 #include "backend/cpu/ops/ops.h"
 #include "backend/cpu/ops/vec.h"
 
@@ -124,5 +125,28 @@ brisk_status brisk_cpu_ops_scale(brisk_backend *be, const float *x, int64_t n, f
   if (st != BRISK_OK || n == 0) return st;
   scale_job job = {x, out, s};
   brisk_cpu_ops_parallel(c->pool, n, GRAIN, (double)n, scale_range, &job);
+  return BRISK_OK;
+}
+
+typedef struct softcap_job {
+  const float *x; // [n]
+  float *out;     // [n]
+  float cap;
+} softcap_job;
+
+/* cap * tanh(x / cap): the division and product rounded one by one, tanhf
+ * from libm (the device's is as accurate). */
+static void softcap_range(void *p, int64_t i0, int64_t i1) {
+  const softcap_job *j = p;
+  for (int64_t i = i0; i < i1; i++) j->out[i] = j->cap * tanhf(j->x[i] / j->cap);
+}
+
+brisk_status brisk_cpu_ops_softcap(brisk_backend *be, const float *x, int64_t n, float cap,
+                                   float *out) {
+  const brisk_cpu_ctx *c = be->ctx;
+  brisk_status st = brisk_check_softcap(x, n, cap, out);
+  if (st != BRISK_OK || n == 0) return st;
+  softcap_job job = {x, out, cap};
+  brisk_cpu_ops_parallel(c->pool, n, GRAIN, 20.0 * (double)n, softcap_range, &job);
   return BRISK_OK;
 }

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""brisk against Hugging Face transformers on small random-weight models.
+
+Usage: test_hf_reference.py HF_LOGITS_HELPER HF_REFERENCE_TOOL [ARCH...]
+
+For every architecture in tools/hf_reference.py, the folder is rebuilt with
+NumPy + safetensors from the committed reference (tests/model/hf_ref/), then
+brisk's logits (the prompt as one batch, then decode steps through the KV
+cache) are compared with transformers' float32 logits within the
+architecture's stated tolerance (max |difference| over max |logit|), on the
+CPU and on the emulated CUDA device. Exits 77 (skip) without numpy or
+safetensors.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import safetensors  # noqa: F401
+except ImportError as e:  # pragma: no cover
+    print(f"SKIP: {e} (pip install numpy safetensors)")
+    sys.exit(77)
+
+DEVICES = ["cpu", "cudaemu:0"]
+
+
+def run(helper, model, device, ref):
+    r = subprocess.run(
+        [helper, model, device, " ".join(map(str, ref["prompt"])), " ".join(map(str, ref["decode"]))],
+        capture_output=True, text=True, timeout=300,
+    )
+    if r.returncode != 0:
+        return None, r.stderr.strip()
+    rows = [np.array([float(v) for v in line.split()]) for line in r.stdout.splitlines()]
+    return rows, ""
+
+
+def compare(ref, rows):
+    n = len(ref["prompt"])
+    got = [rows[i] for i in ref["prompt_rows"]] + rows[n:]
+    want = [np.array(r) for r in ref["prompt_logits"] + ref["decode_logits"]]
+    if len(got) != len(want):
+        return float("inf")
+    worst = 0.0
+    for g, w in zip(got, want):
+        worst = max(worst, float(np.max(np.abs(g - w)) / max(1e-6, np.max(np.abs(w)))))
+    return worst
+
+
+def main():
+    helper, tool = sys.argv[1], sys.argv[2]
+    ref_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_ref")
+    archs = sys.argv[3:] or sorted(f[:-5] for f in os.listdir(ref_dir) if f.endswith(".json"))
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="brisk-hf-ref-") as tmp:
+        for arch in archs:
+            with open(os.path.join(ref_dir, arch + ".json")) as f:
+                ref = json.load(f)
+            folder = os.path.join(tmp, arch)
+            subprocess.run([sys.executable, tool, "make", arch, folder, ref_dir], check=True)
+            for dev in DEVICES:
+                rows, err = run(helper, folder, dev, ref)
+                if rows is None:
+                    print(f"FAIL {arch} on {dev}: {err}")
+                    failed += 1
+                    continue
+                e = compare(ref, rows)
+                ok = e <= ref["tolerance"]
+                print(f"{'ok  ' if ok else 'FAIL'} {arch} on {dev}: worst relative error {e:.2e} "
+                      f"(tolerance {ref['tolerance']:g}: {ref['tolerance_reason']})")
+                failed += not ok
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
