@@ -137,6 +137,34 @@ ARCHS = {
         2e-5,
         "float32; fused projections are split into views, the same products",
     ),
+    "qwen2moe": (
+        "qwen2_moe",
+        {
+            "num_hidden_layers": 3,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 48,
+            "norm_topk_prob": False,
+            "mlp_only_layers": [1],
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+        2e-5,
+        "float32; experts are summed in another order than transformers'",
+    ),
+    "qwen3moe": (
+        "qwen3_moe",
+        {
+            "head_dim": 16,
+            "num_experts": 6,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "norm_topk_prob": True,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+        2e-5,
+        "float32; experts are summed in another order than transformers'",
+    ),
 }
 
 

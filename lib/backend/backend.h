@@ -243,6 +243,12 @@ struct brisk_backend {
   brisk_status (*softcap)(brisk_backend *be, const float *x /* [n] */, int64_t n, float cap,
                           float *out /* [n] */);
 
+  /* out[r][i] = x[r][i] * sigmoid(g[r]): one gate per row (the shared
+   * expert of Qwen-MoE models); sigmoid(g) = 1 / (1 + exp(-g)). */
+  brisk_status (*sigmoid_gate)(brisk_backend *be, const float *x /* [n_rows][n_cols] */,
+                               const float *g /* [n_rows] */, int64_t n_rows, int64_t n_cols,
+                               float *out /* [n_rows][n_cols] */);
+
   /* out[r] = softmax(x[r] * scale) over each row. */
   brisk_status (*softmax)(brisk_backend *be, const float *x /* [n_rows][n_cols] */, int64_t n_rows,
                           int64_t n_cols, float scale, float *out /* [n_rows][n_cols] */);

@@ -146,6 +146,15 @@ brisk_status brisk_check_softcap(const float *x, int64_t n, float cap, const flo
   return BRISK_OK;
 }
 
+brisk_status brisk_check_sigmoid_gate(const float *x, const float *g, int64_t n_rows,
+                                      int64_t n_cols, const float *out) {
+  brisk_status st = brisk_check_matrix("sigmoid_gate", n_rows, n_cols);
+  if (st != BRISK_OK || n_rows == 0) return st;
+  if (!x || !g || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "sigmoid_gate: x, g or out is NULL");
+  return BRISK_OK;
+}
+
 brisk_status brisk_check_softmax(const float *x, int64_t n_rows, int64_t n_cols, float scale,
                                  const float *out) {
   brisk_status st = brisk_check_matrix("softmax", n_rows, n_cols);

@@ -14,6 +14,7 @@
  *     x += o (* residual_scale)
  *     h = rmsnorm(x) * ffn_norm                   (olmo2: h = x)
  *     o = (silu(h Wgate) * (h Wup)) Wdown   (gelu: gemma) or the MoE sum over top-k experts
+ *                                            (+ sigmoid(h Wsg) * shared expert: qwen2moe)
  *     x += o, normed and scaled as after attention
  *   logits = rmsnorm(x[out_rows]) * output_norm . Woutput (* logit_scale, soft-capped)
  *
@@ -77,6 +78,8 @@ static brisk_status alloc_dev(brisk_forward *f, fwd_dev *d) {
   const brisk_hparams *hp = &f->model->hp;
   size_t n = (size_t)f->max_tokens, e = hp->n_embd, qd = (size_t)hp->n_head * hp->head_dim,
          kvd = (size_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
+  if (hp->n_ff_exp > ff) ff = hp->n_ff_exp;
+  if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
   brisk_status st;
   if ((st = alloc_buf(f, d, n, e, &d->x)) || (st = alloc_buf(f, d, n, e, &d->h)) ||
       (st = alloc_buf(f, d, n, qd, &d->q)) || (st = alloc_buf(f, d, n, kvd, &d->k)) ||
@@ -233,7 +236,8 @@ static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows) {
 }
 
 /* Mixture of experts: each token goes to its top-k experts; their outputs,
- * weighted by the renormalized router probabilities, are added to x.
+ * weighted by the router probabilities (renormalized over the k when the
+ * model says so), are added to x, then the shared expert's when it has one.
  * Experts run in id order on the rows routed to them, so a token's sum is
  * taken in an order that depends on that token alone. */
 static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
@@ -243,7 +247,7 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
   int32_t ku = (int32_t)hp->n_expert_used;
   brisk_status st;
   if ((st = linear(f, &ly->moe_router, &no_bias, a->h, n, a->router)) ||
-      (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, true, f->route_ids,
+      (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, hp->moe_renorm, f->route_ids,
                           f->route_w)))
     return st;
   for (int32_t e = 0; e < (int32_t)hp->n_expert; e++) {
@@ -262,7 +266,14 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
         (st = scatter_add_scaled(f, rows)))
       return st;
   }
-  return BRISK_OK;
+  if (!ly->shexp_gate.data) return BRISK_OK;
+  /* The shared expert sees every token, scaled by its own sigmoid gate. */
+  if ((st = ffn(f, &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down, a->h, n, a->proj)) ||
+      (ly->shexp_gate_inp.data &&
+       ((st = linear(f, &ly->shexp_gate_inp, &no_bias, a->h, n, a->router)) ||
+        (st = be->sigmoid_gate(be, a->proj, a->router, n, hp->n_embd, a->proj)))))
+    return st;
+  return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
 }
 
 /* h = rmsnorm(x) * norm, when the block has a pre-norm (olmo2 has none). */
@@ -324,12 +335,11 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
 }
 
 static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
-  const brisk_hparams *hp = &f->model->hp;
   const brisk_layer *ly = &f->model->layers[il];
   fwd_dev *a = f->cur;
   brisk_status st = pre_norm(f, &ly->ffn_norm, n);
   if (st) return st;
-  if (hp->n_expert) return moe(f, ly, n);
+  if (ly->moe_router.data) return moe(f, ly, n);
   if ((st = ffn(f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, ly->ffn_norm.data ? a->h : a->x, n,
                 a->proj)))
     return st;

@@ -16,6 +16,8 @@ typedef enum brisk_arch {
   BRISK_ARCH_GEMMA2,    /* GeGLU, pre+post norms, soft-capping, interleaved sliding layers */
   BRISK_ARCH_GEMMA3,    /* gemma2 + per-head q/k norms, a local RoPE base for sliding layers */
   BRISK_ARCH_PHI3,      /* llama with fused qkv and gate/up projections */
+  BRISK_ARCH_QWEN2MOE,  /* qwen2 + MoE FFN with a sigmoid-gated shared expert */
+  BRISK_ARCH_QWEN3MOE,  /* qwen3 + MoE FFN */
   BRISK_ARCH_COUNT
 } brisk_arch;
 
@@ -48,6 +50,9 @@ typedef struct brisk_hparams {
   uint32_t n_ff;
   uint32_t n_expert;      /* 0 for dense models */
   uint32_t n_expert_used; /* experts per token */
+  uint32_t n_ff_exp;      /* width of each expert's FFN (n_ff in mixtral) */
+  uint32_t n_ff_shexp;    /* width of the shared expert's FFN; 0: none */
+  bool moe_renorm;        /* top-k routing weights divided by their sum */
   float rms_eps;
   float rope_base;
   uint32_t rope_dim; /* dimensions rotated per head (= head_dim unless partial) */

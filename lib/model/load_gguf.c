@@ -55,6 +55,19 @@ static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
       (st = get_u32(L, "expert_count", false, &hp->n_expert)) ||
       (st = get_u32(L, "expert_used_count", false, &hp->n_expert_used)))
     return st;
+  /* Qwen-MoE: expert and shared-expert widths; llama.cpp renormalizes
+   * mixtral's and qwen3moe's top-k weights, not qwen2moe's. */
+  hp->n_ff_exp = hp->n_ff;
+  hp->moe_renorm = hp->arch != BRISK_ARCH_QWEN2MOE;
+  bool norm = hp->moe_renorm;
+  if ((st = get_u32(L, "expert_feed_forward_length", false, &hp->n_ff_exp)) ||
+      (st = get_u32(L, "expert_shared_feed_forward_length", false, &hp->n_ff_shexp)))
+    return st;
+  char nkey[128];
+  snprintf(nkey, sizeof nkey, "%s.expert_weights_norm", L->arch);
+  st = brisk_gguf_get_bool(L->g, nkey, &norm);
+  if (st && st != BRISK_E_NOT_FOUND) return st;
+  hp->moe_renorm = norm;
   if (hp->n_head == 0 || hp->n_embd == 0)
     return brisk_error(BRISK_E_FORMAT, "GGUF: head_count %u and embedding_length %u must be > 0",
                        hp->n_head, hp->n_embd);
@@ -212,12 +225,21 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
   } else {
     BIND("ffn_gate_inp.weight", d, hp->n_expert, true, moe_router);
     if ((st = brisk_model_alloc_experts(m, ly))) return st;
+    int64_t fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
     snprintf(name, sizeof name, "blk.%u.ffn_gate_exps.weight", il);
-    if ((st = bind_experts(m, L, name, d, ff, hp->n_expert, ly->expert_gate))) return st;
+    if ((st = bind_experts(m, L, name, d, fe, hp->n_expert, ly->expert_gate))) return st;
     snprintf(name, sizeof name, "blk.%u.ffn_up_exps.weight", il);
-    if ((st = bind_experts(m, L, name, d, ff, hp->n_expert, ly->expert_up))) return st;
+    if ((st = bind_experts(m, L, name, d, fe, hp->n_expert, ly->expert_up))) return st;
     snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", il);
-    if ((st = bind_experts(m, L, name, ff, d, hp->n_expert, ly->expert_down))) return st;
+    if ((st = bind_experts(m, L, name, fe, d, hp->n_expert, ly->expert_down))) return st;
+    if (fs) { /* qwen2moe's shared expert and its gate */
+      BIND("ffn_gate_shexp.weight", d, fs, true, shexp_gate);
+      BIND("ffn_up_shexp.weight", d, fs, true, shexp_up);
+      BIND("ffn_down_shexp.weight", fs, d, true, shexp_down);
+      snprintf(name, sizeof name, "blk.%u.ffn_gate_inp_shexp.weight", il);
+      if ((st = bind(m, L, name, d, 0, false, &ly->shexp_gate_inp))) return st;
+      if (ly->shexp_gate_inp.data) ly->shexp_gate_inp.rows = 1; /* a [1][n_embd] matrix */
+    }
   }
 #undef BIND
   ly->sliding_window = hp->sliding_window;

@@ -90,6 +90,37 @@ static brisk_status read_granite(const brisk_hf *hf, brisk_hparams *hp) {
   return BRISK_OK;
 }
 
+/* Expert widths and routing: mixtral's experts are intermediate_size wide
+ * and renormalized; Qwen-MoE's are moe_intermediate_size wide, renormalized
+ * when norm_topk_prob, plus a shared expert when it has a width. */
+static brisk_status read_moe(const brisk_hf *hf, brisk_hparams *hp) {
+  hp->n_ff_exp = hp->n_ff;
+  hp->moe_renorm = hp->arch == BRISK_ARCH_MIXTRAL;
+  brisk_status st;
+  if ((st = cfg_u32(hf, "moe_intermediate_size", false, &hp->n_ff_exp)) ||
+      (st = cfg_u32(hf, "shared_expert_intermediate_size", false, &hp->n_ff_shexp)))
+    return st;
+  st = brisk_hf_config_get_bool(hf, "norm_topk_prob", &hp->moe_renorm);
+  if (st && st != BRISK_E_NOT_FOUND) return st;
+  if (hp->arch == BRISK_ARCH_QWEN3MOE) hp->n_ff_shexp = 0; /* none in Qwen3-MoE */
+  return BRISK_OK;
+}
+
+/* Whether layer il has the MoE FFN: Qwen-MoE configs may keep some layers
+ * dense (mlp_only_layers, decoder_sparse_step). */
+static brisk_status layer_is_moe(const brisk_hf *hf, uint32_t il, bool *moe) {
+  int64_t dense[256];
+  size_t n = 0;
+  uint32_t step = 1;
+  brisk_status st = brisk_hf_config_get_int_array(hf, "mlp_only_layers", dense, 256, &n);
+  if (st == BRISK_E_NOT_FOUND) n = 0, st = BRISK_OK;
+  if (st || (st = cfg_u32(hf, "decoder_sparse_step", false, &step))) return st;
+  *moe = step > 0 && (il + 1) % step == 0;
+  for (size_t i = 0; i < n; i++)
+    if (dense[i] == (int64_t)il) *moe = false;
+  return BRISK_OK;
+}
+
 static bool has_rope_parameters(const brisk_hf *hf) {
   struct json_object *o = NULL;
   return brisk_json_find(brisk_hf_config(hf), "config.json", "rope_parameters", &o) == BRISK_OK;
@@ -178,6 +209,7 @@ static brisk_status read_hparams(const brisk_hf *hf, brisk_hparams *hp) {
       (st = cfg_u32(hf, "max_position_embeddings", false, &hp->n_ctx_train)) ||
       (st = cfg_f32(hf, "rms_norm_eps", &hp->rms_eps)) ||
       (st = cfg_u32(hf, "num_local_experts", false, &hp->n_expert)) ||
+      (st = cfg_u32(hf, "num_experts", false, &hp->n_expert)) ||
       (st = cfg_u32(hf, "num_experts_per_tok", false, &hp->n_expert_used)))
     return st;
   if (hp->n_head == 0) return brisk_error(BRISK_E_FORMAT, "config.json: num_attention_heads is 0");
@@ -200,6 +232,7 @@ static brisk_status read_hparams(const brisk_hf *hf, brisk_hparams *hp) {
   if (st && st != BRISK_E_NOT_FOUND) return st;
   hp->tied_embeddings = tied;
   if (hp->arch == BRISK_ARCH_GRANITE && (st = read_granite(hf, hp))) return st;
+  if (hp->n_expert && (st = read_moe(hf, hp))) return st;
   if ((hp->arch == BRISK_ARCH_GEMMA2 || hp->arch == BRISK_ARCH_GEMMA3) && (st = read_gemma(hf, hp)))
     return st;
   hp->rope_style = BRISK_HP_ROPE_NEOX;
@@ -306,6 +339,8 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
     if ((st = bind(L, name, cols, rows, required, &(field)))) return st;                           \
   } while (0)
   const bool olmo2 = hp->arch == BRISK_ARCH_OLMO2;
+  bool moe = hp->n_expert > 0;
+  if (moe && (st = layer_is_moe(L->hf, il, &moe))) return st;
   if (!olmo2) BIND("input_layernorm.weight", d, 0, true, ly->attn_norm);
   if (hp->arch == BRISK_ARCH_PHI3) { /* q, k, v rows of one fused matrix */
     brisk_weight qkv;
@@ -342,10 +377,29 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
     ly->ffn_gate = brisk_weight_rows(&gate_up, 0, ff);
     ly->ffn_up = brisk_weight_rows(&gate_up, ff, ff);
     BIND("mlp.down_proj.weight", ff, d, true, ly->ffn_down);
-  } else if (hp->n_expert == 0) {
+  } else if (hp->n_expert == 0 || !moe) {
     BIND("mlp.gate_proj.weight", d, ff, true, ly->ffn_gate);
     BIND("mlp.up_proj.weight", d, ff, true, ly->ffn_up);
     BIND("mlp.down_proj.weight", ff, d, true, ly->ffn_down);
+  } else if (hp->arch != BRISK_ARCH_MIXTRAL) { /* qwen2moe, qwen3moe */
+    int64_t fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
+    BIND("mlp.gate.weight", d, hp->n_expert, true, ly->moe_router);
+    if ((st = brisk_model_alloc_experts(m, ly))) return st;
+    for (uint32_t e = 0; e < hp->n_expert; e++) {
+      char suffix[96];
+      snprintf(suffix, sizeof suffix, "mlp.experts.%u.gate_proj.weight", e);
+      BIND(suffix, d, fe, true, ly->expert_gate[e]);
+      snprintf(suffix, sizeof suffix, "mlp.experts.%u.up_proj.weight", e);
+      BIND(suffix, d, fe, true, ly->expert_up[e]);
+      snprintf(suffix, sizeof suffix, "mlp.experts.%u.down_proj.weight", e);
+      BIND(suffix, fe, d, true, ly->expert_down[e]);
+    }
+    if (fs) {
+      BIND("mlp.shared_expert.gate_proj.weight", d, fs, true, ly->shexp_gate);
+      BIND("mlp.shared_expert.up_proj.weight", d, fs, true, ly->shexp_up);
+      BIND("mlp.shared_expert.down_proj.weight", fs, d, true, ly->shexp_down);
+      BIND("mlp.shared_expert_gate.weight", d, 1, false, ly->shexp_gate_inp);
+    }
   } else {
     BIND("block_sparse_moe.gate.weight", d, hp->n_expert, true, ly->moe_router);
     if ((st = brisk_model_alloc_experts(m, ly))) return st;

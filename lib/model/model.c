@@ -63,6 +63,9 @@ brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
       {"n_head_kv", hp->n_head_kv, 4096}, {"head_dim", hp->head_dim, BRISK_MAX_HEAD_DIM},
       {"n_ff", hp->n_ff, 1u << 22},       {"n_ctx_train", hp->n_ctx_train, 1u << 30},
   };
+  if (hp->n_ff_exp > 1u << 22 || hp->n_ff_shexp > 1u << 22 || (hp->n_expert && !hp->n_ff_exp))
+    return brisk_error(BRISK_E_FORMAT, "expert FFN widths %u (shared %u) are out of range",
+                       hp->n_ff_exp, hp->n_ff_shexp);
   for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
     if (checks[i].value == 0 || checks[i].value > checks[i].max)
       return brisk_error(BRISK_E_FORMAT, "hyper-parameter %s = %u is out of range [1, %u]",

@@ -42,6 +42,10 @@ typedef struct brisk_layer {
   brisk_weight *expert_gate;   /* MoE: n_expert entries, each [n_ff][n_embd] */
   brisk_weight *expert_up;     /* [n_ff][n_embd] */
   brisk_weight *expert_down;   /* [n_embd][n_ff] */
+  brisk_weight shexp_gate;     /* shared expert (qwen2moe): [n_ff_shexp][n_embd] */
+  brisk_weight shexp_up;       /* [n_ff_shexp][n_embd] */
+  brisk_weight shexp_down;     /* [n_embd][n_ff_shexp] */
+  brisk_weight shexp_gate_inp; /* its sigmoid gate: [1][n_embd] */
   uint32_t sliding_window;     /* 0: full attention in this layer */
 } brisk_layer;
 

@@ -72,6 +72,13 @@ static void test_add_scale(void **state) {
       if (fabs(got[i] - w) > 8 * 0x1p-24 * fabs(w) + 1e-30)
         fail_msg("softcap %g: [%zu] = %.9g, want %.9g", (double)cap, i, (double)got[i], w);
     }
+    /* sigmoid_gate against float64: expf differs by ulps. */
+    ASSERT_LAUNCH(brisk_ksigmoid_gate(a, b, rows, cols, got, NULL));
+    for (size_t i = 0; i < n; i++) {
+      double w = a[i] / (1 + exp(-(double)b[i / (size_t)cols]));
+      if (fabs(got[i] - w) > 8 * 0x1p-24 * fabs(w) + 1e-30)
+        fail_msg("sigmoid_gate: [%zu] = %.9g, want %.9g", i, (double)got[i], w);
+    }
     /* In place: out = a. */
     assert_int_equal(cpu->add(cpu, a, b, rows, cols, true, want), BRISK_OK);
     ASSERT_LAUNCH(brisk_kadd(a, b, rows, cols, true, a, NULL));

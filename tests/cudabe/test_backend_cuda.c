@@ -173,6 +173,13 @@ static void test_eltwise(void **state) {
     expect_close("softcap", got, want, NULL, (size_t)n, 4e-7);
     free(got);
     assert_int_equal(f->dev->softcap(f->dev, da, n, -1.0f, dout), BRISK_E_INVALID_ARGUMENT);
+    /* sigmoid_gate: rows of a gated by b's first entries. */
+    int64_t gcols = n % 7 == 0 ? 7 : 1, grows = n / gcols;
+    assert_int_equal(f->cpu->sigmoid_gate(f->cpu, a, b, grows, gcols, want), 0);
+    assert_int_equal(f->dev->sigmoid_gate(f->dev, da, db, grows, gcols, dout), 0);
+    got = down(f, dout, bytes);
+    expect_close("sigmoid_gate", got, want, NULL, (size_t)(grows * gcols), 4e-7);
+    free(got);
     /* add as rows, and with a broadcast bias. */
     int64_t cols = n % 5 == 0 ? 5 : 1, rows = n / cols;
     assert_int_equal(f->cpu->add(f->cpu, a, b, rows, cols, false, want), 0);

@@ -344,6 +344,14 @@ static brisk_status cuda_softcap(brisk_backend *be, const float *x, int64_t n, f
   return launched(cb, brisk_ksoftcap(x, n, cap, out, cb->stream), "softcap");
 }
 
+static brisk_status cuda_sigmoid_gate(brisk_backend *be, const float *x, const float *g,
+                                      int64_t n_rows, int64_t n_cols, float *out) {
+  cuda_backend *cb = cb_of(be);
+  brisk_status st = brisk_check_sigmoid_gate(x, g, n_rows, n_cols, out);
+  if (st || n_rows == 0) return st;
+  return launched(cb, brisk_ksigmoid_gate(x, g, n_rows, n_cols, out, cb->stream), "sigmoid_gate");
+}
+
 static brisk_status cuda_softmax(brisk_backend *be, const float *x, int64_t n_rows, int64_t n_cols,
                                  float scale, float *out) {
   cuda_backend *cb = cb_of(be);
@@ -519,6 +527,7 @@ brisk_status brisk_backend_cuda_create(const brisk_cuda_rt *rt, int device, cons
       .scale = cuda_scale,
       .softmax = cuda_softmax,
       .softcap = cuda_softcap,
+      .sigmoid_gate = cuda_sigmoid_gate,
       .kv_write = cuda_kv_write,
       .kv_copy_blocks = cuda_kv_copy_blocks,
       .attention = cuda_attention,
