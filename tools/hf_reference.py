@@ -71,6 +71,35 @@ ARCHS = {
         2e-5,
         "float32 both sides; only the summation order differs",
     ),
+    "mistral": (
+        "mistral",
+        {"sliding_window": WINDOW, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
+        2e-5,
+        "float32 both sides; only the summation order differs",
+    ),
+    "mixtral": (
+        "mixtral",
+        {
+            "num_local_experts": 4,
+            "num_experts_per_tok": 2,
+            "sliding_window": None,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+        },
+        2e-5,
+        "float32; experts are summed in another order than transformers'",
+    ),
+    "qwen2": (
+        "qwen2",
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
+        2e-5,
+        "float32 both sides; only the summation order differs",
+    ),
+    "qwen3": (
+        "qwen3",
+        {"head_dim": 16, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
+        2e-5,
+        "float32 both sides; only the summation order differs",
+    ),
     "granite": (
         "granite",
         {

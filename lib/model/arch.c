@@ -21,6 +21,11 @@ const brisk_arch_info *brisk_arch_get(brisk_arch arch) {
   return (unsigned)arch < BRISK_ARCH_COUNT ? &table[arch] : NULL;
 }
 
+const char *brisk_arch_names(void) {
+  return "llama, mistral, qwen2, qwen3, mixtral, granite, olmo2, gemma2, gemma3, phi3, qwen2moe, "
+         "qwen3moe";
+}
+
 bool brisk_arch_from_name(const char *name, brisk_arch *out) {
   for (int i = 0; i < BRISK_ARCH_COUNT; i++)
     if (strcmp(name, table[i].name) == 0) {

@@ -86,6 +86,8 @@ typedef struct brisk_arch_info {
 } brisk_arch_info;
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch);
+/* The names brisk runs, ", "-separated, for messages (a static string). */
+const char *brisk_arch_names(void);
 /* Looks up a GGUF architecture name; false if unknown. */
 bool brisk_arch_from_name(const char *name, brisk_arch *out);
 /* Looks up a Hugging Face config.json model_type; false if unknown. */

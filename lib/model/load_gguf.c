@@ -254,7 +254,10 @@ brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
     return brisk_error(BRISK_E_FORMAT, "GGUF key 'general.architecture' is missing");
   if (st) return st;
   if (!brisk_arch_from_name(arch.ptr, &m->hp.arch))
-    return brisk_error(BRISK_E_UNSUPPORTED, "architecture '%s' is not supported", arch.ptr);
+    return brisk_error(
+        BRISK_E_UNSUPPORTED,
+        "architecture '%s' (GGUF general.architecture) is not supported; brisk runs %s", arch.ptr,
+        brisk_arch_names());
   gguf_loader L = {g, arch.ptr};
   if ((st = read_hparams(&L, &m->hp))) return st;
   m->hp.rope_style = brisk_arch_get(m->hp.arch)->gguf_rope_style;

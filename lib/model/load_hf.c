@@ -193,7 +193,9 @@ static brisk_status read_hparams(const brisk_hf *hf, brisk_hparams *hp) {
     return brisk_error(BRISK_E_FORMAT, "config.json: key 'model_type' is missing");
   if (st) return st;
   if (!brisk_arch_from_hf_model_type(model_type, &hp->arch))
-    return brisk_error(BRISK_E_UNSUPPORTED, "architecture '%s' is not supported", model_type);
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "architecture '%s' (config.json model_type) is not supported; brisk runs %s",
+                       model_type, brisk_arch_names());
   if ((st = cfg_u32(hf, "vocab_size", true, &hp->n_vocab)) ||
       (st = cfg_u32(hf, "hidden_size", true, &hp->n_embd)) ||
       (st = cfg_u32(hf, "num_hidden_layers", true, &hp->n_layer)) ||

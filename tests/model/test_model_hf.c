@@ -558,6 +558,28 @@ static void test_hf_rope_parameters(void **state) {
   free_arrays(&a);
 }
 
+/* An unknown architecture is refused naming it and the ones brisk runs;
+ * that list is the architecture table. */
+static void test_hf_unknown_arch(void **state) {
+  (void)state;
+  const char *dir = test_tmpdir();
+  char path[512];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "{\"model_type\": \"deepseek_v2\"}");
+  fclose(f);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  f = fopen(path, "w");
+  fprintf(f, "%c%c%c%c%c%c%c%c{}", 2, 0, 0, 0, 0, 0, 0, 0);
+  fclose(f);
+  brisk_model *m = NULL;
+  assert_int_equal(brisk_model_load(dir, NULL, &m), BRISK_E_UNSUPPORTED);
+  assert_non_null(strstr(brisk_last_error(), "'deepseek_v2'"));
+  for (int a = 0; a < BRISK_ARCH_COUNT; a++)
+    assert_non_null(strstr(brisk_last_error(), brisk_arch_get((brisk_arch)a)->name));
+  test_tmpdir_remove(dir);
+}
+
 /* Last-token logits of a 4-token prompt into out[VOCAB]. */
 static void decode4(const brisk_model *m, float *out) {
   brisk_context *ctx = NULL;
@@ -626,15 +648,11 @@ static void test_hf_allocation_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_llama_f32),
-      cmocka_unit_test(test_llama_bf16),
-      cmocka_unit_test(test_qwen2_f16),
-      cmocka_unit_test(test_mixtral_f32),
-      cmocka_unit_test(test_hf_errors),
-      cmocka_unit_test(test_hf_rope_validation),
-      cmocka_unit_test(test_hf_rope_parameters),
-      cmocka_unit_test(test_hf_read_at_load),
-      cmocka_unit_test(test_hf_allocation_failures),
+      cmocka_unit_test(test_llama_f32),          cmocka_unit_test(test_llama_bf16),
+      cmocka_unit_test(test_qwen2_f16),          cmocka_unit_test(test_mixtral_f32),
+      cmocka_unit_test(test_hf_errors),          cmocka_unit_test(test_hf_rope_validation),
+      cmocka_unit_test(test_hf_rope_parameters), cmocka_unit_test(test_hf_unknown_arch),
+      cmocka_unit_test(test_hf_read_at_load),    cmocka_unit_test(test_hf_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
