@@ -16,6 +16,9 @@ can rebuild the exact folder that transformers was run on.
       tokens and transformers' float32 logits for a prompt longer than the
       sliding window and for decode steps through its KV cache. Rerunning it
       reproduces the committed file.
+  hf_reference.py gguf ARCH OUT.gguf [REF_DIR]
+      writes the same weights as a GGUF file, as llama.cpp's converter lays
+      them out (NumPy and gguf-py only); gguf-list names the architectures.
   hf_reference.py list
 """
 import hashlib
@@ -313,12 +316,105 @@ def cmd_reference(arch, ref_dir):
         f.write("\n")
 
 
+# Architectures written as GGUF too, as llama.cpp's convert_hf_to_gguf.py
+# writes them (its tensor names from gguf-py, q/k rows permuted for the
+# llama-layout archs, Gemma norms stored as 1 + w).
+GGUF_ARCHS = {
+    "llama_rope_parameters": "llama",
+    "mistral": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "granite": "granite",
+    "olmo2": "olmo2",
+    "gemma2": "gemma2",
+    "gemma3": "gemma3",
+    "phi3": "phi3",
+}
+
+
+def permute(w, n_head):
+    """convert_hf_to_gguf.py's LlamaModel.permute: rotate_half pairs -> adjacent."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def cmd_gguf(arch, out, ref_dir):
+    import gguf
+
+    with open(ref_path(arch, ref_dir)) as f:
+        ref = json.load(f)
+    cfg = config_of(arch)
+    name = GGUF_ARCHS[arch]
+    a = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == name)
+    nl, nh, nkv = cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim", cfg["hidden_size"] // nh)
+    rope = cfg.get("rope_parameters", {})
+    if "full_attention" in rope:
+        rope = rope["full_attention"]
+    w = gguf.GGUFWriter(out, name)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(nl)
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(nh)
+    w.add_head_count_kv(nkv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base(rope.get("rope_theta", 10000.0))
+    w.add_rope_dimension_count(int(hd * rope.get("partial_rotary_factor", 1.0)))
+    if rope.get("rope_type") == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rope["factor"])
+    if cfg.get("sliding_window"):
+        w.add_sliding_window(cfg["sliding_window"])
+    if name == "granite":
+        w.add_embedding_scale(cfg["embedding_multiplier"])
+        w.add_residual_scale(cfg["residual_multiplier"])
+        w.add_attention_scale(cfg["attention_multiplier"])
+        w.add_logit_scale(cfg["logits_scaling"])
+    if name.startswith("gemma"):
+        if cfg.get("attn_logit_softcapping"):
+            w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+        if cfg.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg["layer_types"]])
+        # llama.cpp's converter drops query_pre_attn_scalar (it assumes
+        # head_dim, or n_embd / n_head in the 27B models); this test model
+        # has another, so it is stored in the key brisk honours.
+        if cfg["query_pre_attn_scalar"] != hd:
+            w.add_attention_scale(cfg["query_pre_attn_scalar"] ** -0.5)
+        if name == "gemma3":
+            w.add_rope_freq_base_swa(cfg["rope_parameters"]["sliding_attention"]["rope_theta"])
+    tmap = gguf.get_tensor_name_map(a, nl)
+    for n, shape in ref["tensors"]:
+        t = make_tensor(arch, n, shape)
+        if name.startswith("gemma") and n.endswith("norm.weight"):
+            t = t + np.float32(1.0)
+        if name in ("llama", "granite") and n.endswith("q_proj.weight"):
+            t = permute(t, nh)
+        if name in ("llama", "granite") and n.endswith("k_proj.weight"):
+            t = permute(t, nkv)
+        gname = tmap.get_name(n, try_suffixes=(".weight", ".bias"))
+        if gname is None:
+            sys.exit(f"{arch}: no GGUF name for {n}")
+        w.add_tensor(gname, np.ascontiguousarray(t, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main(argv):
     if len(argv) >= 2 and argv[1] == "list":
         print("\n".join(ARCHS))
         return
     if len(argv) >= 4 and argv[1] == "make":
         return cmd_make(argv[2], argv[3], argv[4] if len(argv) > 4 else REF_DIR)
+    if len(argv) >= 4 and argv[1] == "gguf":
+        return cmd_gguf(argv[2], argv[3], argv[4] if len(argv) > 4 else REF_DIR)
+    if len(argv) >= 2 and argv[1] == "gguf-list":
+        print("\n".join(GGUF_ARCHS))
+        return
     if len(argv) >= 3 and argv[1] == "reference":
         return cmd_reference(argv[2], argv[3] if len(argv) > 3 else REF_DIR)
     sys.exit(__doc__)

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "format/gguf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,57 @@ static brisk_status get_f32(const gguf_loader *L, const char *suffix, bool requi
   if (st == BRISK_E_NOT_FOUND && !required) return BRISK_OK;
   if (st == BRISK_E_NOT_FOUND) return brisk_error(st, "GGUF key '%s' is missing", key);
   return st;
+}
+
+/* Gemma 2/3 as llama.cpp converts them: norms already hold 1 + w,
+ * embeddings scaled by sqrt(n_embd), queries by 1/sqrt(head_dim) (by
+ * 1/sqrt(n_embd / n_head) in the 27B models, as llama.cpp does: its
+ * converter does not store query_pre_attn_scalar; {arch}.attention.scale
+ * overrides), soft-caps as keys, and
+ * gemma3's sliding layers with their own base (10000 unless given). */
+static brisk_status read_gemma(const gguf_loader *L, brisk_hparams *hp) {
+  brisk_status st;
+  bool g3 = hp->arch == BRISK_ARCH_GEMMA3;
+  if ((st = get_f32(L, "attn_logit_softcapping", false, &hp->attn_softcap)) ||
+      (st = get_f32(L, "final_logit_softcapping", false, &hp->final_softcap)))
+    return st;
+  hp->embd_scale = (float)sqrt((double)hp->n_embd);
+  bool big = hp->n_layer == (g3 ? 62u : 46u);
+  hp->attn_scale =
+      (float)(1.0 / sqrt(big ? (double)hp->n_embd / hp->n_head : (double)hp->head_dim));
+  /* A file that stores the scale (query_pre_attn_scalar^-1/2) says best. */
+  if ((st = get_f32(L, "attention.scale", false, &hp->attn_scale))) return st;
+  hp->rope_base_local = 0;
+  if (g3) {
+    hp->rope_base_local = 10000.0f;
+    if ((st = get_f32(L, "rope.freq_base_swa", false, &hp->rope_base_local))) return st;
+  }
+  return BRISK_OK;
+}
+
+/* Whether a Gemma layer uses the sliding window: the per-layer bool array
+ * or the period in {arch}.attention.sliding_window_pattern when present,
+ * else llama.cpp's (gemma2: even layers; gemma3: all but every sixth). */
+static brisk_status gemma_sliding(const gguf_loader *L, const brisk_hparams *hp, uint32_t il,
+                                  bool *sliding) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", L->arch);
+  uint32_t period = hp->arch == BRISK_ARCH_GEMMA2 ? 2 : 6;
+  brisk_gguf_type et;
+  uint64_t len;
+  brisk_status st = brisk_gguf_get_arr(L->g, key, &et, &len);
+  if (st == BRISK_OK) {
+    if (et != BRISK_GGUF_BOOL || len != hp->n_layer)
+      return brisk_error(BRISK_E_FORMAT, "GGUF: '%s' must be %u booleans", key, hp->n_layer);
+    uint8_t b;
+    memcpy(&b, (const char *)brisk_gguf_arr_data(L->g, brisk_gguf_find_key(L->g, key)) + il, 1);
+    *sliding = b != 0;
+    return BRISK_OK;
+  }
+  if ((st = get_u32(L, "attention.sliding_window_pattern", false, &period))) return st;
+  if (period == 0) return brisk_error(BRISK_E_FORMAT, "GGUF: '%s' is 0", key);
+  *sliding = (il + 1) % period != 0;
+  return BRISK_OK;
 }
 
 static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
@@ -81,6 +133,8 @@ static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
                        hp->head_dim);
   hp->rope_dim = hp->head_dim;
   if ((st = get_u32(L, "rope.dimension_count", false, &hp->rope_dim))) return st;
+  if ((hp->arch == BRISK_ARCH_GEMMA2 || hp->arch == BRISK_ARCH_GEMMA3) && (st = read_gemma(L, hp)))
+    return st;
   if (hp->arch == BRISK_ARCH_GRANITE) {
     /* llama.cpp's keys; logits are divided by logit_scale. */
     float logit = 1.0f;
@@ -187,6 +241,7 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
     if ((st = bind(m, L, name, cols, rows, required, &ly->field))) return st;                      \
   } while (0)
   const bool olmo2 = hp->arch == BRISK_ARCH_OLMO2;
+  const bool gemma = hp->arch == BRISK_ARCH_GEMMA2 || hp->arch == BRISK_ARCH_GEMMA3;
   if (!olmo2) BIND("attn_norm.weight", d, 0, true, attn_norm);
   const bool phi3 = hp->arch == BRISK_ARCH_PHI3;
   if (phi3) { /* q, k, v rows of one fused matrix */
@@ -208,8 +263,8 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
   /* olmo2: q/k norms over all heads, post-norms instead of pre-norms. */
   BIND("attn_q_norm.weight", olmo2 ? q_dim : hp->head_dim, 0, ai->qk_norm, q_norm);
   BIND("attn_k_norm.weight", olmo2 ? kv_dim : hp->head_dim, 0, ai->qk_norm, k_norm);
-  BIND("post_attention_norm.weight", d, 0, olmo2, post_attn_norm);
-  BIND("post_ffw_norm.weight", d, 0, olmo2, post_ffn_norm);
+  BIND("post_attention_norm.weight", d, 0, olmo2 || gemma, post_attn_norm);
+  BIND("post_ffw_norm.weight", d, 0, olmo2 || gemma, post_ffn_norm);
   if (!olmo2) BIND("ffn_norm.weight", d, 0, true, ffn_norm);
   if (phi3) { /* llama.cpp's ffn_up holds the gate rows, then the up rows */
     brisk_weight gate_up;
@@ -243,6 +298,11 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
   }
 #undef BIND
   ly->sliding_window = hp->sliding_window;
+  if (gemma) {
+    bool sliding = false;
+    if ((st = gemma_sliding(L, hp, il, &sliding))) return st;
+    ly->sliding_window = sliding ? hp->sliding_window : 0;
+  }
   return BRISK_OK;
 }
 

@@ -8,7 +8,9 @@ NumPy + safetensors from the committed reference (tests/model/hf_ref/), then
 brisk's logits (the prompt as one batch, then decode steps through the KV
 cache) are compared with transformers' float32 logits within the
 architecture's stated tolerance (max |difference| over max |logit|), on the
-CPU and on the emulated CUDA device. Exits 77 (skip) without numpy or
+CPU and on the emulated CUDA device; the same weights written as a GGUF file
+the way llama.cpp's converter lays them out (with gguf-py) are checked
+against the same logits. Exits 77 (skip) without numpy or
 safetensors.
 """
 import json
@@ -55,23 +57,39 @@ def main():
     ref_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_ref")
     archs = sys.argv[3:] or sorted(f[:-5] for f in os.listdir(ref_dir) if f.endswith(".json"))
     failed = 0
+    try:
+        import gguf  # noqa: F401
+
+        have_gguf = True
+    except ImportError:
+        have_gguf = False
+        print("note: no gguf-py (pip install gguf): the GGUF files are not checked")
+    gguf_archs = subprocess.run([sys.executable, tool, "gguf-list"], capture_output=True,
+                                text=True, check=True).stdout.split()
     with tempfile.TemporaryDirectory(prefix="brisk-hf-ref-") as tmp:
         for arch in archs:
             with open(os.path.join(ref_dir, arch + ".json")) as f:
                 ref = json.load(f)
             folder = os.path.join(tmp, arch)
             subprocess.run([sys.executable, tool, "make", arch, folder, ref_dir], check=True)
-            for dev in DEVICES:
-                rows, err = run(helper, folder, dev, ref)
-                if rows is None:
-                    print(f"FAIL {arch} on {dev}: {err}")
-                    failed += 1
-                    continue
-                e = compare(ref, rows)
-                ok = e <= ref["tolerance"]
-                print(f"{'ok  ' if ok else 'FAIL'} {arch} on {dev}: worst relative error {e:.2e} "
-                      f"(tolerance {ref['tolerance']:g}: {ref['tolerance_reason']})")
-                failed += not ok
+            models = [("folder", folder)]
+            if have_gguf and arch in gguf_archs:
+                path = os.path.join(tmp, arch + ".gguf")
+                subprocess.run([sys.executable, tool, "gguf", arch, path, ref_dir], check=True)
+                models.append(("GGUF", path))
+            for kind, model in models:
+                for dev in DEVICES:
+                    rows, err = run(helper, model, dev, ref)
+                    what = f"{arch} ({kind}) on {dev}"
+                    if rows is None:
+                        print(f"FAIL {what}: {err}")
+                        failed += 1
+                        continue
+                    e = compare(ref, rows)
+                    ok = e <= ref["tolerance"]
+                    print(f"{'ok  ' if ok else 'FAIL'} {what}: worst relative error {e:.2e} "
+                          f"(tolerance {ref['tolerance']:g}: {ref['tolerance_reason']})")
+                    failed += not ok
     sys.exit(1 if failed else 0)
 
 
