@@ -63,6 +63,8 @@ step() { # name, command...
 step "operations vs CPU (every kernel family)" "$dir/tests/test_backend_cuda"
 step "model logits vs CPU (test models, splits)" "$dir/tests/test_model_cuda"
 step "device enumeration and errors" "$dir/tests/test_device"
+step "every architecture vs transformers (small random models)" \
+  python3 tests/model/test_hf_reference.py "$dir/tests/cudabe/hf_logits" tools/hf_reference.py
 
 log "== benchmarks (the CPU beside the GPU, same run)"
 bench() { # label, model

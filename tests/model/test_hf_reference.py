@@ -8,7 +8,7 @@ NumPy + safetensors from the committed reference (tests/model/hf_ref/), then
 brisk's logits (the prompt as one batch, then decode steps through the KV
 cache) are compared with transformers' float32 logits within the
 architecture's stated tolerance (max |difference| over max |logit|), on the
-CPU and on the emulated CUDA device; the same weights written as a GGUF file
+CPU and on the emulated CUDA device (BRISK_TEST_DEVICE: another); the same weights written as a GGUF file
 the way llama.cpp's converter lays them out (with gguf-py) are checked
 against the same logits. Exits 77 (skip) without numpy or
 safetensors.
@@ -26,7 +26,8 @@ except ImportError as e:  # pragma: no cover
     print(f"SKIP: {e} (pip install numpy safetensors)")
     sys.exit(77)
 
-DEVICES = ["cpu", "cudaemu:0"]
+# The emulated CUDA device, or a real one (tests/gpu/run.sh sets cuda:0).
+DEVICES = ["cpu", os.environ.get("BRISK_TEST_DEVICE") or "cudaemu:0"]
 
 
 def run(helper, model, device, ref):
