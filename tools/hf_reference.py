@@ -172,6 +172,20 @@ ARCHS = {
     "qwen2moe": (
         "qwen2_moe",
         {
+            "num_hidden_layers": 2,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 48,
+            "norm_topk_prob": False,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+        2e-5,
+        "float32; experts are summed in another order than transformers'",
+    ),
+    "qwen2moe_mlp_only": (
+        "qwen2_moe",
+        {
             "num_hidden_layers": 3,
             "num_experts": 4,
             "num_experts_per_tok": 2,
@@ -182,7 +196,7 @@ ARCHS = {
             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
         },
         2e-5,
-        "float32; experts are summed in another order than transformers'",
+        "float32; experts summed in another order; layer 1 dense (mlp_only_layers, not in GGUF)",
     ),
     "qwen3moe": (
         "qwen3_moe",
@@ -329,6 +343,9 @@ GGUF_ARCHS = {
     "gemma2": "gemma2",
     "gemma3": "gemma3",
     "phi3": "phi3",
+    "mixtral": "llama",
+    "qwen2moe": "qwen2moe",
+    "qwen3moe": "qwen3moe",
 }
 
 
@@ -367,6 +384,14 @@ def cmd_gguf(arch, out, ref_dir):
         w.add_rope_scaling_factor(rope["factor"])
     if cfg.get("sliding_window"):
         w.add_sliding_window(cfg["sliding_window"])
+    n_exp = cfg.get("num_local_experts") or cfg.get("num_experts")
+    if n_exp:
+        w.add_expert_count(n_exp)
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+        if "moe_intermediate_size" in cfg:
+            w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        if cfg.get("shared_expert_intermediate_size"):
+            w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
     if name == "granite":
         w.add_embedding_scale(cfg["embedding_multiplier"])
         w.add_residual_scale(cfg["residual_multiplier"])
@@ -386,7 +411,17 @@ def cmd_gguf(arch, out, ref_dir):
         if name == "gemma3":
             w.add_rope_freq_base_swa(cfg["rope_parameters"]["sliding_attention"]["rope_theta"])
     tmap = gguf.get_tensor_name_map(a, nl)
+    # Experts are stacked per layer into one [n_expert, rows, cols] tensor.
+    stacks = {}
     for n, shape in ref["tensors"]:
+        parts = n.split(".")
+        if "experts" in parts and parts[parts.index("experts") + 1].isdigit():
+            i = parts.index("experts")
+            kind = {"w1": "gate", "w3": "up", "w2": "down", "gate_proj": "gate", "up_proj": "up",
+                    "down_proj": "down"}[parts[i + 2]]
+            stacks.setdefault((int(parts[2]), kind), []).append(
+                (int(parts[i + 1]), make_tensor(arch, n, shape)))
+            continue
         t = make_tensor(arch, n, shape)
         if name.startswith("gemma") and n.endswith("norm.weight"):
             t = t + np.float32(1.0)
@@ -398,6 +433,9 @@ def cmd_gguf(arch, out, ref_dir):
         if gname is None:
             sys.exit(f"{arch}: no GGUF name for {n}")
         w.add_tensor(gname, np.ascontiguousarray(t, dtype=np.float32))
+    for (layer, kind), ts in sorted(stacks.items()):
+        t = np.stack([x for _, x in sorted(ts, key=lambda e: e[0])])
+        w.add_tensor(f"blk.{layer}.ffn_{kind}_exps.weight", np.ascontiguousarray(t))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

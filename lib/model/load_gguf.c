@@ -291,9 +291,8 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
       BIND("ffn_gate_shexp.weight", d, fs, true, shexp_gate);
       BIND("ffn_up_shexp.weight", d, fs, true, shexp_up);
       BIND("ffn_down_shexp.weight", fs, d, true, shexp_down);
-      snprintf(name, sizeof name, "blk.%u.ffn_gate_inp_shexp.weight", il);
-      if ((st = bind(m, L, name, d, 0, false, &ly->shexp_gate_inp))) return st;
-      if (ly->shexp_gate_inp.data) ly->shexp_gate_inp.rows = 1; /* a [1][n_embd] matrix */
+      /* [n_embd] or [n_embd, 1]: a one-row matrix either way. */
+      BIND("ffn_gate_inp_shexp.weight", d, 1, false, shexp_gate_inp);
     }
   }
 #undef BIND
