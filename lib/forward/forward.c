@@ -247,8 +247,8 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
   int32_t ku = (int32_t)hp->n_expert_used;
   brisk_status st;
   if ((st = linear(f, &ly->moe_router, &no_bias, a->h, n, a->router)) ||
-      (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, hp->moe_renorm, f->route_ids,
-                          f->route_w)))
+      (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, hp->moe_renorm,
+                          f->route_ids, f->route_w)))
     return st;
   for (int32_t e = 0; e < (int32_t)hp->n_expert; e++) {
     int32_t rows = 0;

@@ -25,17 +25,14 @@ typedef enum brisk_arch {
  * GGUF llama files store q/k; NEOX rotates (i, i + d/2), as Hugging Face
  * checkpoints store them. The two are the same model up to a permutation of
  * q/k rows, so a Hugging Face llama runs unpermuted with NEOX. */
-typedef enum brisk_hp_rope_style {
-  BRISK_HP_ROPE_NORMAL = 0,
-  BRISK_HP_ROPE_NEOX = 1
-} brisk_hp_rope_style;
+typedef enum brisk_hp_rope_style { BRISK_HP_ROPE_NORMAL = 0, BRISK_HP_ROPE_NEOX = 1 } brisk_hp_rope_style;
 
 typedef enum brisk_hp_rope_scaling {
   BRISK_HP_ROPE_SCALING_NONE = 0,
   BRISK_HP_ROPE_SCALING_LINEAR,
   BRISK_HP_ROPE_SCALING_LLAMA3,
   BRISK_HP_ROPE_SCALING_YARN,
-  BRISK_HP_ROPE_SCALING_LONGROPE, /* per-pair factors (rope_freqs) and a magnitude factor */
+  BRISK_HP_ROPE_SCALING_LONGROPE, /* per-pair factors and a magnitude factor (not run yet) */
 } brisk_hp_rope_scaling;
 
 typedef struct brisk_hparams {
@@ -58,16 +55,15 @@ typedef struct brisk_hparams {
   uint32_t rope_dim; /* dimensions rotated per head (= head_dim unless partial) */
   brisk_hp_rope_style rope_style;
   brisk_hp_rope_scaling rope_scaling;
-  float rope_factor;           /* linear / llama3 / yarn scale factor */
-  float rope_low_freq_factor;  /* llama3 */
-  float rope_high_freq_factor; /* llama3 */
-  uint32_t rope_orig_ctx;      /* llama3 / yarn original context */
-  float yarn_beta_fast, yarn_beta_slow;
-  float yarn_attn_factor;  /* yarn, and longrope's cos/sin magnitude */
+  float rope_factor;             /* linear / llama3 / yarn scale factor */
+  float rope_low_freq_factor;    /* llama3 */
+  float rope_high_freq_factor;   /* llama3 */
+  uint32_t rope_orig_ctx;        /* llama3 / yarn original context */
+  float yarn_beta_fast, yarn_beta_slow, yarn_attn_factor; /* attn_factor: also longrope's */
   uint32_t sliding_window; /* 0: none */
   bool tied_embeddings;
   /* Variants of the llama block; 0 means "not used" for each. */
-  float embd_scale;      /* x = embed(tokens) * embd_scale (granite) */
+  float embd_scale;      /* x = embed(tokens) * embd_scale (granite, gemma) */
   float residual_scale;  /* x += sub-block output * residual_scale (granite) */
   float attn_scale;      /* attention logit scale; 0: 1 / sqrt(head_dim) */
   float logit_scale;     /* logits *= logit_scale (granite: 1 / logits_scaling) */
@@ -77,12 +73,12 @@ typedef struct brisk_hparams {
 } brisk_hparams;
 
 typedef struct brisk_arch_info {
-  const char *name; /* as in GGUF general.architecture */
+  const char *name;   /* as in GGUF general.architecture */
   brisk_hp_rope_style gguf_rope_style;
-  bool qkv_bias; /* q/k/v projections have biases */
-  bool qk_norm;  /* per-head RMSNorm on q and k */
-  bool moe;      /* mixture-of-experts FFN */
-  bool geglu;    /* gelu(gate) * up FFN instead of SwiGLU */
+  bool qkv_bias;      /* q/k/v projections have biases */
+  bool qk_norm;       /* per-head RMSNorm on q and k */
+  bool moe;           /* mixture-of-experts FFN */
+  bool geglu;         /* gelu(gate) * up FFN instead of SwiGLU */
 } brisk_arch_info;
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch);

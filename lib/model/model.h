@@ -24,29 +24,29 @@ typedef struct brisk_weight {
 } brisk_weight;
 
 typedef struct brisk_layer {
-  brisk_weight attn_norm;      /* [n_embd] */
-  brisk_weight wq;             /* [n_head * head_dim][n_embd] */
-  brisk_weight wk;             /* [n_head_kv * head_dim][n_embd] */
-  brisk_weight wv;             /* [n_head_kv * head_dim][n_embd] */
-  brisk_weight wo;             /* [n_embd][n_head * head_dim] */
-  brisk_weight bq, bk, bv;     /* qkv bias (qwen2), [rows of wq/wk/wv] */
-  brisk_weight q_norm, k_norm; /* RMSNorm per head (qwen3), [head_dim], or over all
-                                * heads (olmo2), [n_head(_kv) * head_dim] */
-  brisk_weight post_attn_norm; /* norm of the attention output (olmo2), [n_embd] */
-  brisk_weight ffn_norm;       /* [n_embd]; attn_norm and ffn_norm are absent in olmo2 */
-  brisk_weight post_ffn_norm;  /* norm of the FFN output (olmo2), [n_embd] */
-  brisk_weight ffn_gate;       /* dense FFN: [n_ff][n_embd] */
-  brisk_weight ffn_up;         /* [n_ff][n_embd] */
-  brisk_weight ffn_down;       /* [n_embd][n_ff] */
-  brisk_weight moe_router;     /* MoE: [n_expert][n_embd] */
-  brisk_weight *expert_gate;   /* MoE: n_expert entries, each [n_ff][n_embd] */
-  brisk_weight *expert_up;     /* [n_ff][n_embd] */
-  brisk_weight *expert_down;   /* [n_embd][n_ff] */
-  brisk_weight shexp_gate;     /* shared expert (qwen2moe): [n_ff_shexp][n_embd] */
-  brisk_weight shexp_up;       /* [n_ff_shexp][n_embd] */
-  brisk_weight shexp_down;     /* [n_embd][n_ff_shexp] */
-  brisk_weight shexp_gate_inp; /* its sigmoid gate: [1][n_embd] */
-  uint32_t sliding_window;     /* 0: full attention in this layer */
+  brisk_weight attn_norm;          /* [n_embd] */
+  brisk_weight wq;                 /* [n_head * head_dim][n_embd] */
+  brisk_weight wk;                 /* [n_head_kv * head_dim][n_embd] */
+  brisk_weight wv;                 /* [n_head_kv * head_dim][n_embd] */
+  brisk_weight wo;                 /* [n_embd][n_head * head_dim] */
+  brisk_weight bq, bk, bv;         /* qkv bias (qwen2), [rows of wq/wk/wv] */
+  brisk_weight q_norm, k_norm;     /* RMSNorm per head (qwen3), [head_dim], or over all
+                                    * heads (olmo2), [n_head(_kv) * head_dim] */
+  brisk_weight post_attn_norm;     /* norm of the attention output (olmo2, gemma), [n_embd] */
+  brisk_weight ffn_norm;           /* [n_embd]; attn_norm and ffn_norm are absent in olmo2 */
+  brisk_weight post_ffn_norm;      /* norm of the FFN output (olmo2, gemma), [n_embd] */
+  brisk_weight ffn_gate;           /* dense FFN: [n_ff][n_embd] */
+  brisk_weight ffn_up;             /* [n_ff][n_embd] */
+  brisk_weight ffn_down;           /* [n_embd][n_ff] */
+  brisk_weight moe_router;         /* MoE: [n_expert][n_embd] */
+  brisk_weight *expert_gate;       /* MoE: n_expert entries, each [n_ff][n_embd] */
+  brisk_weight *expert_up;         /* [n_ff][n_embd] */
+  brisk_weight *expert_down;       /* [n_embd][n_ff] */
+  brisk_weight shexp_gate;         /* shared expert (qwen2moe): [n_ff_shexp][n_embd] */
+  brisk_weight shexp_up;           /* [n_ff_shexp][n_embd] */
+  brisk_weight shexp_down;         /* [n_embd][n_ff_shexp] */
+  brisk_weight shexp_gate_inp;     /* its sigmoid gate: [1][n_embd] */
+  uint32_t sliding_window;         /* 0: full attention in this layer */
 } brisk_layer;
 
 typedef struct brisk_model_source brisk_model_source;
@@ -68,12 +68,12 @@ struct brisk_model {
   brisk_device_ref device;
   int32_t n_dev_layers;
   bool output_on_device;
-  brisk_backend *dev_be; /* owns the device copies (NULL for a CPU model) */
-  void **dev_bufs;       /* [n_dev_bufs] those copies, freed with the model */
+  brisk_backend *dev_be;     /* owns the device copies (NULL for a CPU model) */
+  void **dev_bufs;           /* [n_dev_bufs] those copies, freed with the model */
   size_t n_dev_bufs, dev_bufs_cap;
   uint64_t dev_weight_bytes; /* their bytes */
-  struct brisk_vocab *vocab; /* NULL when the file has no supported tokenizer */
-  char *vocab_error;         /* why vocab is NULL (for the vocabulary calls' message) */
+  struct brisk_vocab *vocab;  /* NULL when the file has no supported tokenizer */
+  char *vocab_error;          /* why vocab is NULL (for the vocabulary calls' message) */
   char *path;
 };
 
