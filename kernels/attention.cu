@@ -47,12 +47,18 @@ constexpr unsigned kMaxGridYZ = 65535; /* CUDA's limit for grid y and z */
 struct kparams {
   int32_t n_kv_heads, block_size, head_dim, n_heads, group, window, max_blocks, n_tokens;
   float scale;
+  float softcap;     /* > 0: score -> softcap * tanh(score / softcap) */
   int32_t hpb;       /* heads of a group per block */
   int32_t n_hgroups; /* blocks per kv head: ceil(group / hpb) */
   int32_t tk;        /* keys per staged tile */
   int32_t bq;        /* prefill: query tokens per block */
   int32_t n_chunks;  /* decode: chunks per query in the workspace */
 };
+
+/* Gemma 2's soft-capping of a score, rounded as the CPU backend's. */
+__device__ __forceinline__ float capped(float s, float cap) {
+  return __fmul_rn(cap, tanhf(__fdiv_rn(s, cap)));
+}
 
 __device__ __forceinline__ float f16_bits_to_f32(uint16_t u) {
   __half h;
@@ -134,6 +140,7 @@ decode_kernel(kparams P, int32_t t_base,
       float s = 0.0f;
       for (int i = lane; i < hd; i += 32) s = fmaf(sq[g * hd + i], tile[c * hd + i], s);
       s = warp_sum(s);
+      if (P.softcap > 0) s = capped(s, P.softcap);
       if (lane == 0) ssc[g * kChunk + kt + c] = s;
     }
   }
@@ -289,6 +296,7 @@ prefill_kernel(kparams P,
         if (tseq[jr] == s && r % hpb < nh && tlo[jr] <= pos && pos <= tp[jr]) {
           sc = 0.0f;
           for (int i = 0; i < hd; i++) sc = fmaf(sq[r * ld + i], tile[c * ld + i], sc);
+          if (P.softcap > 0) sc = capped(sc, P.softcap);
         }
         ss[pr] = sc;
       }
@@ -341,6 +349,7 @@ kparams params_of(const brisk_kattn_desc *d) {
   P.n_kv_heads = d->n_kv_heads, P.block_size = d->block_size, P.head_dim = d->head_dim;
   P.n_heads = d->n_heads, P.group = d->n_heads / d->n_kv_heads, P.window = d->sliding_window;
   P.max_blocks = d->max_blocks, P.n_tokens = d->n_tokens, P.scale = d->scale;
+  P.softcap = d->softcap;
   P.hpb = P.n_hgroups = P.tk = P.bq = P.n_chunks = 1;
   return P;
 }

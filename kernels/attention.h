@@ -49,6 +49,7 @@ typedef struct brisk_kattn_desc {
   int32_t sliding_window; /* > 0: keys in (p - window, p]; 0: all of 0..p */
   int32_t n_tokens;
   int32_t max_blocks; /* row length of block_tables */
+  float softcap;      /* > 0: scores become softcap * tanh(score / softcap) */
 } brisk_kattn_desc;
 
 /* Workspace bytes of brisk_kattn_decode for up to n_tokens queries of

@@ -33,6 +33,15 @@ int brisk_kadd(const float *a /* [n_rows][n_cols] */,
 int brisk_kscale(const float *x /* [n] */, int64_t n, float s, float *out /* [n] */,
                  brisk_kstream stream);
 
+/* out[r][i] = x[r][i] * sigmoid(g[r]). */
+int brisk_ksigmoid_gate(const float *x /* [n_rows][n_cols] */, const float *g /* [n_rows] */,
+                        int64_t n_rows, int64_t n_cols, float *out /* [n_rows][n_cols] */,
+                        brisk_kstream stream);
+
+/* out = cap * tanh(x / cap), cap > 0. */
+int brisk_ksoftcap(const float *x /* [n] */, int64_t n, float cap, float *out /* [n] */,
+                   brisk_kstream stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -126,6 +126,9 @@ typedef struct brisk_attn_params {
   int32_t n_heads;        /* query heads: a multiple of the layout's n_kv_heads (GQA) */
   float scale;            /* logit scale; 0 means 1 / sqrt(head_dim) */
   int32_t sliding_window; /* > 0: a query at p sees keys in (p - window, p]; 0: all of 0..p */
+  /* > 0: each score s = scale q.k becomes softcap * tanh(s / softcap)
+   * before the softmax (Gemma 2); 0: none. Finite and >= 0. */
+  float softcap;
 } brisk_attn_params;
 
 /* ---- activations -------------------------------------------------------- */
@@ -237,6 +240,17 @@ struct brisk_backend {
   /* out = x * s. */
   brisk_status (*scale)(brisk_backend *be, const float *x /* [n] */, int64_t n, float s,
                         float *out /* [n] */);
+
+  /* out = cap * tanh(x / cap), elementwise (Gemma 2's logit soft-capping);
+   * cap finite and > 0. */
+  brisk_status (*softcap)(brisk_backend *be, const float *x /* [n] */, int64_t n, float cap,
+                          float *out /* [n] */);
+
+  /* out[r][i] = x[r][i] * sigmoid(g[r]): one gate per row (the shared
+   * expert of Qwen-MoE models); sigmoid(g) = 1 / (1 + exp(-g)). */
+  brisk_status (*sigmoid_gate)(brisk_backend *be, const float *x /* [n_rows][n_cols] */,
+                               const float *g /* [n_rows] */, int64_t n_rows, int64_t n_cols,
+                               float *out /* [n_rows][n_cols] */);
 
   /* out[r] = softmax(x[r] * scale) over each row. */
   brisk_status (*softmax)(brisk_backend *be, const float *x /* [n_rows][n_cols] */, int64_t n_rows,

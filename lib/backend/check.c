@@ -135,6 +135,26 @@ brisk_status brisk_check_scale(const float *x, int64_t n, const float *out) {
   return BRISK_OK;
 }
 
+brisk_status brisk_check_softcap(const float *x, int64_t n, float cap, const float *out) {
+  if (!(isfinite(cap) && cap > 0))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "softcap: cap %g must be finite and > 0",
+                       (double)cap);
+  if (n == 0) return BRISK_OK;
+  brisk_status st = brisk_check_matrix("softcap", 1, n);
+  if (st != BRISK_OK) return st;
+  if (!x || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "softcap: x or out is NULL");
+  return BRISK_OK;
+}
+
+brisk_status brisk_check_sigmoid_gate(const float *x, const float *g, int64_t n_rows,
+                                      int64_t n_cols, const float *out) {
+  brisk_status st = brisk_check_matrix("sigmoid_gate", n_rows, n_cols);
+  if (st != BRISK_OK || n_rows == 0) return st;
+  if (!x || !g || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "sigmoid_gate: x, g or out is NULL");
+  return BRISK_OK;
+}
+
 brisk_status brisk_check_softmax(const float *x, int64_t n_rows, int64_t n_cols, float scale,
                                  const float *out) {
   brisk_status st = brisk_check_matrix("softmax", n_rows, n_cols);
@@ -240,6 +260,9 @@ brisk_status brisk_check_attention(const brisk_kv_layout *kv, const void *k_cach
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "attention: sliding window %d must be >= 0 and scale %g finite",
                        (int)params->sliding_window, (double)params->scale);
+  if (!(isfinite(params->softcap) && params->softcap >= 0))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "attention: softcap %g must be finite and >= 0",
+                       (double)params->softcap);
   if ((st = check_attn_batch(kv, batch, params->sliding_window, n_keys))) return st;
   if (batch->n_tokens == 0) return BRISK_OK;
   st = brisk_check_matrix("attention", batch->n_tokens, (int64_t)params->n_heads * kv->head_dim);

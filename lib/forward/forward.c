@@ -2,16 +2,21 @@
  * mixtral), read top to bottom like the math:
  *
  *   x = embed(tokens)
+ *   x = embed(tokens) (* embd_scale)
  *   for each layer:
- *     h = rmsnorm(x) * attn_norm
+ *     h = rmsnorm(x) * attn_norm                  (olmo2: h = x)
  *     q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)
- *     q, k = rmsnorm per head (qwen3)
- *     q, k = rope(q, pos), rope(k, pos)
+ *     q, k = rmsnorm per head (qwen3) or over all heads (olmo2)
+ *     q, k = rope(q, pos), rope(k, pos)     (gemma3 sliding layers: the local base)
  *     cache[slot] = k, v
- *     x += attention(q, cache) Wo
- *     h = rmsnorm(x) * ffn_norm
- *     x += (silu(h Wgate) * (h Wup)) Wdown        or the MoE sum over top-k experts
- *   logits = rmsnorm(x[out_rows]) * output_norm . Woutput
+ *     o = attention(q, cache) Wo             (scores soft-capped: gemma2)
+ *     o = rmsnorm(o) * post_attn_norm        (olmo2, gemma)
+ *     x += o (* residual_scale)
+ *     h = rmsnorm(x) * ffn_norm                   (olmo2: h = x)
+ *     o = (silu(h Wgate) * (h Wup)) Wdown   (gelu: gemma) or the MoE sum over top-k experts
+ *                                            (+ sigmoid(h Wsg) * shared expert: qwen2moe)
+ *     x += o, normed and scaled as after attention
+ *   logits = rmsnorm(x[out_rows]) * output_norm . Woutput (* logit_scale, soft-capped)
  *
  * Every step is one backend operation; buffers carry shape comments. */
 #include "forward/forward.h"
@@ -51,6 +56,8 @@ struct brisk_forward {
   float *staging; /* host [max_tokens][n_embd]: x between two devices */
   int32_t max_tokens;
   brisk_rope_params rope;
+  brisk_rope_params rope_local; /* sliding-window layers (gemma3's local base) */
+  brisk_glu_kind glu;
   uint64_t bytes;
   int32_t *route_ids;               /* host [max_tokens][n_expert_used] */
   float *route_w;                   /* host [max_tokens][n_expert_used] */
@@ -73,6 +80,8 @@ static brisk_status alloc_dev(brisk_forward *f, fwd_dev *d) {
   const brisk_hparams *hp = &f->model->hp;
   size_t n = (size_t)f->max_tokens, e = hp->n_embd, qd = (size_t)hp->n_head * hp->head_dim,
          kvd = (size_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
+  if (hp->n_ff_exp > ff) ff = hp->n_ff_exp;
+  if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
   brisk_status st;
   if ((st = alloc_buf(f, d, n, e, &d->x)) || (st = alloc_buf(f, d, n, e, &d->h)) ||
       (st = alloc_buf(f, d, n, qd, &d->q)) || (st = alloc_buf(f, d, n, kvd, &d->k)) ||
@@ -130,6 +139,14 @@ brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
   if (device) f->dev[f->n_dev++].be = device;
   const brisk_hparams *hp = &model->hp;
   rope_from_model(hp, &model->rope_freqs, &f->rope);
+  f->glu = brisk_arch_get(hp->arch)->geglu ? BRISK_GLU_GEGLU : BRISK_GLU_SWIGLU;
+  f->rope_local = f->rope;
+  if (hp->rope_base_local != 0) { /* unscaled, own base */
+    brisk_rope_params_init(&f->rope_local);
+    f->rope_local.layout = f->rope.layout;
+    f->rope_local.n_rot = f->rope.n_rot;
+    f->rope_local.freq_base = hp->rope_base_local;
+  }
   size_t n = (size_t)max_tokens;
   brisk_status st = BRISK_OK;
   for (int i = 0; i < f->n_dev && !st; i++) st = alloc_dev(f, &f->dev[i]);
@@ -202,7 +219,7 @@ static brisk_status ffn(brisk_forward *f, const brisk_weight *wg, const brisk_we
   brisk_status st;
   if ((st = linear(f, wg, &no_bias, h, n, a->gate)) ||
       (st = linear(f, wu, &no_bias, h, n, a->up)) ||
-      (st = be->glu(be, BRISK_GLU_SWIGLU, a->gate, a->up, (int64_t)n * wg->rows, a->gate)))
+      (st = be->glu(be, f->glu, a->gate, a->up, (int64_t)n * wg->rows, a->gate)))
     return st;
   return linear(f, wd, &no_bias, a->gate, n, out);
 }
@@ -222,7 +239,8 @@ static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows) {
 }
 
 /* Mixture of experts: each token goes to its top-k experts; their outputs,
- * weighted by the renormalized router probabilities, are added to x.
+ * weighted by the router probabilities (renormalized over the k when the
+ * model says so), are added to x, then the shared expert's when it has one.
  * Experts run in id order on the rows routed to them, so a token's sum is
  * taken in an order that depends on that token alone. */
 static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
@@ -232,8 +250,8 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
   int32_t ku = (int32_t)hp->n_expert_used;
   brisk_status st;
   if ((st = linear(f, &ly->moe_router, &no_bias, a->h, n, a->router)) ||
-      (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, true, f->route_ids,
-                          f->route_w)))
+      (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, hp->moe_renorm,
+                          f->route_ids, f->route_w)))
     return st;
   for (int32_t e = 0; e < (int32_t)hp->n_expert; e++) {
     int32_t rows = 0;
@@ -251,7 +269,38 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
         (st = scatter_add_scaled(f, rows)))
       return st;
   }
-  return BRISK_OK;
+  if (!ly->shexp_gate.data) return BRISK_OK;
+  /* The shared expert sees every token, scaled by its own sigmoid gate. */
+  if ((st = ffn(f, &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down, a->h, n, a->proj)) ||
+      (ly->shexp_gate_inp.data &&
+       ((st = linear(f, &ly->shexp_gate_inp, &no_bias, a->h, n, a->router)) ||
+        (st = be->sigmoid_gate(be, a->proj, a->router, n, hp->n_embd, a->proj)))))
+    return st;
+  return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
+}
+
+/* h = rmsnorm(x) * norm, when the block has a pre-norm (olmo2 has none). */
+static brisk_status pre_norm(brisk_forward *f, const brisk_weight *norm, int32_t n) {
+  const brisk_hparams *hp = &f->model->hp;
+  brisk_backend *be = f->cur->be;
+  if (!norm->data) return BRISK_OK;
+  return be->rmsnorm(be, f->cur->x, norm->data, n, hp->n_embd, hp->rms_eps, f->cur->h);
+}
+
+/* x += proj, after a post-norm (olmo2) and the residual multiplier
+ * (granite) when the model has them. */
+static brisk_status residual_add(brisk_forward *f, const brisk_weight *post_norm, int32_t n) {
+  const brisk_hparams *hp = &f->model->hp;
+  fwd_dev *a = f->cur;
+  brisk_backend *be = a->be;
+  int64_t d = hp->n_embd;
+  brisk_status st;
+  if (post_norm->data &&
+      (st = be->rmsnorm(be, a->proj, post_norm->data, n, d, hp->rms_eps, a->proj)))
+    return st;
+  if (hp->residual_scale != 0 && (st = be->scale(be, a->proj, n * d, hp->residual_scale, a->proj)))
+    return st;
+  return be->add(be, a->x, a->proj, n, d, false, a->x);
 }
 
 static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv, int32_t il,
@@ -262,39 +311,42 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   brisk_backend *be = a->be;
   int32_t n = b->n_tokens, hd = (int32_t)hp->head_dim;
   int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
-  brisk_status st;
-  if ((st = be->rmsnorm(be, a->x, ly->attn_norm.data, n, hp->n_embd, hp->rms_eps, a->h)) ||
-      (st = linear(f, &ly->wq, &ly->bq, a->h, n, a->q)) ||
-      (st = linear(f, &ly->wk, &ly->bk, a->h, n, a->k)) ||
-      (st = linear(f, &ly->wv, &ly->bv, a->h, n, a->v)))
+  brisk_status st = pre_norm(f, &ly->attn_norm, n);
+  const float *h = ly->attn_norm.data ? a->h : a->x;
+  if (st || (st = linear(f, &ly->wq, &ly->bq, h, n, a->q)) ||
+      (st = linear(f, &ly->wk, &ly->bk, h, n, a->k)) ||
+      (st = linear(f, &ly->wv, &ly->bv, h, n, a->v)))
     return st;
-  if (ly->q_norm.data && ((st = be->rmsnorm(be, a->q, ly->q_norm.data, (int64_t)n * hp->n_head, hd,
-                                            hp->rms_eps, a->q)) ||
-                          (st = be->rmsnorm(be, a->k, ly->k_norm.data, (int64_t)n * hp->n_head_kv,
-                                            hd, hp->rms_eps, a->k))))
+  /* Per head ([head_dim] weights), or over all heads of a token. */
+  int64_t qn = ly->q_norm.cols, kn = ly->k_norm.cols;
+  if (ly->q_norm.data &&
+      ((st = be->rmsnorm(be, a->q, ly->q_norm.data, n * qd / qn, qn, hp->rms_eps, a->q)) ||
+       (st = be->rmsnorm(be, a->k, ly->k_norm.data, n * kvd / kn, kn, hp->rms_eps, a->k))))
     return st;
-  if ((st = be->rope(be, a->q, n, qd, (int32_t)hp->n_head, hd, b->pos, &f->rope)) ||
-      (st = be->rope(be, a->k, n, kvd, (int32_t)hp->n_head_kv, hd, b->pos, &f->rope)) ||
+  const brisk_rope_params *rope = ly->sliding_window ? &f->rope_local : &f->rope;
+  if ((st = be->rope(be, a->q, n, qd, (int32_t)hp->n_head, hd, b->pos, rope)) ||
+      (st = be->rope(be, a->k, n, kvd, (int32_t)hp->n_head_kv, hd, b->pos, rope)) ||
       (st = be->kv_write(be, &kv->layout, kv->k[il], kv->v[il], a->k, a->v, b->slot, n)))
     return st;
   brisk_attn_batch ab = {n, b->pos, b->seq_row, b->block_tables, b->n_seqs, b->max_blocks};
-  brisk_attn_params ap = {(int32_t)hp->n_head, 0.0f, (int32_t)ly->sliding_window};
-  if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)))
+  brisk_attn_params ap = {(int32_t)hp->n_head, hp->attn_scale, (int32_t)ly->sliding_window,
+                          hp->attn_softcap};
+  if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)) ||
+      (st = linear(f, &ly->wo, &no_bias, a->att, n, a->proj)))
     return st;
-  if ((st = linear(f, &ly->wo, &no_bias, a->att, n, a->proj))) return st;
-  return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
+  return residual_add(f, &ly->post_attn_norm, n);
 }
 
 static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
-  const brisk_hparams *hp = &f->model->hp;
   const brisk_layer *ly = &f->model->layers[il];
   fwd_dev *a = f->cur;
-  brisk_backend *be = a->be;
-  brisk_status st = be->rmsnorm(be, a->x, ly->ffn_norm.data, n, hp->n_embd, hp->rms_eps, a->h);
+  brisk_status st = pre_norm(f, &ly->ffn_norm, n);
   if (st) return st;
-  if (hp->n_expert) return moe(f, ly, n);
-  if ((st = ffn(f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, a->h, n, a->proj))) return st;
-  return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
+  if (ly->moe_router.data) return moe(f, ly, n);
+  if ((st = ffn(f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, ly->ffn_norm.data ? a->h : a->x, n,
+                a->proj)))
+    return st;
+  return residual_add(f, &ly->post_ffn_norm, n);
 }
 
 static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
@@ -310,6 +362,8 @@ static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
   brisk_backend *be = f->cur->be;
   brisk_status st = be->embed(be, m->token_embd.type, m->token_embd.data, hp->n_vocab, hp->n_embd,
                               b->tokens, b->n_tokens, f->cur->x);
+  if (!st && hp->embd_scale != 0)
+    st = be->scale(be, f->cur->x, (int64_t)b->n_tokens * hp->n_embd, hp->embd_scale, f->cur->x);
   if (st) return st;
   for (int32_t il = 0; il < (int32_t)hp->n_layer; il++) {
     if (abort_fn && abort_fn(abort_user_data))
@@ -328,8 +382,14 @@ static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
       (st = be->rmsnorm(be, a->h, m->output_norm.data, b->n_out, hp->n_embd, hp->rms_eps, a->h)))
     return st;
   if (f->observe && a == &f->dev[0]) f->observe(f->observe_user, &m->output, a->h, b->n_out);
-  return be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols, a->h,
-                    b->n_out, logits);
+  if ((st = be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols, a->h,
+                       b->n_out, logits)))
+    return st;
+  int64_t n_logits = (int64_t)b->n_out * m->output.rows;
+  if (hp->logit_scale != 0 && (st = be->scale(be, logits, n_logits, hp->logit_scale, logits)))
+    return st;
+  if (hp->final_softcap != 0) st = be->softcap(be, logits, n_logits, hp->final_softcap, logits);
+  return st;
 }
 
 void brisk_forward_set_observer(brisk_forward *f, brisk_forward_observe_fn fn, void *user) {

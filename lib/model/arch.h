@@ -11,6 +11,13 @@ typedef enum brisk_arch {
   BRISK_ARCH_QWEN2,     /* llama + qkv bias, NeoX RoPE */
   BRISK_ARCH_QWEN3,     /* llama + per-head q/k RMSNorm, NeoX RoPE, explicit head_dim */
   BRISK_ARCH_MIXTRAL,   /* llama + mixture-of-experts FFN */
+  BRISK_ARCH_GRANITE,   /* llama + embedding / residual / attention / logit multipliers */
+  BRISK_ARCH_OLMO2,     /* post-norm sub-blocks, RMSNorm over all of q and of k */
+  BRISK_ARCH_GEMMA2,    /* GeGLU, pre+post norms, soft-capping, interleaved sliding layers */
+  BRISK_ARCH_GEMMA3,    /* gemma2 + per-head q/k norms, a local RoPE base for sliding layers */
+  BRISK_ARCH_PHI3,      /* llama with fused qkv and gate/up projections */
+  BRISK_ARCH_QWEN2MOE,  /* qwen2 + MoE FFN with a sigmoid-gated shared expert */
+  BRISK_ARCH_QWEN3MOE,  /* qwen3 + MoE FFN */
   BRISK_ARCH_COUNT
 } brisk_arch;
 
@@ -25,6 +32,7 @@ typedef enum brisk_hp_rope_scaling {
   BRISK_HP_ROPE_SCALING_LINEAR,
   BRISK_HP_ROPE_SCALING_LLAMA3,
   BRISK_HP_ROPE_SCALING_YARN,
+  BRISK_HP_ROPE_SCALING_LONGROPE, /* per-pair factors and a magnitude factor (not run yet) */
 } brisk_hp_rope_scaling;
 
 typedef struct brisk_hparams {
@@ -39,6 +47,9 @@ typedef struct brisk_hparams {
   uint32_t n_ff;
   uint32_t n_expert;      /* 0 for dense models */
   uint32_t n_expert_used; /* experts per token */
+  uint32_t n_ff_exp;      /* width of each expert's FFN (n_ff in mixtral) */
+  uint32_t n_ff_shexp;    /* width of the shared expert's FFN; 0: none */
+  bool moe_renorm;        /* top-k routing weights divided by their sum */
   float rms_eps;
   float rope_base;
   uint32_t rope_dim; /* dimensions rotated per head (= head_dim unless partial) */
@@ -48,9 +59,17 @@ typedef struct brisk_hparams {
   float rope_low_freq_factor;    /* llama3 */
   float rope_high_freq_factor;   /* llama3 */
   uint32_t rope_orig_ctx;        /* llama3 / yarn original context */
-  float yarn_beta_fast, yarn_beta_slow, yarn_attn_factor;
+  float yarn_beta_fast, yarn_beta_slow, yarn_attn_factor; /* attn_factor: also longrope's */
   uint32_t sliding_window; /* 0: none */
   bool tied_embeddings;
+  /* Variants of the llama block; 0 means "not used" for each. */
+  float embd_scale;      /* x = embed(tokens) * embd_scale (granite, gemma) */
+  float residual_scale;  /* x += sub-block output * residual_scale (granite) */
+  float attn_scale;      /* attention logit scale; 0: 1 / sqrt(head_dim) */
+  float logit_scale;     /* logits *= logit_scale (granite: 1 / logits_scaling) */
+  float attn_softcap;    /* attention scores soft-capped (gemma2) */
+  float final_softcap;   /* logits soft-capped (gemma2) */
+  float rope_base_local; /* RoPE base of sliding-window layers, unscaled (gemma3) */
 } brisk_hparams;
 
 typedef struct brisk_arch_info {
@@ -59,9 +78,12 @@ typedef struct brisk_arch_info {
   bool qkv_bias;      /* q/k/v projections have biases */
   bool qk_norm;       /* per-head RMSNorm on q and k */
   bool moe;           /* mixture-of-experts FFN */
+  bool geglu;         /* gelu(gate) * up FFN instead of SwiGLU */
 } brisk_arch_info;
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch);
+/* The names brisk runs, ", "-separated, for messages (a static string). */
+const char *brisk_arch_names(void);
 /* Looks up a GGUF architecture name; false if unknown. */
 bool brisk_arch_from_name(const char *name, brisk_arch *out);
 /* Looks up a Hugging Face config.json model_type; false if unknown. */

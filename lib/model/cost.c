@@ -45,7 +45,11 @@ void brisk_model_cost_weights(const brisk_model *m, int64_t n_tokens, int64_t n_
                                        &ly->wo,        &ly->bq,      &ly->bk,       &ly->bv,
                                        &ly->q_norm,    &ly->k_norm,  &ly->ffn_norm, &ly->ffn_gate,
                                        &ly->ffn_up,    &ly->ffn_down};
+    /* Post-norms (olmo2, gemma) and the shared expert (qwen2moe). */
+    const brisk_weight *variants[] = {&ly->post_attn_norm, &ly->post_ffn_norm, &ly->shexp_gate,
+                                      &ly->shexp_up,       &ly->shexp_down,    &ly->shexp_gate_inp};
     for (size_t i = 0; i < sizeof per_layer / sizeof *per_layer; i++) dense(per_layer[i], n, c);
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) dense(variants[i], n, c);
     if (m->hp.n_expert > 0 && ly->expert_gate) moe(m, ly, n, c);
   }
   if (n_out > 0) {

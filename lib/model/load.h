@@ -30,6 +30,11 @@ brisk_status brisk_model_bind_check(brisk_model *m, const char *name, const void
                                     uint32_t type, int64_t cols, int64_t rows, bool vector,
                                     brisk_weight *w);
 
+/* Rows [r0, r0 + n) of a bound matrix as a weight of its own (a view into
+ * the same bytes, counted once): the q/k/v or gate/up parts of a fused
+ * projection (phi3). */
+brisk_weight brisk_weight_rows(const brisk_weight *w, int64_t r0, int64_t n);
+
 brisk_status brisk_model_alloc_layers(brisk_model *m);
 brisk_status brisk_model_alloc_experts(brisk_model *m, brisk_layer *layer);
 

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "format/gguf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +37,57 @@ static brisk_status get_f32(const gguf_loader *L, const char *suffix, bool requi
   return st;
 }
 
+/* Gemma 2/3 as llama.cpp converts them: norms already hold 1 + w,
+ * embeddings scaled by sqrt(n_embd), queries by 1/sqrt(head_dim) (by
+ * 1/sqrt(n_embd / n_head) in the 27B models, as llama.cpp does: its
+ * converter does not store query_pre_attn_scalar; {arch}.attention.scale
+ * overrides), soft-caps as keys, and
+ * gemma3's sliding layers with their own base (10000 unless given). */
+static brisk_status read_gemma(const gguf_loader *L, brisk_hparams *hp) {
+  brisk_status st;
+  bool g3 = hp->arch == BRISK_ARCH_GEMMA3;
+  if ((st = get_f32(L, "attn_logit_softcapping", false, &hp->attn_softcap)) ||
+      (st = get_f32(L, "final_logit_softcapping", false, &hp->final_softcap)))
+    return st;
+  hp->embd_scale = (float)sqrt((double)hp->n_embd);
+  bool big = hp->n_layer == (g3 ? 62u : 46u);
+  hp->attn_scale =
+      (float)(1.0 / sqrt(big ? (double)hp->n_embd / hp->n_head : (double)hp->head_dim));
+  /* A file that stores the scale (query_pre_attn_scalar^-1/2) says best. */
+  if ((st = get_f32(L, "attention.scale", false, &hp->attn_scale))) return st;
+  hp->rope_base_local = 0;
+  if (g3) {
+    hp->rope_base_local = 10000.0f;
+    if ((st = get_f32(L, "rope.freq_base_swa", false, &hp->rope_base_local))) return st;
+  }
+  return BRISK_OK;
+}
+
+/* Whether a Gemma layer uses the sliding window: the per-layer bool array
+ * or the period in {arch}.attention.sliding_window_pattern when present,
+ * else llama.cpp's (gemma2: even layers; gemma3: all but every sixth). */
+static brisk_status gemma_sliding(const gguf_loader *L, const brisk_hparams *hp, uint32_t il,
+                                  bool *sliding) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", L->arch);
+  uint32_t period = hp->arch == BRISK_ARCH_GEMMA2 ? 2 : 6;
+  brisk_gguf_type et;
+  uint64_t len;
+  brisk_status st = brisk_gguf_get_arr(L->g, key, &et, &len);
+  if (st == BRISK_OK) {
+    if (et != BRISK_GGUF_BOOL || len != hp->n_layer)
+      return brisk_error(BRISK_E_FORMAT, "GGUF: '%s' must be %u booleans", key, hp->n_layer);
+    uint8_t b;
+    memcpy(&b, (const char *)brisk_gguf_arr_data(L->g, brisk_gguf_find_key(L->g, key)) + il, 1);
+    *sliding = b != 0;
+    return BRISK_OK;
+  }
+  if ((st = get_u32(L, "attention.sliding_window_pattern", false, &period))) return st;
+  if (period == 0) return brisk_error(BRISK_E_FORMAT, "GGUF: '%s' is 0", key);
+  *sliding = (il + 1) % period != 0;
+  return BRISK_OK;
+}
+
 static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
   brisk_status st;
   if ((st = get_u32(L, "context_length", true, &hp->n_ctx_train)) ||
@@ -55,6 +107,19 @@ static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
       (st = get_u32(L, "expert_count", false, &hp->n_expert)) ||
       (st = get_u32(L, "expert_used_count", false, &hp->n_expert_used)))
     return st;
+  /* Qwen-MoE: expert and shared-expert widths; llama.cpp renormalizes
+   * mixtral's and qwen3moe's top-k weights, not qwen2moe's. */
+  hp->n_ff_exp = hp->n_ff;
+  hp->moe_renorm = hp->arch != BRISK_ARCH_QWEN2MOE;
+  bool norm = hp->moe_renorm;
+  if ((st = get_u32(L, "expert_feed_forward_length", false, &hp->n_ff_exp)) ||
+      (st = get_u32(L, "expert_shared_feed_forward_length", false, &hp->n_ff_shexp)))
+    return st;
+  char nkey[128];
+  snprintf(nkey, sizeof nkey, "%s.expert_weights_norm", L->arch);
+  st = brisk_gguf_get_bool(L->g, nkey, &norm);
+  if (st && st != BRISK_E_NOT_FOUND) return st;
+  hp->moe_renorm = norm;
   if (hp->n_head == 0 || hp->n_embd == 0)
     return brisk_error(BRISK_E_FORMAT, "GGUF: head_count %u and embedding_length %u must be > 0",
                        hp->n_head, hp->n_embd);
@@ -68,6 +133,21 @@ static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
                        hp->head_dim);
   hp->rope_dim = hp->head_dim;
   if ((st = get_u32(L, "rope.dimension_count", false, &hp->rope_dim))) return st;
+  if ((hp->arch == BRISK_ARCH_GEMMA2 || hp->arch == BRISK_ARCH_GEMMA3) && (st = read_gemma(L, hp)))
+    return st;
+  if (hp->arch == BRISK_ARCH_GRANITE) {
+    /* llama.cpp's keys; logits are divided by logit_scale. */
+    float logit = 1.0f;
+    if ((st = get_f32(L, "embedding_scale", false, &hp->embd_scale)) ||
+        (st = get_f32(L, "residual_scale", false, &hp->residual_scale)) ||
+        (st = get_f32(L, "attention.scale", false, &hp->attn_scale)) ||
+        (st = get_f32(L, "logit_scale", false, &logit)))
+      return st;
+    if (!(logit > 0 && logit < 1e30f))
+      return brisk_error(BRISK_E_FORMAT, "GGUF: granite.logit_scale %g must be positive",
+                         (double)logit);
+    hp->logit_scale = 1.0f / logit;
+  }
 
   /* RoPE scaling: "linear" and "yarn" are keys; llama3-style scaling is
    * stored by converters as a rope_freqs tensor (bound separately). */
@@ -162,33 +242,68 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
     snprintf(name, sizeof name, "blk.%u.%s", il, suffix);                                          \
     if ((st = bind(m, L, name, cols, rows, required, &ly->field))) return st;                      \
   } while (0)
-  BIND("attn_norm.weight", d, 0, true, attn_norm);
-  BIND("attn_q.weight", d, q_dim, true, wq);
-  BIND("attn_k.weight", d, kv_dim, true, wk);
-  BIND("attn_v.weight", d, kv_dim, true, wv);
+  const bool olmo2 = hp->arch == BRISK_ARCH_OLMO2;
+  const bool gemma = hp->arch == BRISK_ARCH_GEMMA2 || hp->arch == BRISK_ARCH_GEMMA3;
+  if (!olmo2) BIND("attn_norm.weight", d, 0, true, attn_norm);
+  const bool phi3 = hp->arch == BRISK_ARCH_PHI3;
+  if (phi3) { /* q, k, v rows of one fused matrix */
+    brisk_weight qkv;
+    snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", il);
+    if ((st = bind(m, L, name, d, q_dim + 2 * kv_dim, true, &qkv))) return st;
+    ly->wq = brisk_weight_rows(&qkv, 0, q_dim);
+    ly->wk = brisk_weight_rows(&qkv, q_dim, kv_dim);
+    ly->wv = brisk_weight_rows(&qkv, q_dim + kv_dim, kv_dim);
+  } else {
+    BIND("attn_q.weight", d, q_dim, true, wq);
+    BIND("attn_k.weight", d, kv_dim, true, wk);
+    BIND("attn_v.weight", d, kv_dim, true, wv);
+  }
   BIND("attn_output.weight", q_dim, d, true, wo);
   BIND("attn_q.bias", q_dim, 0, ai->qkv_bias, bq);
   BIND("attn_k.bias", kv_dim, 0, ai->qkv_bias, bk);
   BIND("attn_v.bias", kv_dim, 0, ai->qkv_bias, bv);
-  BIND("attn_q_norm.weight", hp->head_dim, 0, ai->qk_norm, q_norm);
-  BIND("attn_k_norm.weight", hp->head_dim, 0, ai->qk_norm, k_norm);
-  BIND("ffn_norm.weight", d, 0, true, ffn_norm);
-  if (hp->n_expert == 0) {
+  /* olmo2: q/k norms over all heads, post-norms instead of pre-norms. */
+  BIND("attn_q_norm.weight", olmo2 ? q_dim : hp->head_dim, 0, ai->qk_norm, q_norm);
+  BIND("attn_k_norm.weight", olmo2 ? kv_dim : hp->head_dim, 0, ai->qk_norm, k_norm);
+  BIND("post_attention_norm.weight", d, 0, olmo2 || gemma, post_attn_norm);
+  BIND("post_ffw_norm.weight", d, 0, olmo2 || gemma, post_ffn_norm);
+  if (!olmo2) BIND("ffn_norm.weight", d, 0, true, ffn_norm);
+  if (phi3) { /* llama.cpp's ffn_up holds the gate rows, then the up rows */
+    brisk_weight gate_up;
+    snprintf(name, sizeof name, "blk.%u.ffn_up.weight", il);
+    if ((st = bind(m, L, name, d, 2 * ff, true, &gate_up))) return st;
+    ly->ffn_gate = brisk_weight_rows(&gate_up, 0, ff);
+    ly->ffn_up = brisk_weight_rows(&gate_up, ff, ff);
+    BIND("ffn_down.weight", ff, d, true, ffn_down);
+  } else if (hp->n_expert == 0) {
     BIND("ffn_gate.weight", d, ff, true, ffn_gate);
     BIND("ffn_up.weight", d, ff, true, ffn_up);
     BIND("ffn_down.weight", ff, d, true, ffn_down);
   } else {
     BIND("ffn_gate_inp.weight", d, hp->n_expert, true, moe_router);
     if ((st = brisk_model_alloc_experts(m, ly))) return st;
+    int64_t fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
     snprintf(name, sizeof name, "blk.%u.ffn_gate_exps.weight", il);
-    if ((st = bind_experts(m, L, name, d, ff, hp->n_expert, ly->expert_gate))) return st;
+    if ((st = bind_experts(m, L, name, d, fe, hp->n_expert, ly->expert_gate))) return st;
     snprintf(name, sizeof name, "blk.%u.ffn_up_exps.weight", il);
-    if ((st = bind_experts(m, L, name, d, ff, hp->n_expert, ly->expert_up))) return st;
+    if ((st = bind_experts(m, L, name, d, fe, hp->n_expert, ly->expert_up))) return st;
     snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", il);
-    if ((st = bind_experts(m, L, name, ff, d, hp->n_expert, ly->expert_down))) return st;
+    if ((st = bind_experts(m, L, name, fe, d, hp->n_expert, ly->expert_down))) return st;
+    if (fs) { /* qwen2moe's shared expert and its gate */
+      BIND("ffn_gate_shexp.weight", d, fs, true, shexp_gate);
+      BIND("ffn_up_shexp.weight", d, fs, true, shexp_up);
+      BIND("ffn_down_shexp.weight", fs, d, true, shexp_down);
+      /* [n_embd] or [n_embd, 1]: a one-row matrix either way. */
+      BIND("ffn_gate_inp_shexp.weight", d, 1, false, shexp_gate_inp);
+    }
   }
 #undef BIND
   ly->sliding_window = hp->sliding_window;
+  if (gemma) {
+    bool sliding = false;
+    if ((st = gemma_sliding(L, hp, il, &sliding))) return st;
+    ly->sliding_window = sliding ? hp->sliding_window : 0;
+  }
   return BRISK_OK;
 }
 
@@ -200,7 +315,10 @@ brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
     return brisk_error(BRISK_E_FORMAT, "GGUF key 'general.architecture' is missing");
   if (st) return st;
   if (!brisk_arch_from_name(arch.ptr, &m->hp.arch))
-    return brisk_error(BRISK_E_UNSUPPORTED, "architecture '%s' is not supported", arch.ptr);
+    return brisk_error(
+        BRISK_E_UNSUPPORTED,
+        "architecture '%s' (GGUF general.architecture) is not supported; brisk runs %s", arch.ptr,
+        brisk_arch_names());
   gguf_loader L = {g, arch.ptr};
   if ((st = read_hparams(&L, &m->hp))) return st;
   m->hp.rope_style = brisk_arch_get(m->hp.arch)->gguf_rope_style;

@@ -12,7 +12,11 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "format/hf.h"
+#include "format/json.h"
+#include "model/hf_rope.h"
 
+#include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +26,7 @@ typedef struct hf_loader {
   void ***owned; /* model-owned conversion buffers, appended to */
   size_t *n_owned, *cap_owned;
   bool copy; /* use_mmap 0: every weight is copied, nothing is read from the mapping later */
+  bool norm_plus_one; /* gemma: norm weights w are applied as 1 + w */
 } hf_loader;
 
 static brisk_status cfg_u32(const brisk_hf *hf, const char *key, bool required, uint32_t *out) {
@@ -47,36 +52,137 @@ static brisk_status cfg_f32(const brisk_hf *hf, const char *key, float *out) {
   return BRISK_OK;
 }
 
-static brisk_status read_rope_scaling(const brisk_hf *hf, brisk_hparams *hp) {
-  const char *type = NULL;
-  brisk_status st = brisk_hf_config_get_string(hf, "rope_scaling.rope_type", &type);
-  if (st == BRISK_E_NOT_FOUND) st = brisk_hf_config_get_string(hf, "rope_scaling.type", &type);
-  if (st == BRISK_E_NOT_FOUND) return BRISK_OK;
-  if (st) return st;
-  if (!strcmp(type, "default")) return BRISK_OK;
-  if (!strcmp(type, "linear"))
-    hp->rope_scaling = BRISK_HP_ROPE_SCALING_LINEAR;
-  else if (!strcmp(type, "llama3"))
-    hp->rope_scaling = BRISK_HP_ROPE_SCALING_LLAMA3;
-  else if (!strcmp(type, "yarn"))
-    hp->rope_scaling = BRISK_HP_ROPE_SCALING_YARN;
-  else
-    return brisk_error(BRISK_E_UNSUPPORTED, "config.json: rope scaling type '%s' is not supported",
-                       type);
-  hp->rope_low_freq_factor = 1.0f;
-  hp->rope_high_freq_factor = 4.0f;
-  hp->yarn_beta_fast = 32.0f;
-  hp->yarn_beta_slow = 1.0f;
-  hp->yarn_attn_factor = 1.0f;
-  if ((st = cfg_f32(hf, "rope_scaling.factor", &hp->rope_factor)) ||
-      (st = cfg_f32(hf, "rope_scaling.low_freq_factor", &hp->rope_low_freq_factor)) ||
-      (st = cfg_f32(hf, "rope_scaling.high_freq_factor", &hp->rope_high_freq_factor)) ||
-      (st = cfg_f32(hf, "rope_scaling.beta_fast", &hp->yarn_beta_fast)) ||
-      (st = cfg_f32(hf, "rope_scaling.beta_slow", &hp->yarn_beta_slow)) ||
-      (st = cfg_f32(hf, "rope_scaling.attention_factor", &hp->yarn_attn_factor)) ||
-      (st =
-           cfg_u32(hf, "rope_scaling.original_max_position_embeddings", false, &hp->rope_orig_ctx)))
+/* Copies a RoPE configuration into the hyper-parameters. LongRoPE's
+ * factors are bound by the caller (they are weights of the model). */
+static brisk_status apply_rope(const brisk_hf_rope *r, brisk_hparams *hp) {
+  hp->rope_base = r->base;
+  if (r->dim) hp->rope_dim = r->dim;
+  hp->rope_scaling = r->scaling;
+  hp->rope_factor = r->factor;
+  hp->rope_low_freq_factor = r->low_freq_factor;
+  hp->rope_high_freq_factor = r->high_freq_factor;
+  hp->rope_orig_ctx = r->orig_ctx;
+  hp->yarn_beta_fast = r->beta_fast;
+  hp->yarn_beta_slow = r->beta_slow;
+  hp->yarn_attn_factor = r->attn_factor;
+  if (r->scaling == BRISK_HP_ROPE_SCALING_LONGROPE)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "config.json: rope type 'longrope' is not supported for this architecture");
+  return BRISK_OK;
+}
+
+/* Granite's four multipliers (transformers' GraniteConfig defaults are 1). */
+static brisk_status read_granite(const brisk_hf *hf, brisk_hparams *hp) {
+  float embd = 1.0f, resid = 1.0f, attn = 1.0f, logits = 1.0f;
+  brisk_status st;
+  if ((st = cfg_f32(hf, "embedding_multiplier", &embd)) ||
+      (st = cfg_f32(hf, "residual_multiplier", &resid)) ||
+      (st = cfg_f32(hf, "attention_multiplier", &attn)) ||
+      (st = cfg_f32(hf, "logits_scaling", &logits)))
     return st;
+  if (!(isfinite(logits) && logits > 0))
+    return brisk_error(BRISK_E_FORMAT, "config.json: logits_scaling %g must be positive",
+                       (double)logits);
+  hp->embd_scale = embd;
+  hp->residual_scale = resid;
+  hp->attn_scale = attn;
+  hp->logit_scale = 1.0f / logits;
+  return BRISK_OK;
+}
+
+/* Expert widths and routing: mixtral's experts are intermediate_size wide
+ * and renormalized; Qwen-MoE's are moe_intermediate_size wide, renormalized
+ * when norm_topk_prob, plus a shared expert when it has a width. */
+static brisk_status read_moe(const brisk_hf *hf, brisk_hparams *hp) {
+  hp->n_ff_exp = hp->n_ff;
+  hp->moe_renorm = hp->arch == BRISK_ARCH_MIXTRAL;
+  brisk_status st;
+  if ((st = cfg_u32(hf, "moe_intermediate_size", false, &hp->n_ff_exp)) ||
+      (st = cfg_u32(hf, "shared_expert_intermediate_size", false, &hp->n_ff_shexp)))
+    return st;
+  st = brisk_hf_config_get_bool(hf, "norm_topk_prob", &hp->moe_renorm);
+  if (st && st != BRISK_E_NOT_FOUND) return st;
+  if (hp->arch == BRISK_ARCH_QWEN3MOE) hp->n_ff_shexp = 0; /* none in Qwen3-MoE */
+  return BRISK_OK;
+}
+
+/* Whether layer il has the MoE FFN: Qwen-MoE configs may keep some layers
+ * dense (mlp_only_layers, decoder_sparse_step). */
+static brisk_status layer_is_moe(const brisk_hf *hf, uint32_t il, bool *moe) {
+  int64_t dense[256];
+  size_t n = 0;
+  uint32_t step = 1;
+  brisk_status st = brisk_hf_config_get_int_array(hf, "mlp_only_layers", dense, 256, &n);
+  if (st == BRISK_E_NOT_FOUND) n = 0, st = BRISK_OK;
+  if (st || (st = cfg_u32(hf, "decoder_sparse_step", false, &step))) return st;
+  *moe = step > 0 && (il + 1) % step == 0;
+  for (size_t i = 0; i < n; i++)
+    if (dense[i] == (int64_t)il) *moe = false;
+  return BRISK_OK;
+}
+
+static bool has_rope_parameters(const brisk_hf *hf) {
+  struct json_object *o = NULL;
+  return brisk_json_find(brisk_hf_config(hf), "config.json", "rope_parameters", &o) == BRISK_OK;
+}
+
+/* Gemma 2/3: embeddings scaled by sqrt(n_embd), queries by
+ * query_pre_attn_scalar^-1/2, soft-capping (null or absent: none); older
+ * Gemma 3 configs give the sliding layers' base as rope_local_base_freq. */
+static brisk_status read_gemma(const brisk_hf *hf, brisk_hparams *hp) {
+  float qpas = (float)hp->head_dim;
+  brisk_status st;
+  hp->rope_base_local = 10000.0f;
+  if ((st = cfg_f32(hf, "query_pre_attn_scalar", &qpas)) ||
+      (st = cfg_f32(hf, "attn_logit_softcapping", &hp->attn_softcap)) ||
+      (st = cfg_f32(hf, "final_logit_softcapping", &hp->final_softcap)) ||
+      (st = cfg_f32(hf, "rope_local_base_freq", &hp->rope_base_local)))
+    return st;
+  const char *act = "gelu_pytorch_tanh";
+  st = brisk_hf_config_get_string(hf, "hidden_activation", &act);
+  if (st && st != BRISK_E_NOT_FOUND) return st;
+  if (strcmp(act, "gelu_pytorch_tanh") && strcmp(act, "gelu_tanh"))
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "config.json: hidden_activation '%s' is not supported (gelu_pytorch_tanh "
+                       "is)",
+                       act);
+  if (!(qpas > 0))
+    return brisk_error(BRISK_E_FORMAT, "config.json: query_pre_attn_scalar %g must be positive",
+                       (double)qpas);
+  hp->attn_scale = (float)(1.0 / sqrt((double)qpas));
+  /* transformers multiplies by sqrt(hidden_size) rounded to the
+   * activations' type (float32 here). */
+  hp->embd_scale = (float)sqrt((double)hp->n_embd);
+  if (hp->arch == BRISK_ARCH_GEMMA2) hp->rope_base_local = 0;
+  return BRISK_OK;
+}
+
+/* Whether layer il of a Gemma model attends through the sliding window:
+ * "layer_types" when the config has it, else the pattern the config's
+ * family used before (gemma2: every other layer from the first; gemma3:
+ * all but every sliding_window_pattern-th). */
+static brisk_status gemma_layer_sliding(const brisk_hf *hf, const brisk_hparams *hp, uint32_t il,
+                                        bool *sliding) {
+  struct json_object *types = NULL;
+  brisk_status st = brisk_json_find(brisk_hf_config(hf), "config.json", "layer_types", &types);
+  if (st == BRISK_OK) {
+    if (!json_object_is_type(types, json_type_array) ||
+        json_object_array_length(types) != hp->n_layer)
+      return brisk_error(BRISK_E_FORMAT,
+                         "config.json: 'layer_types' must list num_hidden_layers (%u) types",
+                         hp->n_layer);
+    const char *t = json_object_get_string(json_object_array_get_idx(types, il));
+    if (!t || (strcmp(t, "sliding_attention") && strcmp(t, "full_attention")))
+      return brisk_error(BRISK_E_UNSUPPORTED, "config.json: layer_types[%u] '%s' is not supported",
+                         il, t ? t : "(not a string)");
+    *sliding = !strcmp(t, "sliding_attention");
+    return BRISK_OK;
+  }
+  if (st != BRISK_E_NOT_FOUND) return st;
+  uint32_t pattern = hp->arch == BRISK_ARCH_GEMMA2 ? 2 : 6;
+  if ((st = cfg_u32(hf, "sliding_window_pattern", false, &pattern))) return st;
+  if (pattern == 0) return brisk_error(BRISK_E_FORMAT, "config.json: sliding_window_pattern is 0");
+  *sliding = (il + 1) % pattern != 0;
   return BRISK_OK;
 }
 
@@ -87,7 +193,9 @@ static brisk_status read_hparams(const brisk_hf *hf, brisk_hparams *hp) {
     return brisk_error(BRISK_E_FORMAT, "config.json: key 'model_type' is missing");
   if (st) return st;
   if (!brisk_arch_from_hf_model_type(model_type, &hp->arch))
-    return brisk_error(BRISK_E_UNSUPPORTED, "architecture '%s' is not supported", model_type);
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "architecture '%s' (config.json model_type) is not supported; brisk runs %s",
+                       model_type, brisk_arch_names());
   if ((st = cfg_u32(hf, "vocab_size", true, &hp->n_vocab)) ||
       (st = cfg_u32(hf, "hidden_size", true, &hp->n_embd)) ||
       (st = cfg_u32(hf, "num_hidden_layers", true, &hp->n_layer)) ||
@@ -102,15 +210,17 @@ static brisk_status read_hparams(const brisk_hf *hf, brisk_hparams *hp) {
   if ((st = cfg_u32(hf, "num_key_value_heads", false, &hp->n_head_kv)) ||
       (st = cfg_u32(hf, "max_position_embeddings", false, &hp->n_ctx_train)) ||
       (st = cfg_f32(hf, "rms_norm_eps", &hp->rms_eps)) ||
-      (st = cfg_f32(hf, "rope_theta", &hp->rope_base)) ||
       (st = cfg_u32(hf, "num_local_experts", false, &hp->n_expert)) ||
+      (st = cfg_u32(hf, "num_experts", false, &hp->n_expert)) ||
       (st = cfg_u32(hf, "num_experts_per_tok", false, &hp->n_expert_used)))
     return st;
   if (hp->n_head == 0) return brisk_error(BRISK_E_FORMAT, "config.json: num_attention_heads is 0");
   hp->head_dim = hp->n_embd / hp->n_head;
   if ((st = cfg_u32(hf, "head_dim", false, &hp->head_dim))) return st;
   hp->rope_dim = hp->head_dim;
-  if (hp->arch == BRISK_ARCH_MISTRAL || hp->arch == BRISK_ARCH_MIXTRAL)
+  bool gemma = hp->arch == BRISK_ARCH_GEMMA2 || hp->arch == BRISK_ARCH_GEMMA3;
+  if (hp->arch == BRISK_ARCH_MISTRAL || hp->arch == BRISK_ARCH_MIXTRAL || gemma ||
+      hp->arch == BRISK_ARCH_PHI3)
     if ((st = cfg_u32(hf, "sliding_window", false, &hp->sliding_window))) return st;
   bool use_sw = false;
   st = brisk_hf_config_get_bool(hf, "use_sliding_window", &use_sw);
@@ -119,12 +229,35 @@ static brisk_status read_hparams(const brisk_hf *hf, brisk_hparams *hp) {
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "config.json: use_sliding_window with per-layer windows (max_window_layers) "
                        "is not supported");
-  bool tied = false;
+  bool tied = gemma; /* transformers' default for Gemma configs */
   st = brisk_hf_config_get_bool(hf, "tie_word_embeddings", &tied);
   if (st && st != BRISK_E_NOT_FOUND) return st;
   hp->tied_embeddings = tied;
+  if (hp->arch == BRISK_ARCH_GRANITE && (st = read_granite(hf, hp))) return st;
+  if (hp->n_expert && (st = read_moe(hf, hp))) return st;
+  if ((hp->arch == BRISK_ARCH_GEMMA2 || hp->arch == BRISK_ARCH_GEMMA3) && (st = read_gemma(hf, hp)))
+    return st;
   hp->rope_style = BRISK_HP_ROPE_NEOX;
-  return read_rope_scaling(hf, hp);
+  brisk_hf_rope *rope = brisk_calloc(1, sizeof *rope);
+  if (!rope) return brisk_error_oom();
+  rope->base = hp->rope_base;
+  /* Gemma 3 keeps one rope object per layer type: the full layers' is the
+   * model's, the sliding layers' gives their (unscaled) base. */
+  bool per_type = hp->arch == BRISK_ARCH_GEMMA3;
+  if (!(st = brisk_hf_rope_lookup(hf, per_type ? "full_attention" : NULL, hp->head_dim, rope)))
+    st = apply_rope(rope, hp);
+  if (!st && per_type && has_rope_parameters(hf)) {
+    memset(rope, 0, sizeof *rope);
+    rope->base = hp->rope_base_local;
+    st = brisk_hf_rope_lookup(hf, "sliding_attention", hp->head_dim, rope);
+    if (!st && (rope->scaling != BRISK_HP_ROPE_SCALING_NONE || rope->dim))
+      st =
+          brisk_error(BRISK_E_UNSUPPORTED, "config.json: rope scaling or partial rotary dims in "
+                                           "'rope_parameters.sliding_attention' are not supported");
+    hp->rope_base_local = rope->base;
+  }
+  brisk_free(rope);
+  return st;
 }
 
 static brisk_status keep(hf_loader *L, void *buf) {
@@ -157,13 +290,23 @@ static brisk_status bind(hf_loader *L, const char *name, int64_t cols, int64_t r
   const void *data = t->data;
   uint32_t type = t->dtype;
   size_t elt = type == BRISK_DTYPE_F32 ? 4 : 2;
-  if (vector && type != BRISK_DTYPE_F32) {
+  /* Gemma's norms scale by (1 + weight): stored here as that sum, as GGUF
+   * conversions store them. */
+  size_t n_name = strlen(name);
+  bool plus_one =
+      L->norm_plus_one && vector && n_name >= 11 && !strcmp(name + n_name - 11, "norm.weight");
+  if (vector && (type != BRISK_DTYPE_F32 || plus_one)) {
     float *f = brisk_aligned_alloc(64, (size_t)cols * sizeof(float));
     if (!f) return brisk_error_oom();
     for (int64_t i = 0; i < cols; i++) {
       uint16_t h;
-      memcpy(&h, (const char *)t->data + 2 * i, 2);
-      f[i] = type == BRISK_DTYPE_F16 ? brisk_f16_to_f32(h) : brisk_bf16_to_f32(h);
+      if (type == BRISK_DTYPE_F32) {
+        memcpy(&f[i], (const char *)t->data + 4 * i, 4);
+      } else {
+        memcpy(&h, (const char *)t->data + 2 * i, 2);
+        f[i] = type == BRISK_DTYPE_F16 ? brisk_f16_to_f32(h) : brisk_bf16_to_f32(h);
+      }
+      if (plus_one) f[i] += 1.0f;
     }
     brisk_status st = keep(L, f);
     if (st) return st;
@@ -197,21 +340,68 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
     snprintf(name, sizeof name, "model.layers.%u.%s", il, suffix);                                 \
     if ((st = bind(L, name, cols, rows, required, &(field)))) return st;                           \
   } while (0)
-  BIND("input_layernorm.weight", d, 0, true, ly->attn_norm);
-  BIND("self_attn.q_proj.weight", d, q_dim, true, ly->wq);
-  BIND("self_attn.k_proj.weight", d, kv_dim, true, ly->wk);
-  BIND("self_attn.v_proj.weight", d, kv_dim, true, ly->wv);
+  const bool olmo2 = hp->arch == BRISK_ARCH_OLMO2;
+  bool moe = hp->n_expert > 0;
+  if (moe && (st = layer_is_moe(L->hf, il, &moe))) return st;
+  if (!olmo2) BIND("input_layernorm.weight", d, 0, true, ly->attn_norm);
+  if (hp->arch == BRISK_ARCH_PHI3) { /* q, k, v rows of one fused matrix */
+    brisk_weight qkv;
+    BIND("self_attn.qkv_proj.weight", d, q_dim + 2 * kv_dim, true, qkv);
+    ly->wq = brisk_weight_rows(&qkv, 0, q_dim);
+    ly->wk = brisk_weight_rows(&qkv, q_dim, kv_dim);
+    ly->wv = brisk_weight_rows(&qkv, q_dim + kv_dim, kv_dim);
+  } else {
+    BIND("self_attn.q_proj.weight", d, q_dim, true, ly->wq);
+    BIND("self_attn.k_proj.weight", d, kv_dim, true, ly->wk);
+    BIND("self_attn.v_proj.weight", d, kv_dim, true, ly->wv);
+  }
   BIND("self_attn.o_proj.weight", q_dim, d, true, ly->wo);
   BIND("self_attn.q_proj.bias", q_dim, 0, ai->qkv_bias, ly->bq);
   BIND("self_attn.k_proj.bias", kv_dim, 0, ai->qkv_bias, ly->bk);
   BIND("self_attn.v_proj.bias", kv_dim, 0, ai->qkv_bias, ly->bv);
-  BIND("self_attn.q_norm.weight", hp->head_dim, 0, ai->qk_norm, ly->q_norm);
-  BIND("self_attn.k_norm.weight", hp->head_dim, 0, ai->qk_norm, ly->k_norm);
-  BIND("post_attention_layernorm.weight", d, 0, true, ly->ffn_norm);
-  if (hp->n_expert == 0) {
+  /* olmo2 norms all of q and all of k; its post_attention_layernorm is a
+   * post-norm of the attention output, and it has no pre-norms. */
+  BIND("self_attn.q_norm.weight", olmo2 ? q_dim : hp->head_dim, 0, ai->qk_norm, ly->q_norm);
+  BIND("self_attn.k_norm.weight", olmo2 ? kv_dim : hp->head_dim, 0, ai->qk_norm, ly->k_norm);
+  if (olmo2) {
+    BIND("post_attention_layernorm.weight", d, 0, true, ly->post_attn_norm);
+    BIND("post_feedforward_layernorm.weight", d, 0, true, ly->post_ffn_norm);
+  } else if (L->norm_plus_one) { /* gemma: a norm before and after each sub-block */
+    BIND("post_attention_layernorm.weight", d, 0, true, ly->post_attn_norm);
+    BIND("pre_feedforward_layernorm.weight", d, 0, true, ly->ffn_norm);
+    BIND("post_feedforward_layernorm.weight", d, 0, true, ly->post_ffn_norm);
+  } else {
+    BIND("post_attention_layernorm.weight", d, 0, true, ly->ffn_norm);
+  }
+  if (hp->arch == BRISK_ARCH_PHI3) { /* gate rows, then up rows */
+    brisk_weight gate_up;
+    BIND("mlp.gate_up_proj.weight", d, 2 * ff, true, gate_up);
+    ly->ffn_gate = brisk_weight_rows(&gate_up, 0, ff);
+    ly->ffn_up = brisk_weight_rows(&gate_up, ff, ff);
+    BIND("mlp.down_proj.weight", ff, d, true, ly->ffn_down);
+  } else if (hp->n_expert == 0 || !moe) {
     BIND("mlp.gate_proj.weight", d, ff, true, ly->ffn_gate);
     BIND("mlp.up_proj.weight", d, ff, true, ly->ffn_up);
     BIND("mlp.down_proj.weight", ff, d, true, ly->ffn_down);
+  } else if (hp->arch != BRISK_ARCH_MIXTRAL) { /* qwen2moe, qwen3moe */
+    int64_t fe = hp->n_ff_exp, fs = hp->n_ff_shexp;
+    BIND("mlp.gate.weight", d, hp->n_expert, true, ly->moe_router);
+    if ((st = brisk_model_alloc_experts(m, ly))) return st;
+    for (uint32_t e = 0; e < hp->n_expert; e++) {
+      char suffix[96];
+      snprintf(suffix, sizeof suffix, "mlp.experts.%u.gate_proj.weight", e);
+      BIND(suffix, d, fe, true, ly->expert_gate[e]);
+      snprintf(suffix, sizeof suffix, "mlp.experts.%u.up_proj.weight", e);
+      BIND(suffix, d, fe, true, ly->expert_up[e]);
+      snprintf(suffix, sizeof suffix, "mlp.experts.%u.down_proj.weight", e);
+      BIND(suffix, fe, d, true, ly->expert_down[e]);
+    }
+    if (fs) {
+      BIND("mlp.shared_expert.gate_proj.weight", d, fs, true, ly->shexp_gate);
+      BIND("mlp.shared_expert.up_proj.weight", d, fs, true, ly->shexp_up);
+      BIND("mlp.shared_expert.down_proj.weight", fs, d, true, ly->shexp_down);
+      BIND("mlp.shared_expert_gate.weight", d, 1, false, ly->shexp_gate_inp);
+    }
   } else {
     BIND("block_sparse_moe.gate.weight", d, hp->n_expert, true, ly->moe_router);
     if ((st = brisk_model_alloc_experts(m, ly))) return st;
@@ -227,15 +417,21 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
   }
 #undef BIND
   ly->sliding_window = hp->sliding_window;
+  if (L->norm_plus_one) {
+    bool sliding = false;
+    if ((st = gemma_layer_sliding(L->hf, hp, il, &sliding))) return st;
+    ly->sliding_window = sliding ? hp->sliding_window : 0;
+  }
   return BRISK_OK;
 }
 
 brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
                                  const brisk_model_params *params, void ***owned, size_t *n_owned,
                                  size_t *cap_owned) {
-  hf_loader L = {hf, m, owned, n_owned, cap_owned, !params->use_mmap};
+  hf_loader L = {hf, m, owned, n_owned, cap_owned, !params->use_mmap, false};
   brisk_status st;
   if ((st = read_hparams(hf, &m->hp)) || (st = brisk_model_check_hparams(&m->hp))) return st;
+  L.norm_plus_one = m->hp.arch == BRISK_ARCH_GEMMA2 || m->hp.arch == BRISK_ARCH_GEMMA3;
   const brisk_hparams *hp = &m->hp;
   if ((st = bind(&L, "model.embed_tokens.weight", hp->n_embd, hp->n_vocab, true, &m->token_embd)) ||
       (st = bind(&L, "model.norm.weight", hp->n_embd, 0, true, &m->output_norm)) ||

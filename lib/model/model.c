@@ -64,6 +64,9 @@ brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
       {"n_head_kv", hp->n_head_kv, 4096}, {"head_dim", hp->head_dim, BRISK_MAX_HEAD_DIM},
       {"n_ff", hp->n_ff, 1u << 22},       {"n_ctx_train", hp->n_ctx_train, 1u << 30},
   };
+  if (hp->n_ff_exp > 1u << 22 || hp->n_ff_shexp > 1u << 22 || (hp->n_expert && !hp->n_ff_exp))
+    return brisk_error(BRISK_E_FORMAT, "expert FFN widths %u (shared %u) are out of range",
+                       hp->n_ff_exp, hp->n_ff_shexp);
   for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
     if (checks[i].value == 0 || checks[i].value > checks[i].max)
       return brisk_error(BRISK_E_FORMAT, "hyper-parameter %s = %u is out of range [1, %u]",
@@ -101,6 +104,17 @@ brisk_status brisk_model_check_hparams(const brisk_hparams *hp) {
                        "attn_factor %g finite",
                        (double)hp->yarn_beta_fast, (double)hp->yarn_beta_slow,
                        (double)hp->yarn_attn_factor);
+  float mults[] = {hp->embd_scale,   hp->residual_scale, hp->attn_scale,     hp->logit_scale,
+                   hp->attn_softcap, hp->final_softcap,  hp->rope_base_local};
+  for (size_t i = 0; i < sizeof mults / sizeof mults[0]; i++)
+    if (!isfinite(mults[i]) || mults[i] < 0)
+      return brisk_error(BRISK_E_FORMAT,
+                         "multipliers (embedding %g, residual %g, attention %g, logit %g), "
+                         "soft-caps (%g, %g) and local rope base %g must be finite and not "
+                         "negative",
+                         (double)hp->embd_scale, (double)hp->residual_scale, (double)hp->attn_scale,
+                         (double)hp->logit_scale, (double)hp->attn_softcap,
+                         (double)hp->final_softcap, (double)hp->rope_base_local);
   /* GGUF files give llama3 scaling as a rope_freqs tensor (checked by
    * brisk_model_check_rope_freqs); these two are used without one. */
   if (hp->rope_scaling == BRISK_HP_ROPE_SCALING_LLAMA3 &&
@@ -168,6 +182,13 @@ brisk_status brisk_model_bind_check(brisk_model *m, const char *name, const void
   m->n_params += n;
   m->weight_bytes += bytes;
   return BRISK_OK;
+}
+
+brisk_weight brisk_weight_rows(const brisk_weight *w, int64_t r0, int64_t n) {
+  brisk_weight v = *w;
+  v.data = (const char *)w->data + (uint64_t)r0 * w->row_bytes;
+  v.rows = n;
+  return v;
 }
 
 brisk_status brisk_model_alloc_layers(brisk_model *m) {

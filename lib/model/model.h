@@ -30,8 +30,11 @@ typedef struct brisk_layer {
   brisk_weight wv;                 /* [n_head_kv * head_dim][n_embd] */
   brisk_weight wo;                 /* [n_embd][n_head * head_dim] */
   brisk_weight bq, bk, bv;         /* qkv bias (qwen2), [rows of wq/wk/wv] */
-  brisk_weight q_norm, k_norm;     /* per-head RMSNorm (qwen3), [head_dim] */
-  brisk_weight ffn_norm;           /* [n_embd] */
+  brisk_weight q_norm, k_norm;     /* RMSNorm per head (qwen3), [head_dim], or over all
+                                    * heads (olmo2), [n_head(_kv) * head_dim] */
+  brisk_weight post_attn_norm;     /* norm of the attention output (olmo2, gemma), [n_embd] */
+  brisk_weight ffn_norm;           /* [n_embd]; attn_norm and ffn_norm are absent in olmo2 */
+  brisk_weight post_ffn_norm;      /* norm of the FFN output (olmo2, gemma), [n_embd] */
   brisk_weight ffn_gate;           /* dense FFN: [n_ff][n_embd] */
   brisk_weight ffn_up;             /* [n_ff][n_embd] */
   brisk_weight ffn_down;           /* [n_embd][n_ff] */
@@ -39,6 +42,10 @@ typedef struct brisk_layer {
   brisk_weight *expert_gate;       /* MoE: n_expert entries, each [n_ff][n_embd] */
   brisk_weight *expert_up;         /* [n_ff][n_embd] */
   brisk_weight *expert_down;       /* [n_embd][n_ff] */
+  brisk_weight shexp_gate;         /* shared expert (qwen2moe): [n_ff_shexp][n_embd] */
+  brisk_weight shexp_up;           /* [n_ff_shexp][n_embd] */
+  brisk_weight shexp_down;         /* [n_embd][n_ff_shexp] */
+  brisk_weight shexp_gate_inp;     /* its sigmoid gate: [1][n_embd] */
   uint32_t sliding_window;         /* 0: full attention in this layer */
 } brisk_layer;
 

@@ -61,8 +61,9 @@ static brisk_status visit_host(place_pass *p, brisk_weight *w) {
 
 static brisk_status visit_layer_host(place_pass *p, brisk_layer *ly) {
   const brisk_hparams *hp = &p->m->hp;
-  brisk_weight *ws[] = {&ly->wq,       &ly->wk,     &ly->wv,       &ly->wo,
-                        &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, &ly->moe_router};
+  brisk_weight *ws[] = {&ly->wq,         &ly->wk,       &ly->wv,         &ly->wo,
+                        &ly->ffn_gate,   &ly->ffn_up,   &ly->ffn_down,   &ly->moe_router,
+                        &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down, &ly->shexp_gate_inp};
   brisk_status st = BRISK_OK;
   for (size_t i = 0; i < sizeof ws / sizeof *ws && !st; i++) st = visit_host(p, ws[i]);
   for (uint32_t e = 0; ly->expert_gate && e < hp->n_expert && !st; e++)
@@ -172,10 +173,12 @@ static brisk_status to_device(brisk_model *m, brisk_weight *w, bool matrix) {
 }
 
 static brisk_status layer_to_device(brisk_model *m, brisk_layer *ly) {
-  brisk_weight *mats[] = {&ly->wq,       &ly->wk,     &ly->wv,       &ly->wo,
-                          &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, &ly->moe_router};
-  brisk_weight *vecs[] = {&ly->attn_norm, &ly->ffn_norm, &ly->bq,    &ly->bk,
-                          &ly->bv,        &ly->q_norm,   &ly->k_norm};
+  brisk_weight *mats[] = {&ly->wq,         &ly->wk,       &ly->wv,         &ly->wo,
+                          &ly->ffn_gate,   &ly->ffn_up,   &ly->ffn_down,   &ly->moe_router,
+                          &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down, &ly->shexp_gate_inp};
+  brisk_weight *vecs[] = {&ly->attn_norm,    &ly->ffn_norm, &ly->bq,     &ly->bk,
+                          &ly->bv,           &ly->q_norm,   &ly->k_norm, &ly->post_attn_norm,
+                          &ly->post_ffn_norm};
   brisk_status st = BRISK_OK;
   for (size_t i = 0; i < sizeof mats / sizeof *mats && !st; i++) st = to_device(m, mats[i], true);
   for (size_t i = 0; i < sizeof vecs / sizeof *vecs && !st; i++) st = to_device(m, vecs[i], false);

@@ -63,6 +63,22 @@ static void test_add_scale(void **state) {
     assert_int_equal(cpu->scale(cpu, a, (int64_t)n, s, want), BRISK_OK);
     ASSERT_LAUNCH(brisk_kscale(a, (int64_t)n, s, got, NULL));
     ASSERT_BITS_EQUAL(got, want, n, "scale %lld", (long long)n);
+    /* softcap against float64: tanhf differs by ulps between libm and the
+     * device, so a tolerance of a few ulps of the cap. */
+    float cap = (float)(1.0 + 20.0 * fabs(test_rng_normal(&r)));
+    ASSERT_LAUNCH(brisk_ksoftcap(a, (int64_t)n, cap, got, NULL));
+    for (size_t i = 0; i < n; i++) {
+      double w = cap * tanh((double)a[i] / cap);
+      if (fabs(got[i] - w) > 8 * 0x1p-24 * fabs(w) + 1e-30)
+        fail_msg("softcap %g: [%zu] = %.9g, want %.9g", (double)cap, i, (double)got[i], w);
+    }
+    /* sigmoid_gate against float64: expf differs by ulps. */
+    ASSERT_LAUNCH(brisk_ksigmoid_gate(a, b, rows, cols, got, NULL));
+    for (size_t i = 0; i < n; i++) {
+      double w = a[i] / (1 + exp(-(double)b[i / (size_t)cols]));
+      if (fabs(got[i] - w) > 8 * 0x1p-24 * fabs(w) + 1e-30)
+        fail_msg("sigmoid_gate: [%zu] = %.9g, want %.9g", i, (double)got[i], w);
+    }
     /* In place: out = a. */
     assert_int_equal(cpu->add(cpu, a, b, rows, cols, true, want), BRISK_OK);
     ASSERT_LAUNCH(brisk_kadd(a, b, rows, cols, true, a, NULL));

@@ -37,9 +37,10 @@ static void *dev_alloc(size_t bytes) {
 typedef struct acase {
   uint32_t dtype;
   int32_t head_dim, n_kv_heads, group, block_size, window, n_seqs, max_len;
-  bool prefill; /* the kernel: prefill, else split-KV decode */
-  bool runs;    /* queries: runs of consecutive positions, else each sequence's last */
-  float scale;  /* 0: backend.h's default 1 / sqrt(head_dim) */
+  bool prefill;  /* the kernel: prefill, else split-KV decode */
+  bool runs;     /* queries: runs of consecutive positions, else each sequence's last */
+  float scale;   /* 0: backend.h's default 1 / sqrt(head_dim) */
+  float softcap; /* > 0: scores soft-capped (Gemma 2) */
 } acase;
 
 typedef struct asetup {
@@ -160,7 +161,8 @@ static brisk_kattn_desc desc_of(const asetup *S, const acase *c, float scale) {
                             .scale = scale,
                             .sliding_window = c->window,
                             .n_tokens = S->n_tokens,
-                            .max_blocks = S->max_blocks};
+                            .max_blocks = S->max_blocks,
+                            .softcap = c->softcap};
 }
 
 /* Runs the kernel of the case: prefill, or decode with launch bound max_ctx. */
@@ -191,7 +193,7 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
   const size_t nq = (size_t)S.n_tokens * nh * hd;
   float *out = dev_alloc(nq * sizeof *out), *ref = malloc(nq * sizeof *ref);
   brisk_attn_batch batch = {S.n_tokens, S.positions, S.seq_of, S.tables, c->n_seqs, S.max_blocks};
-  brisk_attn_params params = {nh, c->scale, c->window};
+  brisk_attn_params params = {nh, c->scale, c->window, c->softcap};
   assert_int_equal(cpu->attention(cpu, &S.kv, S.k_cache, S.v_cache, S.q, &batch, &params, ref),
                    BRISK_OK);
   brisk_kattn_desc d = desc_of(&S, c, scale);
@@ -253,19 +255,22 @@ static void run_cases(bool prefill, const char *name) {
   assert_int_equal(brisk_backend_cpu_create(NULL, BRISK_CPU_ISA_AUTO, &cpu), BRISK_OK);
   /* dtype, head_dim, n_kv_heads, group, block_size, window, n_seqs, max_len */
   const acase cases[] = {
-      {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 3, 600, prefill, false, 0},
-      {BRISK_DTYPE_F32, 64, 1, 8, 32, 0, 2, 600, prefill, false, 0},
-      {BRISK_DTYPE_F16, 80, 3, 2, 7, 100, 3, 520, prefill, false, 0},
-      {BRISK_DTYPE_F32, 40, 2, 1, 16, 300, 2, 640, prefill, false, 0},
-      {BRISK_DTYPE_F16, 128, 1, 5, 16, 33, 2, 300, prefill, false, 0},
-      {BRISK_DTYPE_F32, 24, 4, 3, 5, 0, 4, 90, prefill, false, 0},
-      {BRISK_DTYPE_F16, 256, 1, 2, 32, 0, 1, 280, prefill, false, 0},
-      {BRISK_DTYPE_F32, 1024, 1, 4, 8, 20, 1, 40, prefill, false, 0},
+      {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 3, 600, prefill, false, 0, 0},
+      {BRISK_DTYPE_F32, 64, 1, 8, 32, 0, 2, 600, prefill, false, 0, 0},
+      {BRISK_DTYPE_F16, 80, 3, 2, 7, 100, 3, 520, prefill, false, 0, 0},
+      {BRISK_DTYPE_F32, 40, 2, 1, 16, 300, 2, 640, prefill, false, 0, 0},
+      {BRISK_DTYPE_F16, 128, 1, 5, 16, 33, 2, 300, prefill, false, 0, 0},
+      {BRISK_DTYPE_F32, 24, 4, 3, 5, 0, 4, 90, prefill, false, 0, 0},
+      {BRISK_DTYPE_F16, 256, 1, 2, 32, 0, 1, 280, prefill, false, 0, 0},
+      {BRISK_DTYPE_F32, 1024, 1, 4, 8, 20, 1, 40, prefill, false, 0, 0},
       /* A GQA group wider than one block's heads (split over two blocks). */
-      {BRISK_DTYPE_F16, 128, 1, 32, 16, 0, 1, 300, prefill, false, 0},
+      {BRISK_DTYPE_F16, 128, 1, 32, 16, 0, 1, 300, prefill, false, 0, 0},
       /* One key per block; blocks longer than a split-KV chunk; a scale. */
-      {BRISK_DTYPE_F16, 32, 2, 2, 1, 0, 2, 60, prefill, false, 0},
-      {BRISK_DTYPE_F32, 48, 1, 3, 300, 0, 2, 600, prefill, false, 0.3f},
+      {BRISK_DTYPE_F16, 32, 2, 2, 1, 0, 2, 60, prefill, false, 0, 0},
+      {BRISK_DTYPE_F32, 48, 1, 3, 300, 0, 2, 600, prefill, false, 0.3f, 0},
+      /* Soft-capped scores (a cap below and above the scores' range). */
+      {BRISK_DTYPE_F16, 64, 2, 2, 16, 40, 2, 200, prefill, false, 0.5f, 0.7f},
+      {BRISK_DTYPE_F32, 32, 1, 4, 8, 0, 2, 150, prefill, false, 0, 50.0f},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     for (int runs = 0; runs < 2; runs++) {

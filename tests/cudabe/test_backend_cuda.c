@@ -168,6 +168,19 @@ static void test_eltwise(void **state) {
     float *got = down(f, dout, bytes);
     expect_same("scale", got, want, bytes);
     free(got);
+    assert_int_equal(f->cpu->softcap(f->cpu, a, n, 2.5f, want), 0);
+    assert_int_equal(f->dev->softcap(f->dev, da, n, 2.5f, dout), 0);
+    got = down(f, dout, bytes);
+    expect_close("softcap", got, want, NULL, (size_t)n, 4e-7);
+    free(got);
+    assert_int_equal(f->dev->softcap(f->dev, da, n, -1.0f, dout), BRISK_E_INVALID_ARGUMENT);
+    /* sigmoid_gate: rows of a gated by b's first entries. */
+    int64_t gcols = n % 7 == 0 ? 7 : 1, grows = n / gcols;
+    assert_int_equal(f->cpu->sigmoid_gate(f->cpu, a, b, grows, gcols, want), 0);
+    assert_int_equal(f->dev->sigmoid_gate(f->dev, da, db, grows, gcols, dout), 0);
+    got = down(f, dout, bytes);
+    expect_close("sigmoid_gate", got, want, NULL, (size_t)(grows * gcols), 4e-7);
+    free(got);
     /* add as rows, and with a broadcast bias. */
     int64_t cols = n % 5 == 0 ? 5 : 1, rows = n / cols;
     assert_int_equal(f->cpu->add(f->cpu, a, b, rows, cols, false, want), 0);
@@ -580,7 +593,8 @@ static void test_gemm_rows_independent(void **state) {
 typedef struct attn_case {
   uint32_t dtype;
   int32_t head_dim, n_kv_heads, group, block_size, window, n_seqs, max_len;
-  bool decode; /* one query per sequence, at its end */
+  bool decode;   /* one query per sequence, at its end */
+  float softcap; /* > 0: scores soft-capped (Gemma 2) */
 } attn_case;
 
 static void run_attention(fixture *f, const attn_case *c) {
@@ -643,7 +657,7 @@ static void run_attention(fixture *f, const attn_case *c) {
   size_t qbytes = (size_t)nq * (size_t)nh * (size_t)hd * 4;
   float *q = rand_floats(f, qbytes / 4, -1, 1), *want = malloc(qbytes);
   brisk_attn_batch ab = {nq, qpos, qseq, tables, c->n_seqs, max_blocks};
-  brisk_attn_params ap = {nh, 0.0f, c->window};
+  brisk_attn_params ap = {nh, 0.0f, c->window, c->softcap};
   assert_int_equal(f->cpu->attention(f->cpu, &kv, kc, vc, q, &ab, &ap, want), 0);
   float *dq = up(f, q, qbytes), *dout = up(f, want, qbytes);
   if (f->dev->attention(f->dev, &kv, dkc, dvc, dq, &ab, &ap, dout))
@@ -654,9 +668,9 @@ static void run_attention(fixture *f, const attn_case *c) {
   float *scale = malloc(qbytes);
   for (size_t i = 0; i < qbytes / 4; i++) scale[i] = 1.0f;
   char what[96];
-  snprintf(what, sizeof what, "attention (%s, hd %d, gqa %d, bs %d, window %d, %s)",
+  snprintf(what, sizeof what, "attention (%s, hd %d, gqa %d, bs %d, window %d, softcap %g, %s)",
            c->dtype == BRISK_DTYPE_F16 ? "f16" : "f32", hd, c->group, bs, c->window,
-           c->decode ? "decode" : "prefill");
+           (double)c->softcap, c->decode ? "decode" : "prefill");
   expect_close(what, got, want, scale, qbytes / 4, 2e-5 + 1e-6 * sqrt((double)c->max_len));
   /* Copy-on-write: block copies into blocks no table uses, bit for bit. */
   int32_t pairs[4] = {tables[0], perm[n_blocks - 1], tables[0], perm[n_blocks - 2]};
@@ -691,13 +705,15 @@ static void run_attention(fixture *f, const attn_case *c) {
 static void test_attention(void **state) {
   fixture *f = *state;
   const attn_case cases[] = {
-      {BRISK_DTYPE_F32, 64, 2, 1, 16, 0, 3, 40, true},
-      {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 4, 300, true},
-      {BRISK_DTYPE_F16, 128, 1, 8, 32, 0, 2, 700, true}, /* several split-KV chunks */
-      {BRISK_DTYPE_F32, 80, 3, 2, 5, 7, 3, 50, true},
-      {BRISK_DTYPE_F16, 32, 2, 2, 4, 0, 2, 37, false},
-      {BRISK_DTYPE_F32, 96, 1, 3, 16, 9, 3, 45, false},
-      {BRISK_DTYPE_F16, 128, 4, 1, 16, 0, 1, 130, false},
+      {BRISK_DTYPE_F32, 64, 2, 1, 16, 0, 3, 40, true, 0},
+      {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 4, 300, true, 0},
+      {BRISK_DTYPE_F16, 128, 1, 8, 32, 0, 2, 700, true, 0}, /* several split-KV chunks */
+      {BRISK_DTYPE_F32, 80, 3, 2, 5, 7, 3, 50, true, 0},
+      {BRISK_DTYPE_F16, 32, 2, 2, 4, 0, 2, 37, false, 0},
+      {BRISK_DTYPE_F32, 96, 1, 3, 16, 9, 3, 45, false, 0},
+      {BRISK_DTYPE_F16, 128, 4, 1, 16, 0, 1, 130, false, 0},
+      {BRISK_DTYPE_F16, 64, 2, 2, 16, 8, 3, 60, true, 0.6f}, /* soft-capped scores */
+      {BRISK_DTYPE_F32, 32, 2, 2, 8, 0, 2, 40, false, 0.6f},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attention(f, &cases[i]);
 }

@@ -78,6 +78,8 @@ step "operations vs CPU (every kernel family, the GEMM path)" "$dir/tests/cudabe
 step "model logits vs CPU (test models, splits, GEMM prefill, graphs)" "$dir/tests/cudabe/test_model_cuda"
 step "NCCL communicator, world size 1" "$dir/tests/cudabe/test_comm_nccl"
 step "device enumeration and errors" "$dir/tests/test_device"
+step "every architecture vs transformers (small random models)" \
+  python3 tests/model/test_hf_reference.py "$dir/tests/cudabe/hf_logits" tools/hf_reference.py
 
 # Full logits of real models, GPU against CPU: 48 tokens as one batch (the
 # GEMM path), each row's relative L2 difference within 3e-2 (BF16

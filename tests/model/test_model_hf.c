@@ -466,6 +466,120 @@ static void test_hf_rope_validation(void **state) {
   free_arrays(&a);
 }
 
+/* Rewrites config.json with `extra` members (transformers 5 style); loads. */
+static brisk_status load_with(const char *dir, const char *extra, brisk_model **m) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f,
+          "{\"model_type\": \"llama\", \"vocab_size\": %d, \"hidden_size\": %d, "
+          "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+          "\"intermediate_size\": %d, \"max_position_embeddings\": 512, %s}",
+          VOCAB, D, LAYERS, N_HEAD, N_KV, FF, extra);
+  fclose(f);
+  return brisk_model_load(dir, NULL, m);
+}
+
+/* transformers 5 keeps RoPE under "rope_parameters": its theta and scaling
+ * are read (a folder saved that way once loaded with the default base), and
+ * any setting brisk cannot honour is refused naming the key. */
+static void test_hf_rope_parameters(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("hf_rope_parameters");
+  arrays a;
+  build(&a, "llama", &r);
+  const char *dir = test_tmpdir();
+  write_hf(&a, dir, BRISK_DTYPE_F32);
+  brisk_model *m = NULL;
+  uint64_t live = brisk_alloc_live_count();
+  assert_int_equal(
+      load_with(dir, "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 500000.0}",
+                &m),
+      BRISK_OK);
+  assert_true(m->hp.rope_base == 500000.0f);
+  assert_int_equal(m->hp.rope_scaling, BRISK_HP_ROPE_SCALING_NONE);
+  brisk_model_free(m);
+  assert_int_equal(load_with(dir,
+                             "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": "
+                             "500000.0, \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                             "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}",
+                             &m),
+                   BRISK_OK);
+  assert_true(m->hp.rope_base == 500000.0f && m->hp.rope_factor == 8.0f);
+  assert_int_equal(m->hp.rope_scaling, BRISK_HP_ROPE_SCALING_LLAMA3);
+  assert_int_equal(m->hp.rope_orig_ctx, 64);
+  brisk_model_free(m);
+  /* partial_rotary_factor inside rope_parameters (phi3 style). */
+  assert_int_equal(load_with(dir,
+                             "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": "
+                             "10000.0, \"partial_rotary_factor\": 0.5}",
+                             &m),
+                   BRISK_OK);
+  assert_int_equal(m->hp.rope_dim, HD / 2);
+  brisk_model_free(m);
+  m = NULL;
+  static const struct {
+    const char *extra, *needle;
+  } bad[] = {
+      {"\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e4, \"mrope_section\": "
+       "[1, 2]}",
+       "'rope_parameters.mrope_section'"},
+      {"\"rope_parameters\": {\"rope_type\": \"dynamic\", \"rope_theta\": 1e4, \"factor\": 2}",
+       "'rope_parameters.rope_type' 'dynamic'"},
+      {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 1e4, \"factor\": 4, "
+       "\"mscale\": 0.7}",
+       "'rope_parameters.mscale'"},
+      {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 1e4, \"factor\": 4, "
+       "\"truncate\": false}",
+       "'rope_parameters.truncate'"},
+      {"\"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e4}}",
+       "per-layer-type 'rope_parameters'"},
+      {"\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e4, "
+       "\"partial_rotary_factor\": 0.3}",
+       "partial_rotary_factor"},
+      {"\"rope_theta\": 1e4, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2, "
+       "\"finetuned\": "
+       "true}",
+       "'rope_scaling.finetuned'"},
+      {"\"rope_parameters\": {\"rope_type\": \"longrope\", \"rope_theta\": 1e4, \"short_factor\": "
+       "[1], \"long_factor\": [1]}",
+       "'rope_parameters.short_factor' must be a list of 8"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    brisk_status st = load_with(dir, bad[i].extra, &m);
+    if (st == BRISK_OK || !strstr(brisk_last_error(), bad[i].needle))
+      fprintf(stderr, "case %zu: got %d: %s\n", i, st, brisk_last_error());
+    assert_int_not_equal(st, BRISK_OK);
+    assert_non_null(strstr(brisk_last_error(), bad[i].needle));
+    assert_null(m);
+  }
+  assert_int_equal(brisk_alloc_live_count(), live);
+  test_tmpdir_remove(dir);
+  free_arrays(&a);
+}
+
+/* An unknown architecture is refused naming it and the ones brisk runs;
+ * that list is the architecture table. */
+static void test_hf_unknown_arch(void **state) {
+  (void)state;
+  const char *dir = test_tmpdir();
+  char path[512];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "{\"model_type\": \"deepseek_v2\"}");
+  fclose(f);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  f = fopen(path, "w");
+  fprintf(f, "%c%c%c%c%c%c%c%c{}", 2, 0, 0, 0, 0, 0, 0, 0);
+  fclose(f);
+  brisk_model *m = NULL;
+  assert_int_equal(brisk_model_load(dir, NULL, &m), BRISK_E_UNSUPPORTED);
+  assert_non_null(strstr(brisk_last_error(), "'deepseek_v2'"));
+  for (int a = 0; a < BRISK_ARCH_COUNT; a++)
+    assert_non_null(strstr(brisk_last_error(), brisk_arch_get((brisk_arch)a)->name));
+  test_tmpdir_remove(dir);
+}
+
 /* Last-token logits of a 4-token prompt into out[VOCAB]. */
 static void decode4(const brisk_model *m, float *out) {
   brisk_context *ctx = NULL;
@@ -534,10 +648,11 @@ static void test_hf_allocation_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_llama_f32),       cmocka_unit_test(test_llama_bf16),
-      cmocka_unit_test(test_qwen2_f16),       cmocka_unit_test(test_mixtral_f32),
-      cmocka_unit_test(test_hf_errors),       cmocka_unit_test(test_hf_rope_validation),
-      cmocka_unit_test(test_hf_read_at_load), cmocka_unit_test(test_hf_allocation_failures),
+      cmocka_unit_test(test_llama_f32),          cmocka_unit_test(test_llama_bf16),
+      cmocka_unit_test(test_qwen2_f16),          cmocka_unit_test(test_mixtral_f32),
+      cmocka_unit_test(test_hf_errors),          cmocka_unit_test(test_hf_rope_validation),
+      cmocka_unit_test(test_hf_rope_parameters), cmocka_unit_test(test_hf_unknown_arch),
+      cmocka_unit_test(test_hf_read_at_load),    cmocka_unit_test(test_hf_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

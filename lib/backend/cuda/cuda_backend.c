@@ -345,6 +345,22 @@ static brisk_status cuda_scale(brisk_backend *be, const float *x, int64_t n, flo
   return launched(cb, brisk_kscale(x, n, s, out, cb->stream), "scale");
 }
 
+static brisk_status cuda_softcap(brisk_backend *be, const float *x, int64_t n, float cap,
+                                 float *out) {
+  cuda_backend *cb = cb_of(be);
+  brisk_status st = brisk_check_softcap(x, n, cap, out);
+  if (st || n == 0) return st;
+  return launched(cb, brisk_ksoftcap(x, n, cap, out, cb->stream), "softcap");
+}
+
+static brisk_status cuda_sigmoid_gate(brisk_backend *be, const float *x, const float *g,
+                                      int64_t n_rows, int64_t n_cols, float *out) {
+  cuda_backend *cb = cb_of(be);
+  brisk_status st = brisk_check_sigmoid_gate(x, g, n_rows, n_cols, out);
+  if (st || n_rows == 0) return st;
+  return launched(cb, brisk_ksigmoid_gate(x, g, n_rows, n_cols, out, cb->stream), "sigmoid_gate");
+}
+
 static brisk_status cuda_softmax(brisk_backend *be, const float *x, int64_t n_rows, int64_t n_cols,
                                  float scale, float *out) {
   cuda_backend *cb = cb_of(be);
@@ -418,6 +434,7 @@ static brisk_status cuda_attention(brisk_backend *be, const brisk_kv_layout *kv,
       .sliding_window = params->sliding_window,
       .n_tokens = b->n_tokens,
       .max_blocks = b->max_blocks,
+      .softcap = params->softcap,
   };
   const void *src[] = {b->positions, b->seq_of_token, b->block_tables};
   size_t bytes[] = {(size_t)b->n_tokens * sizeof(int32_t), (size_t)b->n_tokens * sizeof(int32_t),
@@ -521,6 +538,8 @@ brisk_status brisk_backend_cuda_create(const brisk_cuda_rt *rt, int device, cons
       .add = cuda_add,
       .scale = cuda_scale,
       .softmax = cuda_softmax,
+      .softcap = cuda_softcap,
+      .sigmoid_gate = cuda_sigmoid_gate,
       .kv_write = cuda_kv_write,
       .kv_copy_blocks = cuda_kv_copy_blocks,
       .attention = cuda_attention,

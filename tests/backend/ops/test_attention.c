@@ -11,7 +11,8 @@
 typedef struct attn_case {
   uint32_t dtype;
   int32_t head_dim, n_kv_heads, group, block_size, window, n_seqs, max_len, max_queries;
-  float scale; /* 0: default */
+  float scale;   /* 0: default */
+  float softcap; /* > 0: scores soft-capped (Gemma 2) */
 } attn_case;
 
 typedef struct attn_setup {
@@ -144,6 +145,7 @@ static double *reference(const attn_setup *S, const attn_case *c) {
         double d = 0;
         for (int32_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
         w[j] = d * scale;
+        if (c->softcap > 0) w[j] = c->softcap * tanh(w[j] / c->softcap);
         m = fmax(m, w[j]);
       }
       for (int32_t j = lo; j <= p; j++) sum += (w[j] = exp(w[j] - m));
@@ -169,7 +171,7 @@ static void run_case(const attn_case *c, test_rng *r, ops_paths *P, ops_paths *s
     double *want = reference(&S, c);
     size_t n_out = (size_t)S.batch.n_tokens * S.n_heads * c->head_dim;
     float *out = malloc(n_out * sizeof *out);
-    brisk_attn_params ap = {S.n_heads, c->scale, c->window};
+    brisk_attn_params ap = {S.n_heads, c->scale, c->window, c->softcap};
     assert_int_equal(be->attention(be, &S.kv, S.k_cache, S.v_cache, S.q, &S.batch, &ap, out),
                      BRISK_OK);
     /* Scores: float dot products of <= 256 terms (|q.k| scale <~ 5, error
@@ -227,6 +229,7 @@ static void test_paged_attention(void **state) {
             .max_len = head_dims[hi] >= 128 ? 120 : 260,
             .max_queries = 6,
             .scale = rand_int(&r, 0, 2) ? 0.0f : (float)test_rng_uniform(&r, 0.05, 0.3),
+            .softcap = rand_int(&r, 0, 3) ? 0.0f : (float)test_rng_uniform(&r, 0.5, 50),
         };
         run_case(&c, &r, &P, &serial);
         n++;
@@ -247,7 +250,7 @@ static void test_attention_windows(void **state) {
   ops_paths P = ops_paths_open(2), serial = ops_paths_open(0);
   const int32_t windows[] = {1, 3, 16, 17, 100, 100000};
   for (size_t wi = 0; wi < sizeof windows / sizeof *windows; wi++) {
-    attn_case c = {BRISK_DTYPE_F16, 64, 2, 4, 16, windows[wi], 2, 400, 3, 0};
+    attn_case c = {BRISK_DTYPE_F16, 64, 2, 4, 16, windows[wi], 2, 400, 3, 0, 0};
     run_case(&c, &r, &P, &serial);
   }
   ops_paths_close(&P);
@@ -261,10 +264,10 @@ static void test_attention_wide_groups(void **state) {
   test_rng r = test_rng_seeded("attention_wide_groups");
   ops_paths P = ops_paths_open(2), serial = ops_paths_open(0);
   const attn_case cases[] = {
-      {BRISK_DTYPE_F16, 64, 1, 32, 16, 0, 2, 90, 3, 0},
-      {BRISK_DTYPE_F32, 512, 2, 8, 16, 0, 2, 40, 2, 0},
-      {BRISK_DTYPE_F16, 1024, 1, 3, 8, 5, 1, 30, 2, 0},
-      {BRISK_DTYPE_F16, 136, 2, 2, 7, 0, 3, 60, 3, 0},
+      {BRISK_DTYPE_F16, 64, 1, 32, 16, 0, 2, 90, 3, 0, 0},
+      {BRISK_DTYPE_F32, 512, 2, 8, 16, 0, 2, 40, 2, 0, 0},
+      {BRISK_DTYPE_F16, 1024, 1, 3, 8, 5, 1, 30, 2, 0, 0},
+      {BRISK_DTYPE_F16, 136, 2, 2, 7, 0, 3, 60, 3, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], &r, &P, &serial);
   ops_paths_close(&P);
@@ -377,14 +380,14 @@ static void test_attention_host_hook(void **state) {
   (void)state;
   test_rng r = test_rng_seeded("attention_host_hook");
   ops_paths P = ops_paths_open(0);
-  attn_case c = {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 3, 200, 4, 0};
+  attn_case c = {BRISK_DTYPE_F16, 64, 2, 4, 16, 0, 3, 200, 4, 0, 0};
   for (int b = 0; b < P.n; b++) {
     brisk_backend *be = P.be[b];
     attn_setup S;
     setup(&S, &c, &r, be);
     size_t n_out = (size_t)S.batch.n_tokens * S.n_heads * c.head_dim;
     float *own = malloc(n_out * sizeof *own), *hooked = malloc(n_out * sizeof *hooked);
-    brisk_attn_params ap = {S.n_heads, 0, 0};
+    brisk_attn_params ap = {S.n_heads, 0, 0, 0.0f};
     assert_int_equal(be->attention(be, &S.kv, S.k_cache, S.v_cache, S.q, &S.batch, &ap, own),
                      BRISK_OK);
     assert_int_equal(brisk_set_parallel_for(reverse_parallel_for, NULL, 5), BRISK_OK);
@@ -407,7 +410,7 @@ static void test_attention_bad_arguments(void **state) {
   float q[2 * 4 * 8] = {0}, out[2 * 4 * 8];
   int32_t pos[2] = {3, 5}, seq[2] = {0, 1}, tables[2][2] = {{2, 0}, {1, 3}};
   brisk_attn_batch b = {2, pos, seq, &tables[0][0], 2, 2};
-  brisk_attn_params ap = {4, 0, 0};
+  brisk_attn_params ap = {4, 0, 0, 0.0f};
   assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_OK);
   ap.n_heads = 3;
   assert_int_equal(be->attention(be, &kv, kc, vc, q, &b, &ap, out), BRISK_E_INVALID_ARGUMENT);

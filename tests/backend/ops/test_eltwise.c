@@ -151,6 +151,25 @@ static void test_add_scale(void **state) {
         for (size_t i = 0; i < n; i++) want[i] = (double)a[i] * s;
         assert_int_equal(be->scale(be, a, (int64_t)n, s, y), BRISK_OK);
         ASSERT_CLOSE(y, want, n, 0, 0x1p-24, "%s scale", be->name);
+        /* softcap: a division, libm's tanhf and a product, each rounded. */
+        float cap = (float)test_rng_uniform(&r, 0.5, 30);
+        for (size_t i = 0; i < n; i++) want[i] = cap * tanh((double)a[i] / cap);
+        assert_int_equal(be->softcap(be, a, (int64_t)n, cap, y), BRISK_OK);
+        ASSERT_CLOSE(y, want, n, 0, 8 * 0x1p-24, "%s softcap %g", be->name, (double)cap);
+        memcpy(y, a, n * sizeof *y);
+        assert_int_equal(be->softcap(be, y, (int64_t)n, cap, y), BRISK_OK); /* in place */
+        ASSERT_CLOSE(y, want, n, 0, 8 * 0x1p-24, "%s softcap in place", be->name);
+        assert_int_equal(be->softcap(be, a, (int64_t)n, 0.0f, y), BRISK_E_INVALID_ARGUMENT);
+        assert_int_equal(be->softcap(be, a, (int64_t)n, INFINITY, y), BRISK_E_INVALID_ARGUMENT);
+        /* sigmoid_gate: expf (< 2 ulp), an addition, a division, a product. */
+        for (size_t i = 0; i < n; i++)
+          want[i] = (double)a[i] / (1 + exp(-(double)bias[(i / cols) % cols]));
+        float *g = malloc((size_t)rows * sizeof *g);
+        for (int64_t i = 0; i < rows; i++) g[i] = bias[i % cols];
+        assert_int_equal(be->sigmoid_gate(be, a, g, rows, cols, y), BRISK_OK);
+        ASSERT_CLOSE(y, want, n, 0, 8 * 0x1p-24, "%s sigmoid_gate", be->name);
+        assert_int_equal(be->sigmoid_gate(be, a, NULL, rows, cols, y), BRISK_E_INVALID_ARGUMENT);
+        free(g);
       }
       free(a), free(b), free(bias), free(y), free(want);
     }

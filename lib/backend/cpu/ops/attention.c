@@ -33,6 +33,7 @@ typedef struct attn_job {
   int32_t n_heads, group, window;
   int32_t heads_per_unit, units_per_kv_head, keys_per_chunk;
   float scale;
+  float softcap; /* > 0: scores become softcap * tanh(score / softcap) */
 } attn_job;
 
 /* The keys a query at position p sees: [first_key, p]. */
@@ -93,6 +94,8 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
     }
     for (int32_t g = 0; g < nh; g++) {
       kern->scores(qs + g * hd, kf, n, hd, sc);
+      if (j->softcap > 0)
+        for (int32_t c = 0; c < n; c++) sc[c] = j->softcap * tanhf(sc[c] / j->softcap);
       float cm = -INFINITY;
       for (int32_t c = 0; c < n; c++) cm = sc[c] > cm ? sc[c] : cm;
       if (cm > m[g]) { /* rescale what was summed under the old max */
@@ -153,6 +156,7 @@ brisk_status brisk_cpu_ops_attention(brisk_backend *be, const brisk_kv_layout *k
       .units_per_kv_head = (group + heads_per_unit - 1) / heads_per_unit,
       .keys_per_chunk = keys_per_chunk,
       .scale = params->scale != 0 ? params->scale : (float)(1.0 / sqrt((double)kv->head_dim)),
+      .softcap = params->softcap,
   };
   job.kern = c->avx512 ? brisk_attn_kernels_avx512()
              : c->avx2 ? brisk_attn_kernels_avx2()

@@ -1,4 +1,5 @@
-/* Elementwise operations: gated activations (SwiGLU, GeGLU), add, scale. */
+/* Elementwise operations: gated activations (SwiGLU, GeGLU), add, scale,
+ * soft-capping, per-row sigmoid gates. */
 #include "backend/cpu/ops/ops.h"
 #include "backend/cpu/ops/vec.h"
 
@@ -124,5 +125,55 @@ brisk_status brisk_cpu_ops_scale(brisk_backend *be, const float *x, int64_t n, f
   if (st != BRISK_OK || n == 0) return st;
   scale_job job = {x, out, s};
   brisk_cpu_ops_parallel(c->pool, n, GRAIN, (double)n, scale_range, &job);
+  return BRISK_OK;
+}
+
+typedef struct softcap_job {
+  const float *x; // [n]
+  float *out;     // [n]
+  float cap;
+} softcap_job;
+
+/* cap * tanh(x / cap): the division and product rounded one by one, tanhf
+ * from libm (the device's is as accurate). */
+static void softcap_range(void *p, int64_t i0, int64_t i1) {
+  const softcap_job *j = p;
+  for (int64_t i = i0; i < i1; i++) j->out[i] = j->cap * tanhf(j->x[i] / j->cap);
+}
+
+brisk_status brisk_cpu_ops_softcap(brisk_backend *be, const float *x, int64_t n, float cap,
+                                   float *out) {
+  const brisk_cpu_ctx *c = be->ctx;
+  brisk_status st = brisk_check_softcap(x, n, cap, out);
+  if (st != BRISK_OK || n == 0) return st;
+  softcap_job job = {x, out, cap};
+  brisk_cpu_ops_parallel(c->pool, n, GRAIN, 20.0 * (double)n, softcap_range, &job);
+  return BRISK_OK;
+}
+
+typedef struct gate_job {
+  const float *x; // [n_rows][n_cols]
+  const float *g; // [n_rows]
+  float *out;     // [n_rows][n_cols]
+  int64_t n_cols;
+} gate_job;
+
+static void gate_rows(void *p, int64_t r0, int64_t r1) {
+  const gate_job *j = p;
+  for (int64_t r = r0; r < r1; r++) {
+    const float s = 1.0f / (1.0f + expf(-j->g[r]));
+    const float *x = j->x + r * j->n_cols;
+    float *o = j->out + r * j->n_cols;
+    for (int64_t i = 0; i < j->n_cols; i++) o[i] = x[i] * s;
+  }
+}
+
+brisk_status brisk_cpu_ops_sigmoid_gate(brisk_backend *be, const float *x, const float *g,
+                                        int64_t n_rows, int64_t n_cols, float *out) {
+  const brisk_cpu_ctx *c = be->ctx;
+  brisk_status st = brisk_check_sigmoid_gate(x, g, n_rows, n_cols, out);
+  if (st != BRISK_OK || n_rows == 0) return st;
+  gate_job job = {x, g, out, n_cols};
+  brisk_cpu_ops_parallel(c->pool, n_rows, 1, (double)n_rows * (double)n_cols, gate_rows, &job);
   return BRISK_OK;
 }

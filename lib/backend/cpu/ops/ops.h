@@ -45,6 +45,10 @@ brisk_status brisk_cpu_ops_glu(brisk_backend *be, brisk_glu_kind kind, const flo
 brisk_status brisk_cpu_ops_add(brisk_backend *be, const float *a, const float *b, int64_t n_rows,
                                int64_t n_cols, bool broadcast_b, float *out);
 brisk_status brisk_cpu_ops_scale(brisk_backend *be, const float *x, int64_t n, float s, float *out);
+brisk_status brisk_cpu_ops_softcap(brisk_backend *be, const float *x, int64_t n, float cap,
+                                   float *out);
+brisk_status brisk_cpu_ops_sigmoid_gate(brisk_backend *be, const float *x, const float *g,
+                                        int64_t n_rows, int64_t n_cols, float *out);
 brisk_status brisk_cpu_ops_softmax(brisk_backend *be, const float *x, int64_t n_rows,
                                    int64_t n_cols, float scale, float *out);
 brisk_status brisk_cpu_ops_kv_write(brisk_backend *be, const brisk_kv_layout *kv, void *k_cache,
