@@ -311,6 +311,14 @@ typedef struct brisk_model_params {
    * runs. -1 (default): all. Token embeddings always stay in host memory.
    * Ignored for the CPU. */
   int32_t n_gpu_layers;
+  /* Tensor parallelism in this process (docs/parallelism.md): 0 or 1
+   * (default) runs whole; 2, 4 or 8 cuts the model at load into that many
+   * rank shards, and every context on it runs them as threads of this
+   * process with the threads split between them. Logits are bit for bit
+   * those of tp_size 1. CPU device only (BRISK_E_UNSUPPORTED otherwise);
+   * a model that cannot be cut fails the load with BRISK_E_UNSUPPORTED
+   * saying why. */
+  int32_t tp_size;
 } brisk_model_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */

@@ -15,6 +15,7 @@
  *
  * Every step is one backend operation; buffers carry shape comments. */
 #include "forward/forward.h"
+#include "forward/rowpar.h"
 
 #include "core/alloc.h"
 #include "core/dtype.h"
@@ -56,6 +57,10 @@ struct brisk_forward {
   float *route_w;       /* host [max_tokens][n_expert_used] */
   int32_t *expert_rows; /* host [max_tokens] token indices routed to one expert */
   float *expert_w;      /* host [max_tokens] their routing weights */
+  /* A split model (model/shard.h): wo, ffn_down and the expert sum as
+   * fixed slots, and the output by vocabulary rows (forward/rowpar.h). */
+  bool split;
+  brisk_rowpar rp;
 };
 
 /* An absent bias: linear() then adds nothing. */
@@ -136,6 +141,11 @@ brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
     st = brisk_error_oom();
     goto fail;
   }
+  if (model->split) {
+    if ((st = brisk_rowpar_init(&f->rp, model, max_tokens))) goto fail;
+    f->split = true;
+    f->bytes += f->rp.bytes;
+  }
   if (hp->n_expert) {
     size_t ku = hp->n_expert_used;
     f->route_ids = brisk_malloc(n * ku * sizeof(int32_t));
@@ -162,6 +172,7 @@ void brisk_forward_free(brisk_forward *f) {
                      d->proj, d->gate, d->up, d->router, d->expert_in};
     for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++) d->be->buffer_free(d->be, bufs[j]);
   }
+  if (f->split) brisk_rowpar_free(&f->rp);
   brisk_free(f->staging);
   brisk_free(f->route_ids);
   brisk_free(f->route_w);
@@ -204,15 +215,43 @@ static brisk_status ffn(brisk_forward *f, const brisk_weight *wg, const brisk_we
   return linear(f, wd, &no_bias, a->gate, n, out);
 }
 
-/* x[expert_rows[j]] += expert_w[j] * proj[j] for the rows of one expert. */
-static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows) {
+/* into[expert_rows[j]] += expert_w[j] * proj[j] for the rows of one expert. */
+static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows, float *into) {
   fwd_dev *a = f->cur;
   brisk_backend *be = a->be;
   int64_t d = f->model->hp.n_embd;
   for (int32_t j = 0; j < rows; j++) {
-    float *y = a->proj + (size_t)j * (size_t)d, *x = a->x + (size_t)f->expert_rows[j] * (size_t)d;
+    float *y = a->proj + (size_t)j * (size_t)d, *x = into + (size_t)f->expert_rows[j] * (size_t)d;
     brisk_status st;
     if ((st = be->scale(be, y, d, f->expert_w[j], y)) || (st = be->add(be, x, y, 1, d, false, x)))
+      return st;
+  }
+  return BRISK_OK;
+}
+
+/* Experts [e0, e1) on the rows routed to them, each output weighted by
+ * the token's routing weight and added into `into` ([n][n_embd]). */
+static brisk_status run_experts(brisk_forward *f, const brisk_layer *ly, int32_t n, int32_t e0,
+                                int32_t e1, float *into) {
+  const brisk_hparams *hp = &f->model->hp;
+  fwd_dev *a = f->cur;
+  brisk_backend *be = a->be;
+  int32_t ku = (int32_t)hp->n_expert_used;
+  for (int32_t e = e0; e < e1; e++) {
+    int32_t rows = 0;
+    for (int32_t t = 0; t < n; t++)
+      for (int32_t j = 0; j < ku; j++)
+        if (f->route_ids[t * ku + j] == e) {
+          f->expert_rows[rows] = t;
+          f->expert_w[rows++] = f->route_w[t * ku + j];
+        }
+    if (rows == 0) continue;
+    brisk_status st;
+    if ((st = be->embed(be, BRISK_DTYPE_F32, a->h, n, hp->n_embd, f->expert_rows, rows,
+                        a->expert_in)) ||
+        (st = ffn(f, &ly->expert_gate[e], &ly->expert_up[e], &ly->expert_down[e], a->expert_in,
+                  rows, a->proj)) ||
+        (st = scatter_add_scaled(f, rows, into)))
       return st;
   }
   return BRISK_OK;
@@ -221,8 +260,10 @@ static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows) {
 /* Mixture of experts: each token goes to its top-k experts; their outputs,
  * weighted by the renormalized router probabilities, are added to x.
  * Experts run in id order on the rows routed to them, so a token's sum is
- * taken in an order that depends on that token alone. */
-static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
+ * taken in an order that depends on that token alone. A split model sums
+ * each slot's experts (this rank's slots; the others are absent here) into
+ * a zeroed partial sum, and the slots in the fixed tree. */
+static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t il, int32_t n) {
   const brisk_hparams *hp = &f->model->hp;
   fwd_dev *a = f->cur;
   brisk_backend *be = a->be;
@@ -232,23 +273,27 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
       (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, true, f->route_ids,
                           f->route_w)))
     return st;
-  for (int32_t e = 0; e < (int32_t)hp->n_expert; e++) {
-    int32_t rows = 0;
-    for (int32_t t = 0; t < n; t++)
-      for (int32_t j = 0; j < ku; j++)
-        if (f->route_ids[t * ku + j] == e) {
-          f->expert_rows[rows] = t;
-          f->expert_w[rows++] = f->route_w[t * ku + j];
-        }
-    if (rows == 0) continue;
-    if ((st = be->embed(be, BRISK_DTYPE_F32, a->h, n, hp->n_embd, f->expert_rows, rows,
-                        a->expert_in)) ||
-        (st = ffn(f, &ly->expert_gate[e], &ly->expert_up[e], &ly->expert_down[e], a->expert_in,
-                  rows, a->proj)) ||
-        (st = scatter_add_scaled(f, rows)))
+  if (!f->split) return run_experts(f, ly, n, 0, (int32_t)hp->n_expert, a->x);
+  const brisk_split_layer *sl = &f->model->split->layers[il];
+  for (int32_t j = 0; j < f->model->split->n_slots; j++) {
+    float *part = brisk_rowpar_slot(&f->rp);
+    memset(part, 0, (size_t)n * hp->n_embd * sizeof(float));
+    if ((st = run_experts(f, ly, n, sl->expert[j], sl->expert[j + 1], part)) ||
+        (st = brisk_rowpar_push(&f->rp, be, n)))
       return st;
   }
-  return BRISK_OK;
+  return brisk_rowpar_finish(&f->rp, be, n, a->x);
+}
+
+/* x += the slots of a row-parallel weight over in ([n][in_cols]). */
+static brisk_status rowpar(brisk_forward *f, const brisk_weight *w, const int32_t *col,
+                           const float *in, int64_t in_cols, int32_t n) {
+  brisk_backend *be = f->cur->be;
+  for (int32_t j = 0; j < f->model->split->n_slots; j++) {
+    brisk_status st = brisk_rowpar_matmul(&f->rp, be, &w[j], in, in_cols, col[j], col[j + 1], n);
+    if (st) return st;
+  }
+  return brisk_rowpar_finish(&f->rp, be, n, f->cur->x);
 }
 
 static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv, int32_t il,
@@ -278,6 +323,10 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   brisk_attn_params ap = {(int32_t)hp->n_head, 0.0f, (int32_t)ly->sliding_window};
   if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)))
     return st;
+  if (f->split) {
+    const brisk_split_layer *sl = &f->model->split->layers[il];
+    return rowpar(f, sl->wo, sl->att_col, a->att, qd, n);
+  }
   if ((st = linear(f, &ly->wo, &no_bias, a->att, n, a->proj))) return st;
   return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
 }
@@ -289,7 +338,16 @@ static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
   brisk_backend *be = a->be;
   brisk_status st = be->rmsnorm(be, a->x, ly->ffn_norm.data, n, hp->n_embd, hp->rms_eps, a->h);
   if (st) return st;
-  if (hp->n_expert) return moe(f, ly, n);
+  if (hp->n_expert) return moe(f, ly, il, n);
+  if (f->split) {
+    const brisk_split_layer *sl = &f->model->split->layers[il];
+    if ((st = linear(f, &ly->ffn_gate, &no_bias, a->h, n, a->gate)) ||
+        (st = linear(f, &ly->ffn_up, &no_bias, a->h, n, a->up)) ||
+        (st = be->glu(be, BRISK_GLU_SWIGLU, a->gate, a->up, (int64_t)n * ly->ffn_gate.rows,
+                      a->gate)))
+      return st;
+    return rowpar(f, sl->down, sl->ff_col, a->gate, ly->ffn_gate.rows, n);
+  }
   if ((st = ffn(f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, a->h, n, a->proj))) return st;
   return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
 }
@@ -304,6 +362,7 @@ brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
                        b->n_tokens, f->max_tokens);
   /* Embeddings are gathered on the host, whatever runs the layers. */
   f->cur = &f->dev[0];
+  f->rp.top = 0; /* a failed pass may have left partial sums */
   brisk_backend *be = f->cur->be;
   brisk_status st = be->embed(be, m->token_embd.type, m->token_embd.data, hp->n_vocab, hp->n_embd,
                               b->tokens, b->n_tokens, f->cur->x);
@@ -324,9 +383,13 @@ brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
                       a->h)) ||
       (st = be->rmsnorm(be, a->h, m->output_norm.data, b->n_out, hp->n_embd, hp->rms_eps, a->h)))
     return st;
+  if (f->split && m->split->tp_size > 1)
+    return brisk_rowpar_output(&f->rp, be, m, a->h, b->n_out, logits);
   return be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols, a->h,
                     b->n_out, logits);
 }
+
+void brisk_forward_set_comm(brisk_forward *f, brisk_comm *comm) { f->rp.comm = comm; }
 
 int brisk_forward_layer_device(const brisk_model *m, int32_t layer) {
   return layer < m->n_dev_layers ? 1 : 0;

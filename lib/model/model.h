@@ -68,6 +68,13 @@ struct brisk_model {
   struct brisk_vocab *vocab;  /* NULL when the file has no supported tokenizer */
   char *vocab_error;          /* why vocab is NULL (for the vocabulary calls' message) */
   char *path;
+  /* Tensor parallelism (model/shard.h): the row-parallel slot split the
+   * forward pass reads (NULL: none); with tp_size > 1, the ranks' shards,
+   * which borrow this model's source, vocabulary and path (is_shard). */
+  struct brisk_split *split;
+  struct brisk_model **tp_ranks;
+  int32_t tp_size;
+  bool is_shard;
 };
 
 /* Metadata access that works for both sources (GGUF keys; for Hugging Face

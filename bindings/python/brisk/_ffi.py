@@ -26,7 +26,8 @@ LOG_FN = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 class ModelParams(Structure):
     _fields_ = [("struct_size", c_uint32), ("progress", PROGRESS_FN),
                 ("progress_user_data", c_void_p), ("use_mmap", c_int), ("vocab_only", c_int),
-                ("repack", c_int), ("device", c_char_p), ("n_gpu_layers", c_int32)]
+                ("repack", c_int), ("device", c_char_p), ("n_gpu_layers", c_int32),
+                ("tp_size", c_int32)]
 
 
 class TensorInfo(Structure):

@@ -83,6 +83,7 @@ pub struct brisk_model_params {
     pub repack: c_int,
     pub device: *const c_char,
     pub n_gpu_layers: i32,
+    pub tp_size: i32,
 }
 
 #[repr(C)]

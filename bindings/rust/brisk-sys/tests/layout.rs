@@ -34,7 +34,8 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             vocab_only,
             repack,
             device,
-            n_gpu_layers
+            n_gpu_layers,
+            tp_size
         }),
         layout!(brisk_tensor_info { struct_size, name, r#type, n_dims, dims, n_bytes }),
         layout!(brisk_context_params {
