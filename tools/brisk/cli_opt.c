@@ -326,6 +326,11 @@ cli_group cli_model_group(cli_model_args *a, const char *path_help) {
                                        "on the CPU (default -1: all)",
                                        -1, 1 << 20),
                            .given = &a->n_gpu_layers_given};
+  a->opts[n++] = (cli_opt){CLI_INT_OPT(0, "tp", &a->tp, "N",
+                                       "tensor parallelism: the model cut into N ranks (1, 2,\n"
+                                       "4, 8), threads of this process sharing --threads;\n"
+                                       "logits bit for bit those of 1 (CPU only)",
+                                       0, 8)};
   return (cli_group){"model", a->opts, n};
 }
 
@@ -335,4 +340,5 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
   mp->repack = !a->no_repack;
   mp->device = a->device;
   if (a->n_gpu_layers_given) mp->n_gpu_layers = a->n_gpu_layers;
+  mp->tp_size = a->tp;
 }

@@ -123,6 +123,7 @@ typedef struct cli_model_args {
   const char *device; /* --device cpu|cuda:N (NULL: the CPU) */
   int n_gpu_layers;   /* --n-gpu-layers N, when n_gpu_layers_given */
   bool n_gpu_layers_given;
+  int tp;                           /* --tp N: tensor-parallel ranks (0: none) */
   cli_opt opts[CLI_MODEL_MAX_OPTS]; /* the declarations, filled by cli_model_group */
 } cli_model_args;
 
