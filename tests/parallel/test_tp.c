@@ -5,6 +5,7 @@
  * by TP) and on the shared models; each rank holds only its share of the
  * weights; a rank that fails mid-step makes the step fail on every rank,
  * with none left waiting. */
+#include "engine_harness.h"
 #include "test_models.h"
 
 #include "core/dtype.h"
@@ -266,11 +267,66 @@ static void test_refusals(void **state) {
   assert_null(m);
 }
 
+/* The engine on TP = 2 and 4 gives TP = 1's tokens for a mixed workload
+ * (greedy and seeded sampling, prompts of many lengths, chunked prefill)
+ * on a pool a quarter of the demand, so that requests are preempted, in
+ * both preemption modes (swap falls back to recomputing under TP). */
+static void test_engine(void **state) {
+  (void)state;
+  test_model_spec s = test_model_default("llama");
+  s.n_head = 8;
+  s.n_head_kv = 4;
+  char path[256];
+  write_model("engine", &s, path, sizeof path);
+  enum { N = 8 };
+  static eh_job base[N], jobs[N];
+  test_rng r = test_rng_seeded("tp_engine");
+  brisk_model *m1 = load_tp(path, 1);
+  int32_t demand = 0;
+  for (int i = 0; i < N; i++) {
+    eh_random_job(&r, m1, &base[i], 24, 20, i % 2);
+    base[i].stop_at_eog = 0;
+    demand += base[i].n_prompt + base[i].max_tokens;
+  }
+  for (int mode = 0; mode < 2; mode++) {
+    eh_job ref[N];
+    for (int tp = 1; tp <= 4; tp *= 2) {
+      brisk_model *m = tp == 1 ? m1 : load_tp(path, tp);
+      brisk_engine_params p;
+      brisk_engine_params_init(&p);
+      p.n_threads = 2;
+      p.kv_tokens = demand / 4 > 64 ? demand / 4 : 64;
+      p.block_size = 4;
+      p.max_batch_tokens = 16;
+      p.max_running = N;
+      p.reserve_blocks = 0;
+      p.preempt_mode = mode ? BRISK_PREEMPT_SWAP : BRISK_PREEMPT_RECOMPUTE;
+      brisk_engine *e = NULL;
+      if (brisk_engine_create(m, &p, &e)) fail_msg("engine: %s", brisk_last_error());
+      memcpy(jobs, base, sizeof jobs);
+      for (int i = 0; i < N; i++) assert_int_equal(eh_submit(e, &jobs[i]), BRISK_OK);
+      eh_run(e, jobs, N, 100000);
+      brisk_engine_counters c = {.struct_size = sizeof c};
+      assert_int_equal(brisk_engine_stats(e, &c), BRISK_OK);
+      assert_true(c.n_preemptions > 0);
+      assert_int_equal(c.n_finished, N);
+      if (tp == 1)
+        memcpy(ref, jobs, sizeof ref);
+      else
+        for (int i = 0; i < N; i++) eh_expect_same(&ref[i], &jobs[i]);
+      brisk_engine_free(e);
+      if (tp != 1) brisk_model_free(m);
+    }
+  }
+  brisk_model_free(m1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_grid_random),  cmocka_unit_test(test_grid_uneven_heads),
       cmocka_unit_test(test_grid_shared),  cmocka_unit_test(test_memory_per_rank),
       cmocka_unit_test(test_forced_error), cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_engine),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
