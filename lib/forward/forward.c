@@ -229,6 +229,13 @@ static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows, float *in
   return BRISK_OK;
 }
 
+/* The layer's slot split, when the model has one and the host runs the
+ * layer (device layers keep whole wo / ffn_down). */
+static const brisk_split_layer *split_of(const brisk_forward *f, int32_t il) {
+  if (!f->split || brisk_forward_layer_device(f->model, il)) return NULL;
+  return &f->model->split->layers[il];
+}
+
 /* Experts [e0, e1) on the rows routed to them, each output weighted by
  * the token's routing weight and added into `into` ([n][n_embd]). */
 static brisk_status run_experts(brisk_forward *f, const brisk_layer *ly, int32_t n, int32_t e0,
@@ -273,8 +280,8 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t il, int
       (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, true, f->route_ids,
                           f->route_w)))
     return st;
-  if (!f->split) return run_experts(f, ly, n, 0, (int32_t)hp->n_expert, a->x);
-  const brisk_split_layer *sl = &f->model->split->layers[il];
+  const brisk_split_layer *sl = split_of(f, il);
+  if (!sl) return run_experts(f, ly, n, 0, (int32_t)hp->n_expert, a->x);
   for (int32_t j = 0; j < f->model->split->n_slots; j++) {
     float *part = brisk_rowpar_slot(&f->rp);
     memset(part, 0, (size_t)n * hp->n_embd * sizeof(float));
@@ -323,10 +330,8 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   brisk_attn_params ap = {(int32_t)hp->n_head, 0.0f, (int32_t)ly->sliding_window};
   if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)))
     return st;
-  if (f->split) {
-    const brisk_split_layer *sl = &f->model->split->layers[il];
-    return rowpar(f, sl->wo, sl->att_col, a->att, qd, n);
-  }
+  const brisk_split_layer *sl = split_of(f, il);
+  if (sl) return rowpar(f, sl->wo, sl->att_col, a->att, qd, n);
   if ((st = linear(f, &ly->wo, &no_bias, a->att, n, a->proj))) return st;
   return be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x);
 }
@@ -339,8 +344,8 @@ static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
   brisk_status st = be->rmsnorm(be, a->x, ly->ffn_norm.data, n, hp->n_embd, hp->rms_eps, a->h);
   if (st) return st;
   if (hp->n_expert) return moe(f, ly, il, n);
-  if (f->split) {
-    const brisk_split_layer *sl = &f->model->split->layers[il];
+  const brisk_split_layer *sl = split_of(f, il);
+  if (sl) {
     if ((st = linear(f, &ly->ffn_gate, &no_bias, a->h, n, a->gate)) ||
         (st = linear(f, &ly->ffn_up, &no_bias, a->h, n, a->up)) ||
         (st = be->glu(be, BRISK_GLU_SWIGLU, a->gate, a->up, (int64_t)n * ly->ffn_gate.rows,

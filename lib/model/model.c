@@ -276,7 +276,7 @@ static brisk_status load(const load_from *from, const char *name,
   m->device = device;
   if ((st = open_source(from, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
-      (m->layers && (st = brisk_model_split(m, params.tp_size))) ||
+      (m->layers && (st = brisk_model_split(m, params.tp_size, params.n_gpu_layers))) ||
       (m->layers && !m->tp_size && (st = brisk_model_place(m, &params))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
     brisk_model_free(m);

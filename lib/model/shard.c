@@ -124,7 +124,7 @@ static void free_split(brisk_split *sp) {
 
 /* The split of rank `rank` of tp, n_slots slots each, over the model's layers. */
 static brisk_status make_split(const brisk_model *m, int32_t tp, int32_t rank, int32_t n_slots,
-                               brisk_split **out) {
+                               uint32_t first_layer, brisk_split **out) {
   brisk_split *sp = brisk_calloc(1, sizeof *sp);
   if (!sp || !(sp->layers = brisk_calloc(m->hp.n_layer, sizeof *sp->layers))) {
     brisk_free(sp);
@@ -138,7 +138,7 @@ static brisk_status make_split(const brisk_model *m, int32_t tp, int32_t rank, i
     if (sp->vocab_begin[q + 1] - sp->vocab_begin[q] > sp->vocab_max)
       sp->vocab_max = sp->vocab_begin[q + 1] - sp->vocab_begin[q];
   brisk_status st = BRISK_OK;
-  for (uint32_t l = 0; l < m->hp.n_layer && !st; l++)
+  for (uint32_t l = first_layer; l < m->hp.n_layer && !st; l++)
     st = split_layer(sp, m, &m->layers[l], rank * n_slots, n_slots, &sp->layers[l]);
   if (st) {
     free_split(sp);
@@ -148,11 +148,11 @@ static brisk_status make_split(const brisk_model *m, int32_t tp, int32_t rank, i
   return BRISK_OK;
 }
 
-brisk_status brisk_split_attach(brisk_model *m) {
-  if (m->n_dev_layers > 0 || m->output_on_device || m->split) return BRISK_OK;
+brisk_status brisk_split_attach(brisk_model *m, uint32_t first_host_layer) {
+  if (m->split || first_host_layer >= m->hp.n_layer) return BRISK_OK;
   int32_t slots = brisk_split_model_slots(m);
   if (slots == 1) return BRISK_OK;
-  return make_split(m, 1, 0, slots, &m->split);
+  return make_split(m, 1, 0, slots, first_host_layer, &m->split);
 }
 
 /* Rows of the rank's KV heads for wk / wv (and bk / bv): a view when the
@@ -215,7 +215,7 @@ static brisk_status make_rank(const brisk_model *m, int32_t tp, int32_t rank, br
   r->is_shard = true;
   r->hp.n_head = (uint32_t)(h1 - h0);
   brisk_status st;
-  if ((st = make_split(m, tp, rank, n, &r->split)) ||
+  if ((st = make_split(m, tp, rank, n, 0, &r->split)) ||
       !(r->layers = brisk_calloc(hp->n_layer, sizeof *r->layers))) {
     st = st ? st : brisk_error_oom();
     goto fail;
@@ -278,9 +278,9 @@ brisk_status brisk_split_make_ranks(brisk_model *m, int32_t tp) {
                        "build splits CPU models only");
   if (brisk_split_model_slots(m) != BRISK_SPLIT_SLOTS)
     return brisk_error(BRISK_E_UNSUPPORTED,
-                       "tensor parallelism: tensor '%s' (%s, heads of %u) cannot be cut at head "
-                       "boundaries into whole blocks",
-                       m->layers[0].wo.name, brisk_dtype_name(m->layers[0].wo.type), hp->head_dim);
+                       "tensor parallelism: the attention output weights (%s, heads of %u) "
+                       "cannot be cut at head boundaries into whole blocks",
+                       brisk_dtype_name(m->layers[0].wo.type), hp->head_dim);
   if (hp->n_head < (uint32_t)tp)
     return brisk_error(BRISK_E_UNSUPPORTED, "tensor parallelism: %u query heads for %d ranks",
                        hp->n_head, tp);
@@ -300,14 +300,19 @@ brisk_status brisk_split_make_ranks(brisk_model *m, int32_t tp) {
   return st;
 }
 
-brisk_status brisk_model_split(brisk_model *m, int32_t tp_size) {
+brisk_status brisk_model_split(brisk_model *m, int32_t tp_size, int32_t n_gpu_layers) {
   if (!brisk_device_is_cpu(&m->device)) {
-    if (tp_size < 2) return BRISK_OK;
-    return brisk_error(BRISK_E_UNSUPPORTED,
-                       "tensor parallelism on a GPU device needs the NCCL communicator; this "
-                       "build splits CPU models only");
+    if (tp_size > 1)
+      return brisk_error(BRISK_E_UNSUPPORTED,
+                         "tensor parallelism on a GPU device needs the NCCL communicator; this "
+                         "build splits CPU models only");
+    /* The layers that stay on the host run the same split as a CPU model
+     * (as model/place.c counts them), so that they give its bits. */
+    uint32_t n = m->hp.n_layer;
+    return brisk_split_attach(
+        m, n_gpu_layers < 0 || (uint32_t)n_gpu_layers > n ? n : (uint32_t)n_gpu_layers);
   }
-  return tp_size > 1 ? brisk_split_make_ranks(m, tp_size) : brisk_split_attach(m);
+  return tp_size > 1 ? brisk_split_make_ranks(m, tp_size) : brisk_split_attach(m, 0);
 }
 
 void brisk_split_free(brisk_model *m) {

@@ -59,10 +59,10 @@ typedef struct brisk_split {
 /* Whether the model can be cut into BRISK_SPLIT_SLOTS slots (else 1). */
 int32_t brisk_split_model_slots(const brisk_model *m);
 
-/* Attaches the TP = 1 split to a host-memory model (m->split): the slot
- * copies of wo / ffn_down. A model with layers on a device, or one slot,
- * gets none (its layers use wo / ffn_down as they are). */
-brisk_status brisk_split_attach(brisk_model *m);
+/* Attaches the TP = 1 split (m->split): the slot copies of wo / ffn_down
+ * of the layers from first_host_layer on (those the CPU runs; the device's
+ * layers use wo / ffn_down as they are). A model of one slot gets none. */
+brisk_status brisk_split_attach(brisk_model *m, uint32_t first_host_layer);
 
 /* Makes the shards of a host model for tp_size ranks (2..BRISK_TP_MAX,
  * dividing BRISK_SPLIT_SLOTS): m->tp_ranks[r], each a model whose hparams
@@ -73,7 +73,7 @@ brisk_status brisk_split_make_ranks(brisk_model *m, int32_t tp_size);
 
 /* At load, before placement: tp_size > 1 makes the ranks (CPU models
  * only); otherwise a CPU model gets its TP = 1 split. */
-brisk_status brisk_model_split(brisk_model *m, int32_t tp_size);
+brisk_status brisk_model_split(brisk_model *m, int32_t tp_size, int32_t n_gpu_layers);
 
 /* Frees m->split and m->tp_ranks. */
 void brisk_split_free(brisk_model *m);

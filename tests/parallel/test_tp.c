@@ -265,6 +265,26 @@ static void test_refusals(void **state) {
   assert_int_equal(brisk_model_load(path, &mp, &m), BRISK_E_UNSUPPORTED);
   assert_non_null(strstr(brisk_last_error(), "heads"));
   assert_null(m);
+  /* Q4_K rows are blocks of 256: 64-dim heads cannot be cut in whole
+   * blocks, so the model keeps one slot: TP 1 loads (unsplit), TP 2 is
+   * refused by name. */
+  test_model_spec k = test_model_default("llama");
+  k.n_embd = 256;
+  k.n_head = 4;
+  k.n_head_kv = 4;
+  k.head_dim = 64;
+  k.n_ff = 256;
+  k.weight_type = BRISK_DTYPE_Q4_K;
+  write_model("q4k", &k, path, sizeof path);
+  mp.tp_size = 1;
+  assert_int_equal(brisk_model_load(path, &mp, &m), BRISK_OK);
+  assert_null(m->split);
+  brisk_model_free(m);
+  m = NULL;
+  mp.tp_size = 2;
+  assert_int_equal(brisk_model_load(path, &mp, &m), BRISK_E_UNSUPPORTED);
+  if (!strstr(brisk_last_error(), "attention output")) fail_msg("%s", brisk_last_error());
+  assert_null(m);
 }
 
 /* The engine on TP = 2 and 4 gives TP = 1's tokens for a mixed workload
@@ -284,7 +304,12 @@ static void test_engine(void **state) {
   brisk_model *m1 = load_tp(path, 1);
   int32_t demand = 0;
   for (int i = 0; i < N; i++) {
-    eh_random_job(&r, m1, &base[i], 24, 20, i % 2);
+    eh_random_job(&r, m1, &base[i], 8, 20, i % 2);
+    /* 17..24 prompt tokens, 20 out: the demand is over 4 pools of 64. */
+    base[i].n_prompt += 16;
+    for (int32_t k = 0; k < base[i].n_prompt; k++)
+      base[i].prompt[k] = (int32_t)(test_rng_u64(&r) % (uint64_t)s.n_vocab);
+    base[i].max_tokens = 20;
     base[i].stop_at_eog = 0;
     demand += base[i].n_prompt + base[i].max_tokens;
   }
@@ -295,7 +320,8 @@ static void test_engine(void **state) {
       brisk_engine_params p;
       brisk_engine_params_init(&p);
       p.n_threads = 2;
-      p.kv_tokens = demand / 4 > 64 ? demand / 4 : 64;
+      assert_true(demand >= 4 * 64);
+      p.kv_tokens = 64;
       p.block_size = 4;
       p.max_batch_tokens = 16;
       p.max_running = N;
