@@ -347,12 +347,46 @@ static void test_engine(void **state) {
   brisk_model_free(m1);
 }
 
+/* The slot matmuls keep batch invariance: a prompt as one batch and token
+ * by token give the same last logits, bit for bit. */
+static void test_batch_invariance(void **state) {
+  (void)state;
+  test_model_spec s = test_model_default("llama");
+  char path[256];
+  write_model("inv", &s, path, sizeof path);
+  brisk_model *m = load_tp(path, 1);
+  int32_t nv = brisk_model_n_vocab(m), n = 12;
+  float *a = malloc((size_t)nv * sizeof(float));
+  assert_non_null(a);
+  brisk_batch *b = NULL;
+  assert_int_equal(brisk_batch_create(n, &b), BRISK_OK);
+  brisk_context *c = make_ctx(m, 2);
+  for (int32_t i = 0; i < n; i++) brisk_batch_add(b, (i * 5 + 1) % nv, i, 0, i == n - 1);
+  assert_int_equal(brisk_decode(c, b), BRISK_OK);
+  memcpy(a, brisk_get_logits(c, n - 1), (size_t)nv * sizeof(float));
+  brisk_context_free(c);
+  c = make_ctx(m, 2);
+  for (int32_t i = 0; i < n; i++) {
+    brisk_batch_clear(b);
+    brisk_batch_add(b, (i * 5 + 1) % nv, i, 0, 1);
+    assert_int_equal(brisk_decode(c, b), BRISK_OK);
+  }
+  const float *g = brisk_get_logits(c, 0);
+  for (int32_t v = 0; v < nv; v++)
+    if (memcmp(&a[v], &g[v], sizeof(float)))
+      fail_msg("logit %d: %.9g as a batch, %.9g token by token", v, (double)a[v], (double)g[v]);
+  brisk_context_free(c);
+  brisk_batch_free(b);
+  free(a);
+  brisk_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_grid_random),  cmocka_unit_test(test_grid_uneven_heads),
       cmocka_unit_test(test_grid_shared),  cmocka_unit_test(test_memory_per_rank),
       cmocka_unit_test(test_forced_error), cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_engine),
+      cmocka_unit_test(test_engine),       cmocka_unit_test(test_batch_invariance),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
