@@ -322,6 +322,14 @@ typedef struct brisk_model_params {
    * would pass it is skipped (the weights are used as stored). Mapped
    * weights used in place are page cache and do not count. */
   uint64_t memory_limit;
+  /* Tensor parallelism in this process (docs/parallelism.md): 0 or 1
+   * (default) runs whole; 2, 4 or 8 cuts the model at load into that many
+   * rank shards, and every context on it runs them as threads of this
+   * process with the threads split between them. Logits are bit for bit
+   * those of tp_size 1. CPU device only (BRISK_E_UNSUPPORTED otherwise);
+   * a model that cannot be cut fails the load with BRISK_E_UNSUPPORTED
+   * saying why. */
+  int32_t tp_size;
 } brisk_model_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */

@@ -3,11 +3,13 @@
 #include "context/batch.h"
 #include "context/context.h"
 #include "context/swap.h"
+#include "context/tp.h"
 
 #include "backend/device.h"
 #include "core/abi.h"
 #include "core/alloc.h"
 #include "core/checked.h"
+#include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/memcap.h"
@@ -45,6 +47,10 @@ struct brisk_context {
   int32_t n_logit_entries; /* entries of the last decode; 0 before the first */
   /* What the context's calls allocate is charged here (core/memcap.h). */
   brisk_mem_account *mem;
+  /* A model loaded with tp_size > 1: this context is rank 0 (its backend,
+   * forward pass and KV storage run shard 0) and tp holds the followers. */
+  brisk_tp *tp;
+  brisk_comm *comm0;
 };
 
 BRISK_API void brisk_context_params_init(brisk_context_params *p) {
@@ -134,6 +140,7 @@ static brisk_backend *output_backend(const brisk_context *c) {
 
 BRISK_API void brisk_context_free(brisk_context *c) {
   if (!c) return;
+  brisk_tp_free(c->tp);
   for (uint32_t l = 0; l < c->model->hp.n_layer; l++) {
     brisk_backend *be = brisk_context_layer_backend(c, l);
     if (!be) continue; /* creation failed before the backends existed */
@@ -172,9 +179,15 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   brisk_status st = copy_params(params, &p);
   if (st) return st;
   const brisk_hparams *hp = &model->hp;
+  /* Tensor parallelism: rank 0's shard, its KV heads, its share of the
+   * threads (KV figures are rank 0's). */
+  const brisk_model *shard = model->tp_size > 1 ? model->tp_ranks[0] : model;
+  int tp = model->tp_size > 1 ? model->tp_size : 1;
+  int rank_threads = p.n_threads > 0 ? p.n_threads : brisk_cpu_count();
+  rank_threads = rank_threads / tp > 0 ? rank_threads / tp : 1;
   size_t elt = p.kv_type == BRISK_KV_F16 ? 2 : 4;
   uint64_t bytes_per_block =
-      2ull * hp->n_layer * hp->n_head_kv * hp->head_dim * (uint64_t)p.block_size * elt;
+      2ull * hp->n_layer * shard->hp.n_head_kv * hp->head_dim * (uint64_t)p.block_size * elt;
   int32_t n_blocks = 0;
   if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
 
@@ -195,7 +208,7 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   c->bytes_per_block = bytes_per_block;
   c->storage.layout =
       (brisk_kv_layout){p.kv_type == BRISK_KV_F16 ? BRISK_DTYPE_F16 : BRISK_DTYPE_F32, n_blocks,
-                        (int32_t)hp->n_head_kv, p.block_size, (int32_t)hp->head_dim};
+                        (int32_t)shard->hp.n_head_kv, p.block_size, (int32_t)hp->head_dim};
   size_t nb = (size_t)p.max_batch_tokens, nv = hp->n_vocab;
   c->slot = brisk_malloc(nb * sizeof *c->slot);
   c->seq_row = brisk_malloc(nb * sizeof *c->seq_row);
@@ -213,17 +226,20 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   }
   for (int32_t i = 0; i < p.n_seq_max; i++) c->row_of_seq[i] = -1;
   brisk_device_ref host = brisk_device_cpu();
-  if ((st = brisk_threadpool_create(p.n_threads, &c->pool)) ||
+  if ((st = brisk_threadpool_create(tp > 1 ? rank_threads : p.n_threads, &c->pool)) ||
       (st = brisk_device_backend_create(&host, c->pool, &c->be)) ||
       (model->n_dev_layers > 0 &&
        (st = brisk_device_backend_create(&model->device, c->pool, &c->dev_be))) ||
       (st = brisk_kv_create(n_blocks, p.block_size, p.n_seq_max, p.prefix_cache != 0, &c->kv)) ||
       (st = alloc_kv_storage(c)) ||
-      (st = brisk_forward_create(model, c->be, c->dev_be, p.max_batch_tokens, &c->fwd)) ||
+      (st = brisk_forward_create(shard, c->be, c->dev_be, p.max_batch_tokens, &c->fwd)) ||
+      (tp > 1 && (st = brisk_tp_create(model, rank_threads, c->storage.layout.dtype, n_blocks,
+                                       p.block_size, p.max_batch_tokens, &c->tp, &c->comm0))) ||
       (st = output_backend(c)->buffer_alloc(output_backend(c), nb * nv * sizeof(float),
                                             (void **)&c->logits_dev)))
     goto fail;
   brisk_mem_leave(outer);
+  if (c->tp) brisk_forward_set_comm(c->fwd, c->comm0);
   *out = c;
   return BRISK_OK;
 fail:
@@ -364,11 +380,22 @@ static brisk_status decode(brisk_context *c, const brisk_batch *b) {
       brisk_kv_reserve(c->kv, b->n, b->seq, b->pos, b->token, c->slot, c->copies, &n_copies);
   if (st) return st;
   int32_t max_blocks = 0;
-  if (!(st = copy_blocks(c, n_copies)) && !(st = build_tables(c, n_seqs, &max_blocks))) {
+  if (!(st = build_tables(c, n_seqs, &max_blocks))) {
     brisk_forward_batch fb = {b->n,      b->token, b->pos,     c->seq_row, c->slot,
                               c->tables, n_seqs,   max_blocks, n_out,      c->out_rows};
-    st = brisk_forward_run(c->fwd, &c->storage, &fb, c->logits_dev, c->params.abort_callback,
-                           c->params.abort_user_data);
+    /* The followers run the same step. A pass of several ranks is not
+     * stopped between layers (the ranks would disagree where): the host's
+     * abort is asked once, before the step. */
+    bool sent = false;
+    if (c->tp && c->params.abort_callback && c->params.abort_callback(c->params.abort_user_data))
+      st = brisk_error(BRISK_E_CANCELLED, "decode aborted by the host");
+    else if (c->tp && !(st = brisk_tp_step(c->tp, (const int32_t *)c->copies, n_copies, &fb)))
+      sent = true;
+    if (!st) st = copy_blocks(c, n_copies);
+    if (!st)
+      st = brisk_forward_run(c->fwd, &c->storage, &fb, c->logits_dev,
+                             c->tp ? NULL : c->params.abort_callback, c->params.abort_user_data);
+    if (st && sent) brisk_tp_fail(c->tp);
   }
   if (!st && n_out)
     st = output_backend(c)->download(output_backend(c), c->logits, c->logits_dev,
@@ -452,6 +479,9 @@ const brisk_context_params *brisk_context_get_params(const brisk_context *c) { r
 struct brisk_forward *brisk_context_forward(brisk_context *c) {
   return c->fwd;
 }
+bool brisk_context_is_split(const brisk_context *c) { return c->tp != NULL; }
+
+void brisk_context_tp_force_error(brisk_context *c, int rank) { brisk_tp_force_error(c->tp, rank); }
 
 void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_forward_kv **storage) {
   *kv = c->kv;

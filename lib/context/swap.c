@@ -55,6 +55,10 @@ brisk_status brisk_seq_swap_out(brisk_context *c, int32_t seq, brisk_seq_swap *o
   brisk_forward_kv *st;
   brisk_context_kv_parts(c, &kv, &st);
   memset(out, 0, sizeof *out);
+  /* The other ranks' KV heads live in their own storage. */
+  if (brisk_context_is_split(c))
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "swap out: not with tensor parallelism yet (preemption recomputes)");
   if (seq < 0 || seq >= brisk_kv_n_seq_max(kv))
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "swap out: sequence id %d is outside [0, %d)", seq,
                        brisk_kv_n_seq_max(kv));

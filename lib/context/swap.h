@@ -9,6 +9,7 @@
 #include "forward/forward.h"
 #include "kv/kv.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,10 @@ typedef struct brisk_seq_swap {
  * layer l's K/V, for swap.c (defined in context.c, whose struct is private
  * to it). */
 void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_forward_kv **storage);
+/* True for a context of a tensor-parallel model (context/tp.h). */
+bool brisk_context_is_split(const brisk_context *c);
+/* Test hook: follower `rank` fails its next step (context/tp.h). */
+void brisk_context_tp_force_error(brisk_context *c, int rank);
 brisk_backend *brisk_context_layer_backend(brisk_context *c, uint32_t layer);
 
 /* Host bytes a copy of n_tokens tokens takes; 0 if n_tokens < 1 or on

@@ -20,6 +20,7 @@
  *
  * Every step is one backend operation; buffers carry shape comments. */
 #include "forward/forward.h"
+#include "forward/rowpar.h"
 
 #include "core/alloc.h"
 #include "core/dtype.h"
@@ -65,6 +66,10 @@ struct brisk_forward {
   float *expert_w;                  /* host [max_tokens] their routing weights */
   brisk_forward_observe_fn observe; /* NULL: none (see forward.h) */
   void *observe_user;
+  /* A split model (model/shard.h): wo, ffn_down and the expert sum as
+   * fixed slots, and the output by vocabulary rows (forward/rowpar.h). */
+  bool split;
+  brisk_rowpar rp;
 };
 
 /* An absent bias: linear() then adds nothing. */
@@ -155,6 +160,11 @@ brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
     st = brisk_error_oom();
     goto fail;
   }
+  if (model->split) {
+    if ((st = brisk_rowpar_init(&f->rp, model, max_tokens))) goto fail;
+    f->split = true;
+    f->bytes += f->rp.bytes;
+  }
   if (hp->n_expert) {
     size_t ku = hp->n_expert_used;
     f->route_ids = brisk_malloc(n * ku * sizeof(int32_t));
@@ -181,6 +191,7 @@ void brisk_forward_free(brisk_forward *f) {
                      d->proj, d->gate, d->up, d->router, d->expert_in};
     for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++) d->be->buffer_free(d->be, bufs[j]);
   }
+  if (f->split) brisk_rowpar_free(&f->rp);
   brisk_free(f->staging);
   brisk_free(f->route_ids);
   brisk_free(f->route_w);
@@ -224,13 +235,13 @@ static brisk_status ffn(brisk_forward *f, const brisk_weight *wg, const brisk_we
   return linear(f, wd, &no_bias, a->gate, n, out);
 }
 
-/* x[expert_rows[j]] += expert_w[j] * proj[j] for the rows of one expert. */
-static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows) {
+/* into[expert_rows[j]] += expert_w[j] * proj[j] for the rows of one expert. */
+static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows, float *into) {
   fwd_dev *a = f->cur;
   brisk_backend *be = a->be;
   int64_t d = f->model->hp.n_embd;
   for (int32_t j = 0; j < rows; j++) {
-    float *y = a->proj + (size_t)j * (size_t)d, *x = a->x + (size_t)f->expert_rows[j] * (size_t)d;
+    float *y = a->proj + (size_t)j * (size_t)d, *x = into + (size_t)f->expert_rows[j] * (size_t)d;
     brisk_status st;
     if ((st = be->scale(be, y, d, f->expert_w[j], y)) || (st = be->add(be, x, y, 1, d, false, x)))
       return st;
@@ -238,22 +249,22 @@ static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows) {
   return BRISK_OK;
 }
 
-/* Mixture of experts: each token goes to its top-k experts; their outputs,
- * weighted by the router probabilities (renormalized over the k when the
- * model says so), are added to x, then the shared expert's when it has one.
- * Experts run in id order on the rows routed to them, so a token's sum is
- * taken in an order that depends on that token alone. */
-static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
+/* The layer's slot split, when the model has one and the host runs the
+ * layer (device layers keep whole wo / ffn_down). */
+static const brisk_split_layer *split_of(const brisk_forward *f, int32_t il) {
+  if (!f->split || brisk_forward_layer_device(f->model, il)) return NULL;
+  return &f->model->split->layers[il];
+}
+
+/* Experts [e0, e1) on the rows routed to them, each output weighted by
+ * the token's routing weight and added into `into` ([n][n_embd]). */
+static brisk_status run_experts(brisk_forward *f, const brisk_layer *ly, int32_t n, int32_t e0,
+                                int32_t e1, float *into) {
   const brisk_hparams *hp = &f->model->hp;
   fwd_dev *a = f->cur;
   brisk_backend *be = a->be;
   int32_t ku = (int32_t)hp->n_expert_used;
-  brisk_status st;
-  if ((st = linear(f, &ly->moe_router, &no_bias, a->h, n, a->router)) ||
-      (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, hp->moe_renorm,
-                          f->route_ids, f->route_w)))
-    return st;
-  for (int32_t e = 0; e < (int32_t)hp->n_expert; e++) {
+  for (int32_t e = e0; e < e1; e++) {
     int32_t rows = 0;
     for (int32_t t = 0; t < n; t++)
       for (int32_t j = 0; j < ku; j++)
@@ -262,15 +273,62 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t n) {
           f->expert_w[rows++] = f->route_w[t * ku + j];
         }
     if (rows == 0) continue;
+    brisk_status st;
     if ((st = be->embed(be, BRISK_DTYPE_F32, a->h, n, hp->n_embd, f->expert_rows, rows,
                         a->expert_in)) ||
         (st = ffn(f, &ly->expert_gate[e], &ly->expert_up[e], &ly->expert_down[e], a->expert_in,
                   rows, a->proj)) ||
-        (st = scatter_add_scaled(f, rows)))
+        (st = scatter_add_scaled(f, rows, into)))
       return st;
   }
+  return BRISK_OK;
+}
+
+static brisk_status shared_expert(brisk_forward *f, const brisk_layer *ly, int32_t n);
+
+/* Mixture of experts: each token goes to its top-k experts; their outputs,
+ * weighted by the router probabilities (renormalized over the k when the
+ * model says so), are added to x, then the shared expert's when it has one.
+ * Experts run in id order on the rows routed to them, so a token's sum is
+ * taken in an order that depends on that token alone. A split model sums
+ * each slot's experts (this rank's slots; the others are absent here) into
+ * a zeroed partial sum, and the slots in the fixed tree. */
+static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t il, int32_t n) {
+  const brisk_hparams *hp = &f->model->hp;
+  fwd_dev *a = f->cur;
+  brisk_backend *be = a->be;
+  int32_t ku = (int32_t)hp->n_expert_used;
+  brisk_status st;
+  if ((st = linear(f, &ly->moe_router, &no_bias, a->h, n, a->router)) ||
+      (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, hp->moe_renorm, f->route_ids,
+                          f->route_w)))
+    return st;
+  const brisk_split_layer *sl = split_of(f, il);
+  if (!sl) {
+    if ((st = run_experts(f, ly, n, 0, (int32_t)hp->n_expert, a->x))) return st;
+    return shared_expert(f, ly, n);
+  }
+  for (int32_t j = 0; j < f->model->split->n_slots; j++) {
+    float *part = brisk_rowpar_slot(&f->rp);
+    memset(part, 0, (size_t)n * hp->n_embd * sizeof(float));
+    if ((st = run_experts(f, ly, n, sl->expert[j], sl->expert[j + 1], part)) ||
+        (st = brisk_rowpar_push(&f->rp, be, n)))
+      return st;
+  }
+  if ((st = brisk_rowpar_finish(&f->rp, be, n, a->proj)) ||
+      (st = be->add(be, a->x, a->proj, n, hp->n_embd, false, a->x)))
+    return st;
+  return shared_expert(f, ly, n);
+}
+
+/* The shared expert (qwen2moe): it sees every token, scaled by its own
+ * sigmoid gate; replicated on every rank of a split model. */
+static brisk_status shared_expert(brisk_forward *f, const brisk_layer *ly, int32_t n) {
+  const brisk_hparams *hp = &f->model->hp;
+  fwd_dev *a = f->cur;
+  brisk_backend *be = a->be;
+  brisk_status st;
   if (!ly->shexp_gate.data) return BRISK_OK;
-  /* The shared expert sees every token, scaled by its own sigmoid gate. */
   if ((st = ffn(f, &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down, a->h, n, a->proj)) ||
       (ly->shexp_gate_inp.data &&
        ((st = linear(f, &ly->shexp_gate_inp, &no_bias, a->h, n, a->router)) ||
@@ -301,6 +359,18 @@ static brisk_status residual_add(brisk_forward *f, const brisk_weight *post_norm
   if (hp->residual_scale != 0 && (st = be->scale(be, a->proj, n * d, hp->residual_scale, a->proj)))
     return st;
   return be->add(be, a->x, a->proj, n, d, false, a->x);
+}
+
+/* proj = the slots of a row-parallel weight over in ([n][in_cols]),
+ * summed over every rank. */
+static brisk_status rowpar(brisk_forward *f, const brisk_weight *w, const int32_t *col,
+                           const float *in, int64_t in_cols, int32_t n) {
+  brisk_backend *be = f->cur->be;
+  for (int32_t j = 0; j < f->model->split->n_slots; j++) {
+    brisk_status st = brisk_rowpar_matmul(&f->rp, be, &w[j], in, in_cols, col[j], col[j + 1], n);
+    if (st) return st;
+  }
+  return brisk_rowpar_finish(&f->rp, be, n, f->cur->proj);
 }
 
 static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv, int32_t il,
@@ -334,6 +404,10 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)) ||
       (st = linear(f, &ly->wo, &no_bias, a->att, n, a->proj)))
     return st;
+  const brisk_split_layer *sl = split_of(f, il);
+  if ((st = sl ? rowpar(f, sl->wo, sl->att_col, a->att, qd, n)
+               : linear(f, &ly->wo, &no_bias, a->att, n, a->proj)))
+    return st;
   return residual_add(f, &ly->post_attn_norm, n);
 }
 
@@ -342,10 +416,18 @@ static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
   fwd_dev *a = f->cur;
   brisk_status st = pre_norm(f, &ly->ffn_norm, n);
   if (st) return st;
-  if (ly->moe_router.data) return moe(f, ly, n);
-  if ((st = ffn(f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, ly->ffn_norm.data ? a->h : a->x, n,
-                a->proj)))
+  if (ly->moe_router.data) return moe(f, ly, il, n);
+  const float *h = ly->ffn_norm.data ? a->h : a->x;
+  const brisk_split_layer *sl = split_of(f, il);
+  if (sl) {
+    if ((st = linear(f, &ly->ffn_gate, &no_bias, h, n, a->gate)) ||
+        (st = linear(f, &ly->ffn_up, &no_bias, h, n, a->up)) ||
+        (st = be->glu(be, f->glu, a->gate, a->up, (int64_t)n * ly->ffn_gate.rows, a->gate)) ||
+        (st = rowpar(f, sl->down, sl->ff_col, a->gate, ly->ffn_gate.rows, n)))
+      return st;
+  } else if ((st = ffn(f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, h, n, a->proj))) {
     return st;
+  }
   return residual_add(f, &ly->post_ffn_norm, n);
 }
 
@@ -359,6 +441,7 @@ static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
                        b->n_tokens, f->max_tokens);
   /* Embeddings are gathered on the host, whatever runs the layers. */
   f->cur = &f->dev[0];
+  f->rp.top = 0; /* a failed pass may have left partial sums */
   brisk_backend *be = f->cur->be;
   brisk_status st = be->embed(be, m->token_embd.type, m->token_embd.data, hp->n_vocab, hp->n_embd,
                               b->tokens, b->n_tokens, f->cur->x);
@@ -382,8 +465,10 @@ static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
       (st = be->rmsnorm(be, a->h, m->output_norm.data, b->n_out, hp->n_embd, hp->rms_eps, a->h)))
     return st;
   if (f->observe && a == &f->dev[0]) f->observe(f->observe_user, &m->output, a->h, b->n_out);
-  if ((st = be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols, a->h,
-                       b->n_out, logits)))
+  if ((st = f->split && m->split->tp_size > 1
+                ? brisk_rowpar_output(&f->rp, be, m, a->h, b->n_out, logits)
+                : be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols,
+                             a->h, b->n_out, logits)))
     return st;
   int64_t n_logits = (int64_t)b->n_out * m->output.rows;
   if (hp->logit_scale != 0 && (st = be->scale(be, logits, n_logits, hp->logit_scale, logits)))
@@ -396,6 +481,8 @@ void brisk_forward_set_observer(brisk_forward *f, brisk_forward_observe_fn fn, v
   f->observe = fn;
   f->observe_user = user;
 }
+
+void brisk_forward_set_comm(brisk_forward *f, brisk_comm *comm) { f->rp.comm = comm; }
 
 int brisk_forward_layer_device(const brisk_model *m, int32_t layer) {
   return layer < m->n_dev_layers ? 1 : 0;

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "model/model.h"
+#include "parallel/comm.h"
 
 #include <stdint.h>
 
@@ -50,6 +51,10 @@ brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
 int brisk_forward_layer_device(const brisk_model *model, int32_t layer);
 int brisk_forward_output_device(const brisk_model *model);
 void brisk_forward_free(brisk_forward *f);
+/* The tensor-parallel group of a rank shard's pass (model->split with
+ * tp_size > 1): its row-parallel sums and output gather run over `comm`,
+ * borrowed, which every rank's pass enters in the same order. */
+void brisk_forward_set_comm(brisk_forward *f, brisk_comm *comm);
 /* Bytes of backend memory the activation buffers hold. */
 uint64_t brisk_forward_bytes(const brisk_forward *f);
 

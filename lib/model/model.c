@@ -1,5 +1,6 @@
 /* Model lifecycle and the public getters. */
 #include "model/load.h"
+#include "model/shard.h"
 #include "model/source.h"
 
 #include "core/abi.h"
@@ -37,6 +38,9 @@ static brisk_status copy_params(const brisk_model_params *in, brisk_model_params
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_model_params.n_gpu_layers %d must be >= 0, or -1 for all",
                        (int)out->n_gpu_layers);
+  if (out->tp_size < 0 || out->tp_size > 8 || (out->tp_size > 1 && 8 % out->tp_size))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_model_params.tp_size %d must be 0, 1, 2, 4 or 8", (int)out->tp_size);
   return BRISK_OK;
 }
 
@@ -214,6 +218,7 @@ BRISK_API void brisk_model_free(brisk_model *m) {
       brisk_free(m->layers[i].expert_down);
     }
   }
+  brisk_split_free(m);
   brisk_model_unplace(m);
   brisk_free(m->layers);
   brisk_vocab_free(m->vocab);
@@ -303,7 +308,8 @@ static brisk_status load(const load_from *from, const char *name,
   m->device = device;
   if ((st = open_source(from, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
-      (m->layers && (st = brisk_model_place(m, &params))) ||
+      (m->layers && (st = brisk_model_split(m, params.tp_size, params.n_gpu_layers))) ||
+      (m->layers && !m->tp_size && (st = brisk_model_place(m, &params))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
     brisk_model_free(m);
     brisk_mem_leave(outer);

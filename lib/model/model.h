@@ -79,6 +79,13 @@ struct brisk_model {
    * mapped file charged to it (those pages became the process's own). */
   struct brisk_mem_account *mem;
   uint64_t repack_charge;
+  /* Tensor parallelism (model/shard.h): the row-parallel slot split the
+   * forward pass reads (NULL: none); with tp_size > 1, the ranks' shards,
+   * which borrow this model's source, vocabulary and path (is_shard). */
+  struct brisk_split *split;
+  struct brisk_model **tp_ranks;
+  int32_t tp_size;
+  bool is_shard;
 };
 
 /* Metadata access that works for both sources (GGUF keys; for Hugging Face

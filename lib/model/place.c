@@ -13,6 +13,7 @@
  * budget; otherwise they are used as stored, which the CPU kernels read too,
  * with the same bits. */
 #include "model/load.h"
+#include "model/shard.h"
 #include "model/source.h"
 
 #include "backend/device.h"
@@ -59,13 +60,47 @@ static brisk_status visit_host(place_pass *p, brisk_weight *w) {
   return BRISK_OK;
 }
 
-static brisk_status visit_layer_host(place_pass *p, brisk_layer *ly) {
+/* A matrix in memory the model owns (a slot copy): rewritten in place
+ * when the CPU plans so, with no mapping to make writable. */
+static brisk_status visit_owned(place_pass *p, brisk_weight *w) {
+  if (!w->data) return BRISK_OK;
+  brisk_weight_plan plan;
+  brisk_status st = p->cpu->weight_plan(p->cpu, w->type, w->rows, w->cols, true, &plan);
+  if (st || plan.mode != BRISK_WEIGHT_IN_PLACE) return st;
+  p->n_tensors++;
+  p->bytes += weight_bytes(w);
+  if (!p->apply) return BRISK_OK;
+  void *out = NULL;
+  if ((st = p->cpu->weight_prepare(p->cpu, &plan, w->type, w->rows, w->cols,
+                                   (void *)(uintptr_t)w->data, &out)))
+    return st;
+  w->type = plan.type;
+  return BRISK_OK;
+}
+
+static brisk_status visit_layer_host(place_pass *p, brisk_layer *ly, uint32_t l) {
   const brisk_hparams *hp = &p->m->hp;
-  brisk_weight *ws[] = {&ly->wq,         &ly->wk,       &ly->wv,         &ly->wo,
-                        &ly->ffn_gate,   &ly->ffn_up,   &ly->ffn_down,   &ly->moe_router,
-                        &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down, &ly->shexp_gate_inp};
+  /* A split layer reads its slot copies (owned memory) instead of wo and
+   * ffn_down (model/shard.h). */
+  const brisk_split_layer *sl = p->m->split ? &p->m->split->layers[l] : NULL;
+  brisk_weight *ws[] = {&ly->wq,
+                        &ly->wk,
+                        &ly->wv,
+                        sl ? NULL : &ly->wo,
+                        &ly->ffn_gate,
+                        &ly->ffn_up,
+                        sl ? NULL : &ly->ffn_down,
+                        &ly->moe_router,
+                        &ly->shexp_gate,
+                        &ly->shexp_up,
+                        &ly->shexp_down,
+                        &ly->shexp_gate_inp};
   brisk_status st = BRISK_OK;
-  for (size_t i = 0; i < sizeof ws / sizeof *ws && !st; i++) st = visit_host(p, ws[i]);
+  for (size_t i = 0; i < sizeof ws / sizeof *ws && !st; i++)
+    if (ws[i]) st = visit_host(p, ws[i]);
+  for (int32_t j = 0; sl && j < p->m->split->n_slots && !st; j++)
+    if (!(st = visit_owned(p, (brisk_weight *)&sl->wo[j])))
+      st = visit_owned(p, (brisk_weight *)&sl->down[j]);
   for (uint32_t e = 0; ly->expert_gate && e < hp->n_expert && !st; e++)
     if (!(st = visit_host(p, &ly->expert_gate[e])) && !(st = visit_host(p, &ly->expert_up[e])))
       st = visit_host(p, &ly->expert_down[e]);
@@ -76,7 +111,7 @@ static brisk_status run_host_pass(place_pass *p) {
   brisk_model *m = p->m;
   brisk_status st = BRISK_OK;
   for (uint32_t l = (uint32_t)m->n_dev_layers; l < m->hp.n_layer && !st; l++)
-    st = visit_layer_host(p, &m->layers[l]);
+    st = visit_layer_host(p, &m->layers[l], l);
   if (st || m->output_on_device) return st;
   /* Tied embeddings: the gather reads the same bytes, rewritten (the CPU
    * embed op reads packed rows). */

@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 /* ---- the test device ------------------------------------------------------ */
@@ -370,8 +371,13 @@ static void check_splits(void **state, const char *arch, uint32_t type, bool tie
   for (size_t i = 0; i < sizeof splits / sizeof *splits; i++) {
     n_weight_copies = 0;
     float *got = run(fx->path, "testdev:0", splits[i], 1);
+    /* Host layers run the CPU's fixed-slot split of wo / ffn_down
+     * (model/shard.h), bit for bit; device layers keep whole wo / ffn_down
+     * (one sum instead of eight), so with any layer there the logits agree
+     * to float rounding only. */
     for (size_t j = 0; j < (size_t)N_ALL * (size_t)nv; j++)
-      if (memcmp(&got[j], &ref[j], sizeof(float)) != 0)
+      if (splits[i] == 0 ? memcmp(&got[j], &ref[j], sizeof(float)) != 0
+                         : fabsf(got[j] - ref[j]) > 1e-5f * (1.0f + fabsf(ref[j])))
         fail_msg("%s type %u, %d device layers: logit %zu is %.9g, the CPU's %.9g", arch, type,
                  (int)splits[i], j, (double)got[j], (double)ref[j]);
     assert_int_equal(n_live_buffers, 0); /* weights, KV, activations all freed */

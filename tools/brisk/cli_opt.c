@@ -330,6 +330,11 @@ cli_group cli_model_group(cli_model_args *a, const char *path_help) {
                                           "the most host memory brisk may hold (K, M, G\n"
                                           "suffixes); past it, BRISK_E_OUT_OF_MEMORY",
                                           cli_parse_bytes)};
+  a->opts[n++] = (cli_opt){CLI_INT_OPT(0, "tp", &a->tp, "N",
+                                       "tensor parallelism: the model cut into N ranks (1, 2,\n"
+                                       "4, 8), threads of this process sharing --threads;\n"
+                                       "logits bit for bit those of 1 (CPU only)",
+                                       0, 8)};
   return (cli_group){"model", a->opts, n};
 }
 
@@ -381,4 +386,5 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
   mp->device = a->device;
   if (a->n_gpu_layers_given) mp->n_gpu_layers = a->n_gpu_layers;
   brisk_set_memory_limit(a->memory_limit);
+  mp->tp_size = a->tp;
 }

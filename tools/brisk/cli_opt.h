@@ -112,7 +112,7 @@ int cli_max_threads(void);
 
 /* ---- shared groups ------------------------------------------------------ */
 
-#define CLI_MODEL_MAX_OPTS 8
+#define CLI_MODEL_MAX_OPTS 12
 
 /* The model-loading options shared by run, bench, logits and serve-bench. */
 typedef struct cli_model_args {
@@ -124,6 +124,7 @@ typedef struct cli_model_args {
   int n_gpu_layers;   /* --n-gpu-layers N, when n_gpu_layers_given */
   bool n_gpu_layers_given;
   uint64_t memory_limit;            /* --memory-limit BYTES (0: none) */
+  int tp;                           /* --tp N: tensor-parallel ranks (0: none) */
   cli_opt opts[CLI_MODEL_MAX_OPTS]; /* the declarations, filled by cli_model_group */
 } cli_model_args;
 

@@ -27,7 +27,8 @@ class ModelParams(Structure):
     _fields_ = [("struct_size", c_uint32), ("progress", PROGRESS_FN),
                 ("progress_user_data", c_void_p), ("use_mmap", c_int), ("vocab_only", c_int),
                 ("repack", c_int), ("device", c_char_p), ("n_gpu_layers", c_int32),
-                ("memory_limit", c_uint64)]
+                ("memory_limit", c_uint64),
+                ("tp_size", c_int32)]
 
 
 class TensorInfo(Structure):

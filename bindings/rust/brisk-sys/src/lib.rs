@@ -84,6 +84,7 @@ pub struct brisk_model_params {
     pub device: *const c_char,
     pub n_gpu_layers: i32,
     pub memory_limit: u64,
+    pub tp_size: i32,
 }
 
 #[repr(C)]

@@ -1,0 +1,269 @@
+/* Tensor-parallel follower ranks as threads (context/tp.h). */
+#include "context/tp.h"
+
+#include "backend/device.h"
+#include "core/alloc.h"
+#include "core/checked.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/threadpool.h"
+#include "model/model.h"
+#include "model/shard.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+enum { TP_OP_STEP = 1, TP_OP_SHUTDOWN = 2 };
+
+/* The step header every rank receives first; the payload's size follows
+ * from it. */
+typedef struct tp_header {
+  int64_t op, n_tokens, n_seqs, max_blocks, n_out, n_copies;
+} tp_header;
+
+typedef struct tp_rank {
+  brisk_tp *g;
+  int rank;
+  const brisk_model *shard;
+  brisk_comm *comm;
+  brisk_threadpool *pool;
+  brisk_backend *be;
+  brisk_forward *fwd;
+  brisk_forward_kv kv;
+  float *logits; /* [max_tokens][n_vocab]: the gathered logits (unused here) */
+  unsigned char *msg;
+  size_t msg_cap;
+  pthread_t thread;
+  bool started;
+  atomic_int force_error;
+  brisk_status status; /* how the follower ended */
+} tp_rank;
+
+struct brisk_tp {
+  const brisk_model *model;
+  int size;
+  int32_t max_tokens;
+  tp_rank ranks[BRISK_TP_MAX];
+  brisk_comm *comm[BRISK_TP_MAX];
+  unsigned char *msg; /* rank 0's payload */
+  size_t msg_cap;
+  bool failed;
+};
+
+static size_t payload_bytes(const tp_header *h) {
+  return (size_t)h->n_tokens * (sizeof(int64_t) + 3 * sizeof(int32_t)) +
+         (size_t)(h->n_out + h->n_seqs * h->max_blocks + 2 * h->n_copies) * sizeof(int32_t);
+}
+
+/* The batch's arrays in (or out of) one payload, in a fixed order. */
+typedef struct tp_views {
+  int64_t *slot;
+  int32_t *tokens, *pos, *seq_row, *out_rows, *tables, *copies;
+} tp_views;
+
+static tp_views views_of(unsigned char *p, const tp_header *h) {
+  tp_views v;
+  v.slot = (int64_t *)(void *)p;
+  v.tokens = (int32_t *)(void *)(v.slot + h->n_tokens);
+  v.pos = v.tokens + h->n_tokens;
+  v.seq_row = v.pos + h->n_tokens;
+  v.out_rows = v.seq_row + h->n_tokens;
+  v.tables = v.out_rows + h->n_out;
+  v.copies = v.tables + h->n_seqs * h->max_blocks;
+  return v;
+}
+
+static brisk_status alloc_kv(tp_rank *r, uint32_t dtype, int32_t n_blocks, int32_t block_size) {
+  const brisk_hparams *hp = &r->shard->hp;
+  r->kv.layout =
+      (brisk_kv_layout){dtype, n_blocks, (int32_t)hp->n_head_kv, block_size, (int32_t)hp->head_dim};
+  size_t elt = dtype == BRISK_DTYPE_F16 ? 2 : 4;
+  size_t bytes =
+      (size_t)n_blocks * (size_t)hp->n_head_kv * (size_t)block_size * (size_t)hp->head_dim * elt;
+  r->kv.k = brisk_calloc(hp->n_layer, sizeof(void *));
+  r->kv.v = brisk_calloc(hp->n_layer, sizeof(void *));
+  if (!r->kv.k || !r->kv.v) return brisk_error_oom();
+  for (uint32_t l = 0; l < hp->n_layer; l++) {
+    brisk_status st;
+    if ((st = r->be->buffer_alloc(r->be, bytes, &r->kv.k[l])) ||
+        (st = r->be->buffer_alloc(r->be, bytes, &r->kv.v[l])))
+      return st;
+  }
+  return BRISK_OK;
+}
+
+static void free_rank(tp_rank *r) {
+  if (r->kv.k || r->kv.v)
+    for (uint32_t l = 0; l < r->shard->hp.n_layer; l++) {
+      if (r->kv.k) r->be->buffer_free(r->be, r->kv.k[l]);
+      if (r->kv.v) r->be->buffer_free(r->be, r->kv.v[l]);
+    }
+  brisk_free(r->kv.k);
+  brisk_free(r->kv.v);
+  brisk_forward_free(r->fwd);
+  brisk_free(r->logits);
+  brisk_free(r->msg);
+  brisk_backend_free(r->be);
+  brisk_threadpool_free(r->pool);
+  brisk_comm_free(r->comm);
+}
+
+/* One follower step: the payload, the copies, the pass. */
+static brisk_status follow_step(tp_rank *r, const tp_header *h) {
+  size_t bytes = payload_bytes(h);
+  if (bytes > r->msg_cap) {
+    brisk_free(r->msg);
+    r->msg_cap = 0;
+    if (!(r->msg = brisk_malloc(bytes))) return brisk_error_oom();
+    r->msg_cap = bytes;
+  }
+  brisk_status st = brisk_comm_broadcast(r->comm, r->msg, bytes, 0);
+  if (st) return st;
+  if (atomic_exchange(&r->force_error, 0))
+    return brisk_error(BRISK_E_INTERNAL, "rank %d: forced error (test hook)", r->rank);
+  tp_views v = views_of(r->msg, h);
+  for (uint32_t l = 0; h->n_copies && l < r->shard->hp.n_layer; l++)
+    if ((st = r->be->kv_copy_blocks(r->be, &r->kv.layout, r->kv.k[l], v.copies,
+                                    (int32_t)h->n_copies)) ||
+        (st = r->be->kv_copy_blocks(r->be, &r->kv.layout, r->kv.v[l], v.copies,
+                                    (int32_t)h->n_copies)))
+      return st;
+  brisk_forward_batch fb = {(int32_t)h->n_tokens,
+                            v.tokens,
+                            v.pos,
+                            v.seq_row,
+                            v.slot,
+                            v.tables,
+                            (int32_t)h->n_seqs,
+                            (int32_t)h->max_blocks,
+                            (int32_t)h->n_out,
+                            v.out_rows};
+  return brisk_forward_run(r->fwd, &r->kv, &fb, r->logits, NULL, NULL);
+}
+
+static void *follow(void *arg) {
+  tp_rank *r = arg;
+  for (;;) {
+    tp_header h;
+    brisk_status st = brisk_comm_broadcast(r->comm, &h, sizeof h, 0);
+    if (!st && h.op == TP_OP_SHUTDOWN) break;
+    if (!st) st = follow_step(r, &h);
+    if (st) {
+      /* Every other rank's collective now fails instead of waiting. */
+      BRISK_DEBUG("tensor-parallel rank %d stops: %s", r->rank, brisk_last_error());
+      brisk_comm_abort(r->comm);
+      r->status = st;
+      break;
+    }
+  }
+  return NULL;
+}
+
+brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dtype,
+                             int32_t n_blocks, int32_t block_size, int32_t max_tokens,
+                             brisk_tp **out, brisk_comm **comm0) {
+  brisk_tp *g = brisk_calloc(1, sizeof *g);
+  if (!g) return brisk_error_oom();
+  g->model = m;
+  g->size = m->tp_size;
+  g->max_tokens = max_tokens;
+  brisk_status st = brisk_comm_threads_create(g->size, g->comm);
+  if (st) {
+    brisk_free(g);
+    return st;
+  }
+  brisk_device_ref host = brisk_device_cpu();
+  size_t logit_floats;
+  if (brisk_mul_overflow_size((size_t)max_tokens, m->hp.n_vocab, &logit_floats)) {
+    st = brisk_error(BRISK_E_INVALID_ARGUMENT, "logits of %d tokens do not fit", max_tokens);
+    goto fail;
+  }
+  for (int q = 1; q < g->size && !st; q++) {
+    tp_rank *r = &g->ranks[q];
+    r->g = g;
+    r->rank = q;
+    r->shard = m->tp_ranks[q];
+    r->comm = g->comm[q];
+    g->comm[q] = NULL;
+    if ((st = brisk_threadpool_create(n_threads, &r->pool)) ||
+        (st = brisk_device_backend_create(&host, r->pool, &r->be)) ||
+        (st = alloc_kv(r, kv_dtype, n_blocks, block_size)) ||
+        (st = brisk_forward_create(r->shard, r->be, NULL, max_tokens, &r->fwd)))
+      break;
+    brisk_forward_set_comm(r->fwd, r->comm);
+    if (!(r->logits = brisk_malloc(logit_floats * sizeof(float)))) st = brisk_error_oom();
+  }
+  if (st) goto fail;
+  for (int q = 1; q < g->size; q++) {
+    if (pthread_create(&g->ranks[q].thread, NULL, follow, &g->ranks[q])) {
+      st = brisk_error(BRISK_E_INTERNAL, "cannot start tensor-parallel rank %d", q);
+      goto fail;
+    }
+    g->ranks[q].started = true;
+  }
+  *comm0 = g->comm[0];
+  *out = g;
+  return BRISK_OK;
+fail:
+  brisk_tp_fail(g);
+  brisk_tp_free(g);
+  return st;
+}
+
+brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
+                           const brisk_forward_batch *b) {
+  if (g->failed)
+    return brisk_error(BRISK_E_CANCELLED,
+                       "a tensor-parallel rank of this context failed earlier; make a new context");
+  tp_header h = {TP_OP_STEP, b->n_tokens, b->n_seqs, b->max_blocks, b->n_out, n_copies};
+  size_t bytes = payload_bytes(&h);
+  if (bytes > g->msg_cap) {
+    brisk_free(g->msg);
+    g->msg_cap = 0;
+    if (!(g->msg = brisk_malloc(bytes))) return brisk_error_oom();
+    g->msg_cap = bytes;
+  }
+  tp_views v = views_of(g->msg, &h);
+  size_t n = (size_t)b->n_tokens;
+  memcpy(v.slot, b->slot, n * sizeof(int64_t));
+  memcpy(v.tokens, b->tokens, n * sizeof(int32_t));
+  memcpy(v.pos, b->pos, n * sizeof(int32_t));
+  memcpy(v.seq_row, b->seq_row, n * sizeof(int32_t));
+  memcpy(v.out_rows, b->out_rows, (size_t)b->n_out * sizeof(int32_t));
+  memcpy(v.tables, b->block_tables, (size_t)(b->n_seqs * b->max_blocks) * sizeof(int32_t));
+  memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
+  brisk_status st;
+  if ((st = brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) ||
+      (st = brisk_comm_broadcast(g->comm[0], g->msg, bytes, 0)))
+    g->failed = true;
+  return st;
+}
+
+void brisk_tp_fail(brisk_tp *g) {
+  if (!g || g->failed) return;
+  g->failed = true;
+  if (g->comm[0]) brisk_comm_abort(g->comm[0]);
+  for (int q = 1; q < g->size; q++)
+    if (g->ranks[q].comm) brisk_comm_abort(g->ranks[q].comm);
+}
+
+void brisk_tp_force_error(brisk_tp *g, int rank) {
+  if (g && rank > 0 && rank < g->size) atomic_store(&g->ranks[rank].force_error, 1);
+}
+
+void brisk_tp_free(brisk_tp *g) {
+  if (!g) return;
+  if (!g->failed) {
+    tp_header h = {TP_OP_SHUTDOWN, 0, 0, 0, 0, 0};
+    if (brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) brisk_tp_fail(g);
+  }
+  for (int q = 1; q < g->size; q++)
+    if (g->ranks[q].started) pthread_join(g->ranks[q].thread, NULL);
+  for (int q = 1; q < g->size; q++)
+    if (g->ranks[q].shard) free_rank(&g->ranks[q]);
+  for (int q = 0; q < g->size; q++) brisk_comm_free(g->comm[q]);
+  brisk_free(g->msg);
+  brisk_free(g);
+}

@@ -1,0 +1,48 @@
+/* Tensor-parallel ranks of a context: rank 0 is the context itself (its
+ * backend, forward pass and KV storage run the model's shard 0); ranks
+ * 1..tp-1 are follower threads, each with its own thread pool, CPU backend,
+ * forward pass over its shard and KV storage of its KV heads, all with the
+ * same block pool (rank 0's KV manager decides every block).
+ *
+ * Each decode step rank 0 broadcasts the step (copy-on-write pairs and the
+ * forward batch), then every rank copies its blocks and runs its pass; the
+ * passes meet in the row-parallel all-reduces and the logits all-gather.
+ * A rank that fails aborts the communicator, so every other rank's next
+ * collective returns BRISK_E_CANCELLED instead of waiting: the step fails
+ * on every rank, and the group stays failed (later steps say so). */
+#ifndef BRISK_CONTEXT_TP_H
+#define BRISK_CONTEXT_TP_H
+
+#include "brisk.h"
+#include "forward/forward.h"
+#include "parallel/comm.h"
+
+#include <stdint.h>
+
+typedef struct brisk_tp brisk_tp;
+
+/* The group for a model loaded with tp_size > 1: starts the followers,
+ * each with n_threads (>= 1) threads, KV storage of n_blocks blocks of
+ * block_size tokens in kv_dtype, passes of up to max_tokens. *comm0 is rank
+ * 0's handle, for the context's forward pass. */
+brisk_status brisk_tp_create(const brisk_model *model, int n_threads, uint32_t kv_dtype,
+                             int32_t n_blocks, int32_t block_size, int32_t max_tokens,
+                             brisk_tp **out, brisk_comm **comm0);
+
+/* Rank 0, before its own copy and pass: sends the step to the followers.
+ * `copies` are {src, dst} block pairs. */
+brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
+                           const brisk_forward_batch *b);
+
+/* Rank 0 after a failure of its own: the followers stop (abort). */
+void brisk_tp_fail(brisk_tp *g);
+
+/* Test hook: follower `rank` fails its next step with BRISK_E_INTERNAL
+ * once it has the step, while rank 0 is already in its pass. */
+void brisk_tp_force_error(brisk_tp *g, int rank);
+
+/* Stops the followers (a shutdown step, or abort after a failure), joins
+ * them and frees everything; NULL is a no-op. */
+void brisk_tp_free(brisk_tp *g);
+
+#endif

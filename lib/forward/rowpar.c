@@ -1,0 +1,119 @@
+/* Row-parallel sums in a fixed tree, and the vocabulary-parallel output
+ * (forward/rowpar.h). */
+#include "forward/rowpar.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+
+#include <string.h>
+
+static brisk_status alloc_f(brisk_rowpar *r, size_t n, float **out) {
+  size_t bytes = (n ? n : 1) * sizeof(float);
+  *out = brisk_aligned_alloc(64, bytes);
+  if (!*out) return brisk_error_oom();
+  r->bytes += bytes;
+  return BRISK_OK;
+}
+
+brisk_status brisk_rowpar_init(brisk_rowpar *r, const brisk_model *m, int32_t max_tokens) {
+  memset(r, 0, sizeof *r);
+  const brisk_split *sp = m->split;
+  r->d = m->hp.n_embd;
+  for (uint32_t l = 0; l < m->hp.n_layer; l++)
+    for (int32_t j = 0; j < sp->n_slots; j++) {
+      const brisk_split_layer *s = &sp->layers[l];
+      int64_t a = s->att_col[j + 1] - s->att_col[j], f = s->ff_col[j + 1] - s->ff_col[j];
+      if (a > r->gather_cols) r->gather_cols = a;
+      if (f > r->gather_cols) r->gather_cols = f;
+    }
+  size_t n = (size_t)max_tokens;
+  brisk_status st = alloc_f(r, n * (size_t)r->gather_cols, &r->gather);
+  for (int i = 0; i < BRISK_ROWPAR_DEPTH && !st; i++)
+    st = alloc_f(r, n * (size_t)r->d, &r->part[i]);
+  if (!st && sp->tp_size > 1 && !(st = alloc_f(r, n * (size_t)sp->vocab_max, &r->vlocal)))
+    st = alloc_f(r, (size_t)sp->tp_size * n * (size_t)sp->vocab_max, &r->vall);
+  if (st) brisk_rowpar_free(r);
+  return st;
+}
+
+void brisk_rowpar_free(brisk_rowpar *r) {
+  brisk_aligned_free(r->gather);
+  for (int i = 0; i < BRISK_ROWPAR_DEPTH; i++) brisk_aligned_free(r->part[i]);
+  brisk_aligned_free(r->vlocal);
+  brisk_aligned_free(r->vall);
+  memset(r, 0, sizeof *r);
+}
+
+float *brisk_rowpar_slot(brisk_rowpar *r) { return r->part[r->top]; }
+
+brisk_status brisk_rowpar_push(brisk_rowpar *r, brisk_backend *be, int32_t n) {
+  if (r->top >= BRISK_ROWPAR_DEPTH)
+    return brisk_error(BRISK_E_INTERNAL, "row-parallel sum: more slots than the tree holds");
+  r->level[r->top++] = 0;
+  while (r->top >= 2 && r->level[r->top - 1] == r->level[r->top - 2]) {
+    float *a = r->part[r->top - 2], *b = r->part[r->top - 1];
+    brisk_status st = be->add(be, a, b, n, r->d, false, a);
+    if (st) return st;
+    r->level[r->top - 2]++;
+    r->top--;
+  }
+  return BRISK_OK;
+}
+
+brisk_status brisk_rowpar_push_zero(brisk_rowpar *r, brisk_backend *be, int32_t n) {
+  if (r->top < BRISK_ROWPAR_DEPTH)
+    memset(r->part[r->top], 0, (size_t)n * (size_t)r->d * sizeof(float));
+  return brisk_rowpar_push(r, be, n);
+}
+
+brisk_status brisk_rowpar_matmul(brisk_rowpar *r, brisk_backend *be, const brisk_weight *w,
+                                 const float *x, int64_t x_cols, int64_t c0, int64_t c1,
+                                 int32_t n) {
+  if (!w->data || c1 <= c0) return brisk_rowpar_push_zero(r, be, n);
+  if (r->top >= BRISK_ROWPAR_DEPTH || c1 - c0 > r->gather_cols)
+    return brisk_error(BRISK_E_INTERNAL, "row-parallel slot of %lld columns does not fit",
+                       (long long)(c1 - c0));
+  const float *in = x;
+  if (c0 != 0 || c1 != x_cols) {
+    /* The slot's columns, contiguous for the matmul. */
+    size_t cols = (size_t)(c1 - c0);
+    for (int32_t t = 0; t < n; t++)
+      memcpy(r->gather + (size_t)t * cols, x + (size_t)t * (size_t)x_cols + (size_t)c0,
+             cols * sizeof(float));
+    in = r->gather;
+  }
+  brisk_status st = be->matmul(be, w->type, w->data, w->rows, w->cols, in, n, r->part[r->top]);
+  return st ? st : brisk_rowpar_push(r, be, n);
+}
+
+brisk_status brisk_rowpar_finish(brisk_rowpar *r, brisk_backend *be, int32_t n, float *x) {
+  if (r->top != 1) {
+    r->top = 0;
+    return brisk_error(BRISK_E_INTERNAL, "row-parallel sum: slot count is not a power of two");
+  }
+  r->top = 0;
+  brisk_status st;
+  if (r->comm && brisk_comm_size(r->comm) > 1 &&
+      (st = brisk_comm_all_reduce_sum(r->comm, r->part[0], (int64_t)n * r->d)))
+    return st;
+  memcpy(x, r->part[0], (size_t)n * (size_t)r->d * sizeof(float));
+  return BRISK_OK;
+}
+
+brisk_status brisk_rowpar_output(brisk_rowpar *r, brisk_backend *be, const brisk_model *m,
+                                 const float *h, int32_t n, float *logits) {
+  const brisk_split *sp = m->split;
+  const brisk_weight *w = &m->output;
+  size_t vmax = (size_t)sp->vocab_max, nv = m->hp.n_vocab, chunk = (size_t)n * vmax;
+  brisk_status st = be->matmul(be, w->type, w->data, w->rows, w->cols, h, n, r->vlocal);
+  if (st || (st = brisk_comm_all_gather(r->comm, r->vlocal, chunk * sizeof(float), r->vall)))
+    return st;
+  /* Rank q's rows are [n][its count], contiguous, at vall + q * chunk. */
+  for (int32_t q = 0; q < sp->tp_size; q++) {
+    size_t v0 = (size_t)sp->vocab_begin[q], nq = (size_t)sp->vocab_begin[q + 1] - v0;
+    for (int32_t t = 0; t < n; t++)
+      memcpy(logits + (size_t)t * nv + v0, r->vall + (size_t)q * chunk + (size_t)t * nq,
+             nq * sizeof(float));
+  }
+  return BRISK_OK;
+}
