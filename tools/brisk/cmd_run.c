@@ -28,6 +28,7 @@ typedef struct run_opts {
   cli_model_args model;
   const char *prompt, *file, *system, *tmpl;
   int n_gen, n_ctx;
+  int kv_type, kv_tokens; /* --kv-type (a brisk_kv_type), --kv-tokens (0: the context) */
   bool chat, raw, json;
   const char *stops[RUN_MAX_STOPS];
   int n_stops;
@@ -185,7 +186,12 @@ static int parse(run_opts *o, int argc, char **argv) {
       {CLI_STR_OPT(0, "regex", &o->regex, "PATTERN",
                    "the whole output must match a regular expression")},
   };
-  cli_group groups[4] = {
+  const cli_opt kv[] = {
+      {CLI_KV_TYPE_OPT(&o->kv_type, CLI_KV_TYPE_HELP "\n(default f16)")},
+      {CLI_INT_OPT(0, "kv-tokens", &o->kv_tokens, "N",
+                   "KV pool in tokens (default: the context, -c)", 1, RUN_MAX_TOKENS)},
+  };
+  cli_group groups[5] = {
       cli_model_group(
           &o->model,
           "GGUF file or Hugging Face folder (default:\nSmolLM2-135M-Instruct, fetched once)"),
@@ -196,13 +202,14 @@ static int parse(run_opts *o, int argc, char **argv) {
   const cli_spec spec = {
       .cmd = "run",
       .usage = "[-m MODEL] [-p PROMPT | -f FILE] [-n N] [options]\n--chat [-p FIRST] [--system "
+      {"KV cache", kv, sizeof kv / sizeof kv[0]},
                "TEXT] [options]",
       .summary =
           "Generates text from a prompt, streaming it as it comes, then prints the speed on\n"
           "stderr. A model with a chat template gets the prompt as a user turn in it\n"
           "(--raw: plain completion). Greedy unless a sampling flag is given.",
       .groups = groups,
-      .n_groups = 4,
+      .n_groups = 5,
       .epilog = "chat (--chat): one user turn per line, the KV cache kept across turns. Arrow\n"
                 "keys edit the line and recall earlier ones; Ctrl-C stops a reply, twice\n"
                 "leaves; /help, /bye, /clear, /system TEXT; a line ending in \\ or a block\n"
@@ -315,7 +322,8 @@ int cmd_run(int argc, char **argv) {
   brisk_context_params_init(&cp);
   cp.n_threads = o.model.threads;
   cp.n_seq_max = 1;
-  cp.kv_tokens = r.cap_kv;
+  cp.kv_tokens = o.kv_tokens ? o.kv_tokens : r.cap_kv;
+  cp.kv_type = (brisk_kv_type)o.kv_type;
   cp.abort_callback = run_abort_cb;
   r.max_batch = cp.max_batch_tokens;
   r.show_progress = isatty(STDERR_FILENO) && !o.json;
