@@ -1938,6 +1938,67 @@ BRISK_API brisk_status brisk_engine_submit_constrained(brisk_engine *engine,
  * of the vocabulary continues the constraint (never garbage output). */
 #  define BRISK_FINISH_CONSTRAINT ((brisk_finish_reason)6)
 
+/*
+ * Sequence snapshots: one sequence's tokens, positions and KV cache as a
+ * byte string that restores into any sequence id of any context of the same
+ * model and KV cache type, in this or another process, whatever the block
+ * sizes (docs/snapshots.md has the format). A snapshot carries a format
+ * version, the model's fingerprint (architecture, hyper-parameters, tensor
+ * names, types and shapes, vocabulary; weight values are not hashed, so
+ * fine-tunes of one base share it), the KV type, a checksum, the token ids
+ * and the positions; import checks every field before it changes anything.
+ * Restored into a context of the same block size, the next logits are
+ * bitwise those of the original (other block sizes: to rounding). Uses:
+ * saving a conversation, and handing a prefilled sequence from one engine
+ * to another (prefill / decode disaggregation).
+ */
+
+/* Writes n bytes of a snapshot; returns 0, or nonzero to stop (the export
+ * then fails with BRISK_E_IO). Called on the exporting thread only. */
+typedef int (*brisk_seq_write_fn)(void *user_data, const void *data, size_t n);
+/* Reads exactly n bytes of a snapshot into data; returns 0, or nonzero at
+ * an error or an end (the import then fails with BRISK_E_IO). */
+typedef int (*brisk_seq_read_fn)(void *user_data, void *data, size_t n);
+
+/*
+ * Writes sequence seq_id of ctx as a snapshot into buf[0 .. capacity):
+ * *n_bytes is set to the snapshot's size, and BRISK_E_BUFFER_TOO_SMALL
+ * returned (nothing written) when capacity is less (buf may be NULL then;
+ * call again with a buffer of *n_bytes). BRISK_E_INVALID_ARGUMENT for a NULL
+ * ctx or n_bytes, a bad or empty sequence; BRISK_E_OUT_OF_MEMORY. The
+ * sequence and the context are unchanged. Calls on one context must not run
+ * concurrently.
+ */
+BRISK_API brisk_status brisk_seq_export(brisk_context *ctx, int32_t seq_id, void *buf,
+                                        size_t capacity, size_t *n_bytes);
+/* brisk_seq_export through a writer callback, in order, in pieces of any
+ * size (the largest: one layer's K or V of the sequence). */
+BRISK_API brisk_status brisk_seq_export_to(brisk_context *ctx, int32_t seq_id,
+                                           brisk_seq_write_fn write, void *user_data);
+
+/*
+ * Restores a snapshot of exactly n_bytes into empty sequence seq_id of ctx
+ * (any id; the snapshot's full blocks join the prefix cache as decoded ones
+ * would). Errors change nothing:
+ *   BRISK_E_INVALID_ARGUMENT  NULL ctx, a bad or non-empty sequence, a
+ *                             snapshot of another model (fingerprint) or
+ *                             another KV cache type
+ *   BRISK_E_FORMAT            not a snapshot, another format version, a bad
+ *                             checksum, size, count, token id or position
+ *                             (the message names the field)
+ *   BRISK_E_IO                (import_from) the reader failed or ended
+ *   BRISK_E_KV_FULL           too few free KV blocks for its tokens
+ *   BRISK_E_OUT_OF_MEMORY
+ * The buffer is only read during the call.
+ */
+BRISK_API brisk_status brisk_seq_import(brisk_context *ctx, int32_t seq_id, const void *buf,
+                                        size_t n_bytes);
+/* brisk_seq_import through a reader callback; the reader is not used after
+ * the call (the whole snapshot is read, into memory of the call's, before
+ * the context changes). */
+BRISK_API brisk_status brisk_seq_import_from(brisk_context *ctx, int32_t seq_id,
+                                             brisk_seq_read_fn read, void *user_data);
+
 #endif /* BRISK_EXPERIMENTAL */
 
 #ifdef __cplusplus

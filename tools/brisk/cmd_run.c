@@ -28,7 +28,8 @@ typedef struct run_opts {
   cli_model_args model;
   const char *prompt, *file, *system, *tmpl;
   int n_gen, n_ctx;
-  int kv_type, kv_tokens; /* --kv-type (a brisk_kv_type), --kv-tokens (0: the context) */
+  int kv_type, kv_tokens;  /* --kv-type (a brisk_kv_type), --kv-tokens (0: the context) */
+  const char *save, *load; /* --chat: --save FILE, --load FILE */
   bool chat, raw, json;
   const char *stops[RUN_MAX_STOPS];
   int n_stops;
@@ -151,6 +152,10 @@ static int parse(run_opts *o, int argc, char **argv) {
                 "end the text before STRING (repeatable, up to 16)"),
        .count = &o->n_stops, .max = RUN_MAX_STOPS},
       {CLI_FLAG_OPT(0, "chat", &o->chat, "interactive chat (below)")},
+      {CLI_STR_OPT(0, "save", &o->save, "FILE",
+                   "--chat: at the end, write the conversation and its KV\ncache to FILE")},
+      {CLI_STR_OPT(0, "load", &o->load, "FILE",
+                   "--chat: resume a conversation saved with --save\n(same model and --kv-type)")},
       {CLI_FLAG_OPT(0, "json", &o->json, "one JSON object on stdout instead of the text")},
   };
   const cli_opt samp[] = {
@@ -196,13 +201,13 @@ static int parse(run_opts *o, int argc, char **argv) {
           &o->model,
           "GGUF file or Hugging Face folder (default:\nSmolLM2-135M-Instruct, fetched once)"),
       {"generation", gen, sizeof gen / sizeof gen[0]},
+      {"KV cache", kv, sizeof kv / sizeof kv[0]},
       {"sampling", samp, sizeof samp / sizeof samp[0]},
       {"constrained output (docs/structured-output.md)", cons, sizeof cons / sizeof cons[0]},
   };
   const cli_spec spec = {
       .cmd = "run",
       .usage = "[-m MODEL] [-p PROMPT | -f FILE] [-n N] [options]\n--chat [-p FIRST] [--system "
-      {"KV cache", kv, sizeof kv / sizeof kv[0]},
                "TEXT] [options]",
       .summary =
           "Generates text from a prompt, streaming it as it comes, then prints the speed on\n"
@@ -231,6 +236,8 @@ int cmd_run(int argc, char **argv) {
   if (o.prompt && o.file) return cli_usage_error("run", "give -p or -f, not both");
   if (o.chat && (o.json || o.raw))
     return cli_usage_error("run", "--chat does not combine with --json or --raw");
+  if ((o.save || o.load) && !o.chat)
+    return cli_usage_error("run", "--save and --load go with --chat");
   /* Any sampling flag means sampling: without --temp it gets the default. */
   if (o.sampling_given && !o.temp_given) o.sp.temperature = RUN_DEFAULT_TEMP;
   brisk_grammar *grammar = NULL;
@@ -337,7 +344,12 @@ int cmd_run(int argc, char **argv) {
     goto done;
   }
   if (o.chat) {
-    chat_opts co = {.tmpl = o.tmpl, .system = o.system, .first = o.prompt, .n_gen = o.n_gen};
+    chat_opts co = {.tmpl = o.tmpl,
+                    .system = o.system,
+                    .first = o.prompt,
+                    .n_gen = o.n_gen,
+                    .save = o.save,
+                    .load = o.load};
     rc = run_chat(&r, &co);
     goto done;
   }
