@@ -430,18 +430,11 @@ int brisk_kattn_decode(const brisk_kattn_desc *d, const void *k_cache, const voi
     const unsigned nt =
         (unsigned)(d->n_tokens - t0 < (int32_t)kMaxGridYZ ? d->n_tokens - t0 : kMaxGridYZ);
     const dim3 grid((unsigned)P.n_chunks, (unsigned)(P.n_kv_heads * P.n_hgroups), nt);
-    int st;
-    switch (kt) {
 #define DECODE(K)                                                                                  \
-  case K:                                                                                          \
-    st = BRISK_LAUNCH(decode_kernel<K>, grid, dim3(kThreads), smem, stream, P, t0, k_cache,        \
-                      v_cache, q, positions, seq_of_token, block_tables, ws_ml, ws_acc);           \
-    break;
-      DECODE(0)
-      DECODE(1) DECODE(2) DECODE(3)
+  BRISK_LAUNCH(decode_kernel<K>, grid, dim3(kThreads), smem, stream, P, t0, k_cache, v_cache, q,   \
+               positions, seq_of_token, block_tables, ws_ml, ws_acc)
+    int st = kt == 0 ? DECODE(0) : kt == 1 ? DECODE(1) : kt == 2 ? DECODE(2) : DECODE(3);
 #undef DECODE
-          default : return kInvalid;
-    }
     if (st) return st;
     st = BRISK_LAUNCH(combine_kernel, dim3((unsigned)P.n_heads, nt), dim3(kThreads), 0, stream, P,
                       t0, positions, (const float *)ws_ml, (const float *)ws_acc, out);
@@ -460,16 +453,12 @@ int brisk_kattn_prefill(const brisk_kattn_desc *d, const void *k_cache, const vo
   const size_t smem = prefill_config(P);
   const dim3 grid((unsigned)((d->n_tokens + P.bq - 1) / P.bq),
                   (unsigned)(P.n_kv_heads * P.n_hgroups));
-  switch (kt) {
 #define PREFILL(K)                                                                                 \
-  case K:                                                                                          \
-    return BRISK_LAUNCH(prefill_kernel<K>, grid, dim3(kThreads), smem, stream, P, k_cache,         \
-                        v_cache, q, positions, seq_of_token, block_tables, out);
-    PREFILL(0)
-    PREFILL(1) PREFILL(2) PREFILL(3)
+  BRISK_LAUNCH(prefill_kernel<K>, grid, dim3(kThreads), smem, stream, P, k_cache, v_cache, q,      \
+               positions, seq_of_token, block_tables, out)
+  const int st = kt == 0 ? PREFILL(0) : kt == 1 ? PREFILL(1) : kt == 2 ? PREFILL(2) : PREFILL(3);
 #undef PREFILL
-        default : return kInvalid;
-  }
+  return st;
 }
 
 } // extern "C"
