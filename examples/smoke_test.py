@@ -21,6 +21,8 @@ if os.path.exists(stories):
         runs.append([exe, stories, "Once upon a time", "12"])
     elif name == "batched":
         runs.append([exe, stories, "Once upon a time", "3", "8"])
+    elif name == "disaggregated":  # prefill in one process, decode in another
+        runs.append([exe, stories, "Once upon a time", "24"])
     elif name == "speculative":  # prompt lookup, then the model as its own draft
         runs.append([exe, stories, "Once upon a time", "24"])
         runs.append([exe, stories, "Once upon a time", "24", stories])
@@ -48,6 +50,8 @@ for argv in runs:
     if name == "speculative" and len(argv) > 4 and "24 tokens" in p.stderr and \
             " 0 of " in p.stderr:
         sys.exit("speculative: the model drafting for itself had nothing accepted")
+    if name == "disaggregated" and "equal a single engine's" not in p.stdout:
+        sys.exit("disaggregated: the decode engine's tokens differ from a single engine's")
     if name == "chat" and argv[1] == smollm2 and "template chatml" not in p.stderr:
         sys.exit("chat: SmolLM2's template was not recognized as chatml")
 print("OK")

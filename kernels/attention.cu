@@ -6,7 +6,9 @@
  * lo = max(0, p - window + 1) with a sliding window, else 0. K/V row j of
  * sequence s lives in cache block table[s][j / block_size], slot
  * j % block_size: element ((block * n_kv_heads + g) * block_size + slot) *
- * head_dim + i. Everything is float32 (F16 caches are widened exactly).
+ * head_dim + i (quantized caches: row ... * head_dim / head_dim of kvq.cuh
+ * rows). Everything is float32 (F16 and quantized caches are widened
+ * exactly as the CPU widens them).
  *
  * Decode (split-KV): chunk c holds keys [256 c, 256 c + 256) n [lo, p]. Its
  * block computes, per head, m_c = max score, l_c = sum exp(score - m_c) and
@@ -28,6 +30,7 @@
 #include "simt.h"
 
 #include "attention.h"
+#include "kvq.cuh"
 
 #include <math.h>
 #include <string.h>
@@ -66,11 +69,6 @@ __device__ __forceinline__ float f16_bits_to_f32(uint16_t u) {
   return __half2float(h);
 }
 
-template <int F16> __device__ __forceinline__ float kv_at(const void *cache, size_t i) {
-  if (F16) return f16_bits_to_f32(((const uint16_t *)cache)[i]);
-  return ((const float *)cache)[i];
-}
-
 __device__ __forceinline__ int32_t first_key(int32_t p, int32_t window) {
   return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
 }
@@ -82,6 +80,19 @@ __device__ __forceinline__ size_t kv_index(const kparams &P, const int32_t *tabl
           (size_t)(pos % P.block_size)) *
              (size_t)P.head_dim +
          (size_t)i;
+}
+
+/* Cache element i of key row `pos`: KT is the cache type (0 F32, 1 F16, 2
+ * INT8, 3 FP8 E4M3; quantized rows as kvq.cuh). */
+template <int KT>
+__device__ __forceinline__ float kv_load(const kparams &P, const void *cache, const int32_t *table,
+                                         int kvh, int32_t pos, int i) {
+  if (KT == 0) return ((const float *)cache)[kv_index(P, table, kvh, pos, i)];
+  if (KT == 1) return f16_bits_to_f32(((const uint16_t *)cache)[kv_index(P, table, kvh, pos, i)]);
+  const size_t row = kv_index(P, table, kvh, pos, 0) / (size_t)P.head_dim;
+  return kvq_value(KT == 2 ? KVQ_DTYPE_Q8 : KVQ_DTYPE_FP8,
+                   (const unsigned char *)cache + row * (size_t)kvq_row_bytes(P.head_dim),
+                   P.head_dim, i);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -97,7 +108,7 @@ __device__ __forceinline__ float warp_max(float v) {
 
 /* ---- decode: split-KV partials ------------------------------------------ */
 
-template <int F16>
+template <int KT>
 __global__ void
 decode_kernel(kparams P, int32_t t_base,
               const void *__restrict__ kc,           // [n_blocks][n_kv_heads][block_size][head_dim]
@@ -133,7 +144,7 @@ decode_kernel(kparams P, int32_t t_base,
     const int n = len - kt < P.tk ? len - kt : P.tk;
     __syncthreads(); /* the previous tile is consumed */
     for (int idx = tid; idx < n * hd; idx += blockDim.x)
-      tile[idx] = kv_at<F16>(kc, kv_index(P, table, kvh, k_begin + kt + idx / hd, idx % hd));
+      tile[idx] = kv_load<KT>(P, kc, table, kvh, k_begin + kt + idx / hd, idx % hd);
     __syncthreads();
     for (int pr = warp; pr < nh * n; pr += nwarps) {
       const int g = pr / n, c = pr % n;
@@ -165,7 +176,7 @@ decode_kernel(kparams P, int32_t t_base,
     const int n = len - kt < P.tk ? len - kt : P.tk;
     __syncthreads(); /* probabilities written, previous V tile consumed */
     for (int idx = tid; idx < n * hd; idx += blockDim.x)
-      tile[idx] = kv_at<F16>(vc, kv_index(P, table, kvh, k_begin + kt + idx / hd, idx % hd));
+      tile[idx] = kv_load<KT>(P, vc, table, kvh, k_begin + kt + idx / hd, idx % hd);
     __syncthreads();
     for (int o = tid; o < nh * hd; o += blockDim.x) {
       const int g = o / hd, i = o % hd;
@@ -208,7 +219,7 @@ combine_kernel(kparams P, int32_t t_base,
 
 /* ---- prefill --------------------------------------------------------------- */
 
-template <int F16>
+template <int KT>
 __global__ void
 prefill_kernel(kparams P,
                const void *__restrict__ kc, // [n_blocks][n_kv_heads][block_size][head_dim]
@@ -285,8 +296,7 @@ prefill_kernel(kparams P,
       if (!any) continue; /* the same answer in every thread */
       for (int idx = tid; idx < tk * hd; idx += blockDim.x) {
         const int c = idx / hd;
-        tile[c * ld + idx % hd] =
-            need[c] ? kv_at<F16>(kc, kv_index(P, table, kvh, kt + c, idx % hd)) : 0.0f;
+        tile[c * ld + idx % hd] = need[c] ? kv_load<KT>(P, kc, table, kvh, kt + c, idx % hd) : 0.0f;
       }
       __syncthreads();
       for (int pr = tid; pr < R * tk; pr += blockDim.x) {
@@ -321,8 +331,7 @@ prefill_kernel(kparams P,
       __syncthreads();
       for (int idx = tid; idx < tk * hd; idx += blockDim.x) {
         const int c = idx / hd;
-        tile[c * ld + idx % hd] =
-            need[c] ? kv_at<F16>(vc, kv_index(P, table, kvh, kt + c, idx % hd)) : 0.0f;
+        tile[c * ld + idx % hd] = need[c] ? kv_load<KT>(P, vc, table, kvh, kt + c, idx % hd) : 0.0f;
       }
       __syncthreads();
       for (int o = tid; o < R * hd; o += blockDim.x) {
@@ -352,6 +361,15 @@ kparams params_of(const brisk_kattn_desc *d) {
   P.softcap = d->softcap;
   P.hpb = P.n_hgroups = P.tk = P.bq = P.n_chunks = 1;
   return P;
+}
+
+/* The kernels' KT for a cache dtype; -1 for one they do not read. */
+int kv_kind(uint32_t dtype) {
+  return dtype == 0               ? 0
+         : dtype == 1             ? 1
+         : dtype == KVQ_DTYPE_Q8  ? 2
+         : dtype == KVQ_DTYPE_FP8 ? 3
+                                  : -1;
 }
 
 int32_t n_chunks_of(int32_t max_ctx) { return (max_ctx + kChunk - 1) / kChunk; }
@@ -404,7 +422,8 @@ int brisk_kattn_decode(const brisk_kattn_desc *d, const void *k_cache, const voi
                        const float *q, const int32_t *positions, const int32_t *seq_of_token,
                        const int32_t *block_tables, int32_t max_ctx, void *workspace, float *out,
                        brisk_kstream stream) {
-  if (d->kv_dtype != 0 && d->kv_dtype != 1) return kInvalid;
+  const int kt = kv_kind(d->kv_dtype);
+  if (kt < 0) return kInvalid;
   if (d->n_tokens == 0) return 0;
   if (brisk_kattn_decode_workspace_bytes(d->n_tokens, d->n_heads, d->head_dim, max_ctx) == 0)
     return kInvalid;
@@ -420,12 +439,11 @@ int brisk_kattn_decode(const brisk_kattn_desc *d, const void *k_cache, const voi
     const unsigned nt =
         (unsigned)(d->n_tokens - t0 < (int32_t)kMaxGridYZ ? d->n_tokens - t0 : kMaxGridYZ);
     const dim3 grid((unsigned)P.n_chunks, (unsigned)(P.n_kv_heads * P.n_hgroups), nt);
-    int st =
-        d->kv_dtype == 1
-            ? BRISK_LAUNCH(decode_kernel<1>, grid, dim3(kThreads), smem, stream, P, t0, k_cache,
-                           v_cache, q, positions, seq_of_token, block_tables, ws_ml, ws_acc)
-            : BRISK_LAUNCH(decode_kernel<0>, grid, dim3(kThreads), smem, stream, P, t0, k_cache,
-                           v_cache, q, positions, seq_of_token, block_tables, ws_ml, ws_acc);
+#define DECODE(K)                                                                                  \
+  BRISK_LAUNCH(decode_kernel<K>, grid, dim3(kThreads), smem, stream, P, t0, k_cache, v_cache, q,   \
+               positions, seq_of_token, block_tables, ws_ml, ws_acc)
+    int st = kt == 0 ? DECODE(0) : kt == 1 ? DECODE(1) : kt == 2 ? DECODE(2) : DECODE(3);
+#undef DECODE
     if (st) return st;
     st = BRISK_LAUNCH(combine_kernel, dim3((unsigned)P.n_heads, nt), dim3(kThreads), 0, stream, P,
                       t0, positions, (const float *)ws_ml, (const float *)ws_acc, out);
@@ -437,17 +455,19 @@ int brisk_kattn_decode(const brisk_kattn_desc *d, const void *k_cache, const voi
 int brisk_kattn_prefill(const brisk_kattn_desc *d, const void *k_cache, const void *v_cache,
                         const float *q, const int32_t *positions, const int32_t *seq_of_token,
                         const int32_t *block_tables, float *out, brisk_kstream stream) {
-  if (d->kv_dtype != 0 && d->kv_dtype != 1) return kInvalid;
+  const int kt = kv_kind(d->kv_dtype);
+  if (kt < 0) return kInvalid;
   if (d->n_tokens == 0) return 0;
   kparams P = params_of(d);
   const size_t smem = prefill_config(P);
   const dim3 grid((unsigned)((d->n_tokens + P.bq - 1) / P.bq),
                   (unsigned)(P.n_kv_heads * P.n_hgroups));
-  return d->kv_dtype == 1
-             ? BRISK_LAUNCH(prefill_kernel<1>, grid, dim3(kThreads), smem, stream, P, k_cache,
-                            v_cache, q, positions, seq_of_token, block_tables, out)
-             : BRISK_LAUNCH(prefill_kernel<0>, grid, dim3(kThreads), smem, stream, P, k_cache,
-                            v_cache, q, positions, seq_of_token, block_tables, out);
+#define PREFILL(K)                                                                                 \
+  BRISK_LAUNCH(prefill_kernel<K>, grid, dim3(kThreads), smem, stream, P, k_cache, v_cache, q,      \
+               positions, seq_of_token, block_tables, out)
+  const int st = kt == 0 ? PREFILL(0) : kt == 1 ? PREFILL(1) : kt == 2 ? PREFILL(2) : PREFILL(3);
+#undef PREFILL
+  return st;
 }
 
 } // extern "C"

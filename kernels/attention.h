@@ -21,7 +21,7 @@
  * Launchers take device pointers (the descriptor is host memory), do not
  * validate (the host side checks as the CPU backend does), and return 0 or
  * the CUDA / emulation error code; 1 (cudaErrorInvalidValue) for a cache
- * dtype other than F16/F32 or a zero-sized workspace. */
+ * dtype other than F16/F32/INT8/FP8 or a zero-sized workspace. */
 #ifndef BRISK_KERNELS_ATTENTION_H
 #define BRISK_KERNELS_ATTENTION_H
 
@@ -40,7 +40,7 @@ extern "C" {
 
 /* One attention call (host memory). */
 typedef struct brisk_kattn_desc {
-  uint32_t kv_dtype; /* 1 (F16) or 0 (F32) */
+  uint32_t kv_dtype; /* 1 (F16), 0 (F32), 0x1000 (INT8) or 0x1001 (FP8 E4M3): kernels/kv.h */
   int32_t n_kv_heads;
   int32_t block_size;     /* tokens per cache block */
   int32_t head_dim;       /* <= 1024 */

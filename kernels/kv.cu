@@ -7,10 +7,12 @@
  *             the pairs in order, so a chain (a pair reading an earlier
  *             pair's destination) sees the earlier copy without any
  *             grid-wide synchronization: the dependency is within a thread.
- * Conversion to F16 is __float2half_rn (round to nearest even), as the CPU. */
+ * Conversion to F16 is __float2half_rn (round to nearest even), as the CPU.
+ * Quantized caches (kvq.cuh): one thread per (token, head, group of 64). */
 #include "simt.h"
 
 #include "kv.h"
+#include "kvq.cuh"
 
 #define KV_THREADS 256
 #define MAX_GRID 65535u
@@ -46,12 +48,51 @@ static __global__ void kv_write_kernel(int32_t n_kv_heads, int32_t block_size, i
   }
 }
 
+static __global__ void
+kvq_write_kernel(uint32_t dtype, int32_t n_kv_heads, int32_t block_size, int32_t head_dim,
+                 unsigned char *k_cache, // [n_blocks][n_kv_heads][block_size] rows
+                 unsigned char *v_cache, // [n_blocks][n_kv_heads][block_size] rows
+                 const float *k,         // [n_tokens][n_kv_heads][head_dim]
+                 const float *v,         // [n_tokens][n_kv_heads][head_dim]
+                 const int64_t *slots,   // [n_tokens]
+                 int32_t n_tokens) {
+  const int ng = kvq_n_groups(head_dim);
+  const int64_t rb = kvq_row_bytes(head_dim), per_token = (int64_t)n_kv_heads * ng;
+  for (int64_t t = blockIdx.y; t < n_tokens; t += gridDim.y) {
+    const int64_t slot = slots[t];
+    if (slot < 0) continue;
+    const int64_t block = slot / block_size, in_block = slot % block_size;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < per_token;
+         e += (int64_t)gridDim.x * blockDim.x) {
+      const int64_t h = e / ng;
+      const int g = (int)(e % ng);
+      const int64_t row = (block * n_kv_heads + h) * block_size + in_block;
+      const size_t src = ((size_t)t * n_kv_heads + h) * head_dim;
+      kvq_quantize_group(dtype, k + src, head_dim, g, k_cache + row * rb);
+      kvq_quantize_group(dtype, v + src, head_dim, g, v_cache + row * rb);
+    }
+  }
+}
+
+static bool known_dtype(uint32_t d) {
+  return d == DTYPE_F32 || d == DTYPE_F16 || d == KVQ_DTYPE_Q8 || d == KVQ_DTYPE_FP8;
+}
+
 extern "C" int brisk_kkv_write(uint32_t cache_dtype, int32_t n_kv_heads, int32_t block_size,
                                int32_t head_dim, void *k_cache, void *v_cache, const float *k,
                                const float *v, const int64_t *slots, int32_t n_tokens,
                                brisk_kstream stream) {
-  if (cache_dtype != DTYPE_F32 && cache_dtype != DTYPE_F16) return 1;
+  if (!known_dtype(cache_dtype)) return 1;
   if (n_tokens <= 0) return 0;
+  if (cache_dtype == KVQ_DTYPE_Q8 || cache_dtype == KVQ_DTYPE_FP8) {
+    const int64_t units = (int64_t)n_kv_heads * ((head_dim + KVQ_GROUP - 1) / KVQ_GROUP);
+    const int64_t bx = (units + KV_THREADS - 1) / KV_THREADS;
+    const dim3 grid((unsigned)(bx < (int64_t)MAX_GRID ? bx : MAX_GRID),
+                    (unsigned)(n_tokens < (int32_t)MAX_GRID ? n_tokens : (int32_t)MAX_GRID));
+    return BRISK_LAUNCH(kvq_write_kernel, grid, dim3(KV_THREADS), 0, stream, cache_dtype,
+                        n_kv_heads, block_size, head_dim, static_cast<unsigned char *>(k_cache),
+                        static_cast<unsigned char *>(v_cache), k, v, slots, n_tokens);
+  }
   const int64_t row = (int64_t)n_kv_heads * head_dim;
   const int64_t bx = (row + KV_THREADS - 1) / KV_THREADS;
   const dim3 grid((unsigned)(bx < (int64_t)MAX_GRID ? bx : MAX_GRID),
@@ -84,10 +125,13 @@ static __global__ void kv_copy_kernel(unsigned char *cache /* [n_blocks][block_b
 extern "C" int brisk_kkv_copy_blocks(uint32_t cache_dtype, int32_t n_kv_heads, int32_t block_size,
                                      int32_t head_dim, void *cache, const int32_t *pairs,
                                      int32_t n_pairs, brisk_kstream stream) {
-  if (cache_dtype != DTYPE_F32 && cache_dtype != DTYPE_F16) return 1;
+  if (!known_dtype(cache_dtype)) return 1;
   if (n_pairs <= 0) return 0;
-  const int64_t block_bytes =
-      (int64_t)n_kv_heads * block_size * head_dim * (cache_dtype == DTYPE_F32 ? 4 : 2);
+  const int64_t row_bytes = cache_dtype == DTYPE_F32 ? (int64_t)head_dim * 4
+                            : cache_dtype == DTYPE_F16
+                                ? (int64_t)head_dim * 2
+                                : (int64_t)head_dim + 2 * ((head_dim + KVQ_GROUP - 1) / KVQ_GROUP);
+  const int64_t block_bytes = (int64_t)n_kv_heads * block_size * row_bytes;
   const bool wide = block_bytes % 16 == 0 && ((uintptr_t)cache & 15) == 0;
   const int64_t units = wide ? block_bytes / 16 : block_bytes;
   const int64_t bx = (units + KV_THREADS - 1) / KV_THREADS;

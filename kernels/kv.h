@@ -13,7 +13,9 @@ extern "C" {
 /* Device pointers; arguments are not checked (the host side checks them like
  * the CPU backend); 0 or the CUDA (emulation) error code. Caches are
  * [n_blocks][n_kv_heads][block_size][head_dim] of cache_dtype (GGUF ids:
- * 0 F32, 1 F16; anything else is error 1, invalid value). */
+ * 0 F32, 1 F16), or [n_blocks][n_kv_heads][block_size] quantized rows
+ * (0x1000 INT8, 0x1001 FP8 E4M3: lib/quant/kv_quant.h's ids and layout);
+ * anything else is error 1, invalid value. */
 
 /* Stores token t's k and v heads at global slot slots[t] of both caches,
  * rounded to the cache dtype (nearest even); a negative slot skips the token.

@@ -28,6 +28,7 @@
 #define BRISK_BACKEND_BACKEND_H
 
 #include "brisk.h"
+#include "quant/kv_quant.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -101,11 +102,14 @@ brisk_status brisk_rope_frequencies(const brisk_rope_params *p, int32_t head_dim
 /* ---- paged KV cache and attention --------------------------------------- */
 
 /* One layer's K (or V) cache: a pool of blocks
- *   [n_blocks][n_kv_heads][block_size][head_dim] of dtype (F16 or F32).
+ *   [n_blocks][n_kv_heads][block_size][head_dim] of dtype (F16 or F32), or
+ *   [n_blocks][n_kv_heads][block_size] rows of brisk_kvq_row_bytes(dtype,
+ *   head_dim) bytes for the quantized BRISK_KVQ_DTYPE_Q8 / _FP8 (rows as in
+ *   quant/kv_quant.h: written by kv_write, widened by attention).
  * A token at position p of a sequence lives in block table[p / block_size],
  * slot p % block_size; its global slot index is block * block_size + slot. */
 typedef struct brisk_kv_layout {
-  uint32_t dtype; /* BRISK_DTYPE_F16 or BRISK_DTYPE_F32 */
+  uint32_t dtype; /* BRISK_DTYPE_F16, BRISK_DTYPE_F32, BRISK_KVQ_DTYPE_Q8 or _FP8 */
   int32_t n_blocks;
   int32_t n_kv_heads;
   int32_t block_size; /* tokens per block */
@@ -257,7 +261,8 @@ struct brisk_backend {
                           int64_t n_cols, float scale, float *out /* [n_rows][n_cols] */);
 
   /* Stores token t's k and v heads at global slot slots[t] of both caches
-   * (converted to the cache dtype, rounding to nearest even). A negative slot
+   * (converted to the cache dtype, rounding to nearest even; quantized rows
+   * exactly as brisk_kvq_quantize_row). A negative slot
    * skips the token (padding). Slots must be distinct within a call. */
   brisk_status (*kv_write)(brisk_backend *be, const brisk_kv_layout *kv,
                            void *k_cache /* [n_blocks][n_kv_heads][block_size][head_dim] */,

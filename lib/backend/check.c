@@ -4,6 +4,7 @@
 #include "core/checked.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "quant/kv_quant.h"
 
 #include <math.h>
 
@@ -23,8 +24,10 @@ brisk_status brisk_check_matrix(const char *what, int64_t n_rows, int64_t n_cols
 
 brisk_status brisk_check_kv(const char *what, const brisk_kv_layout *kv, size_t *cache_bytes) {
   if (!kv) return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: kv layout is NULL", what);
-  if (kv->dtype != BRISK_DTYPE_F16 && kv->dtype != BRISK_DTYPE_F32)
-    return brisk_error(BRISK_E_UNSUPPORTED, "%s: kv cache dtype %s (%u) is not f16 or f32", what,
+  if (kv->dtype != BRISK_DTYPE_F16 && kv->dtype != BRISK_DTYPE_F32 &&
+      !brisk_kvq_is_quantized(kv->dtype))
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "%s: kv cache dtype %s (%u) is not f16, f32, q8_0 or fp8_e4m3", what,
                        brisk_dtype_name(kv->dtype), (unsigned)kv->dtype);
   if (kv->n_blocks < 1 || kv->n_kv_heads < 1 || kv->block_size < 1 || kv->head_dim < 1 ||
       kv->head_dim > BRISK_MAX_HEAD_DIM)
@@ -33,11 +36,10 @@ brisk_status brisk_check_kv(const char *what, const brisk_kv_layout *kv, size_t 
                        "all >= 1 and head dim <= %d",
                        what, (int)kv->n_blocks, (int)kv->n_kv_heads, (int)kv->block_size,
                        (int)kv->head_dim, BRISK_MAX_HEAD_DIM);
-  size_t b = kv->dtype == BRISK_DTYPE_F16 ? 2 : 4;
+  size_t b = brisk_kvq_row_bytes(kv->dtype, kv->head_dim); /* head_dim <= BRISK_MAX_HEAD_DIM */
   if (brisk_mul_overflow_size(b, (size_t)kv->n_blocks, &b) ||
       brisk_mul_overflow_size(b, (size_t)kv->n_kv_heads, &b) ||
-      brisk_mul_overflow_size(b, (size_t)kv->block_size, &b) ||
-      brisk_mul_overflow_size(b, (size_t)kv->head_dim, &b) || b > PTRDIFF_MAX)
+      brisk_mul_overflow_size(b, (size_t)kv->block_size, &b) || b > PTRDIFF_MAX)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: kv cache of %d blocks is too large", what,
                        (int)kv->n_blocks);
   if (cache_bytes) *cache_bytes = b;

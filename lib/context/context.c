@@ -64,6 +64,15 @@ BRISK_API void brisk_context_params_init(brisk_context_params *p) {
   p->prefix_cache = 1;
 }
 
+uint32_t brisk_context_kv_dtype(brisk_kv_type type) {
+  switch (type) {
+  case BRISK_KV_F32: return BRISK_DTYPE_F32;
+  case BRISK_KV_Q8_0: return BRISK_KVQ_DTYPE_Q8;
+  case BRISK_KV_FP8_E4M3: return BRISK_KVQ_DTYPE_FP8;
+  default: return BRISK_DTYPE_F16;
+  }
+}
+
 static brisk_status copy_params(const brisk_context_params *in, brisk_context_params *out) {
   brisk_context_params_init(out);
   if (!in) return BRISK_OK;
@@ -75,7 +84,8 @@ static brisk_status copy_params(const brisk_context_params *in, brisk_context_pa
   if (out->block_size < 1 || out->block_size > 4096)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "block_size %d is outside [1, 4096]",
                        out->block_size);
-  if (out->kv_type != BRISK_KV_F16 && out->kv_type != BRISK_KV_F32)
+  if (out->kv_type != BRISK_KV_F16 && out->kv_type != BRISK_KV_F32 &&
+      out->kv_type != BRISK_KV_Q8_0 && out->kv_type != BRISK_KV_FP8_E4M3)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "kv_type %d is not a brisk_kv_type",
                        (int)out->kv_type);
   if (out->max_batch_tokens < 1 || out->max_batch_tokens > (1 << 20))
@@ -185,9 +195,9 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   int tp = model->tp_size > 1 ? model->tp_size : 1;
   int rank_threads = p.n_threads > 0 ? p.n_threads : brisk_cpu_count();
   rank_threads = rank_threads / tp > 0 ? rank_threads / tp : 1;
-  size_t elt = p.kv_type == BRISK_KV_F16 ? 2 : 4;
-  uint64_t bytes_per_block =
-      2ull * hp->n_layer * shard->hp.n_head_kv * hp->head_dim * (uint64_t)p.block_size * elt;
+  const uint32_t kv_dtype = brisk_context_kv_dtype(p.kv_type);
+  uint64_t bytes_per_block = 2ull * hp->n_layer * shard->hp.n_head_kv * (uint64_t)p.block_size *
+                             brisk_kvq_row_bytes(kv_dtype, (int32_t)hp->head_dim);
   int32_t n_blocks = 0;
   if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
 
@@ -206,9 +216,8 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   c->model = model;
   c->params = p;
   c->bytes_per_block = bytes_per_block;
-  c->storage.layout =
-      (brisk_kv_layout){p.kv_type == BRISK_KV_F16 ? BRISK_DTYPE_F16 : BRISK_DTYPE_F32, n_blocks,
-                        (int32_t)shard->hp.n_head_kv, p.block_size, (int32_t)hp->head_dim};
+  c->storage.layout = (brisk_kv_layout){kv_dtype, n_blocks, (int32_t)shard->hp.n_head_kv,
+                                        p.block_size, (int32_t)hp->head_dim};
   size_t nb = (size_t)p.max_batch_tokens, nv = hp->n_vocab;
   c->slot = brisk_malloc(nb * sizeof *c->slot);
   c->seq_row = brisk_malloc(nb * sizeof *c->seq_row);
@@ -254,9 +263,9 @@ brisk_status brisk_context_estimate(const brisk_model *model, const brisk_contex
   brisk_status st = copy_params(params, &p);
   if (st) return st;
   const brisk_hparams *hp = &model->hp;
-  uint64_t elt = p.kv_type == BRISK_KV_F16 ? 2 : 4;
   uint64_t bytes_per_block =
-      2ull * hp->n_layer * hp->n_head_kv * hp->head_dim * (uint64_t)p.block_size * elt;
+      2ull * hp->n_layer * hp->n_head_kv * (uint64_t)p.block_size *
+      brisk_kvq_row_bytes(brisk_context_kv_dtype(p.kv_type), (int32_t)hp->head_dim);
   int32_t n_blocks = 0;
   if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
   /* What brisk_context_create allocates, term by term: the pool, the
@@ -300,6 +309,7 @@ BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *c, brisk_kv_s
                   (c->dev_be ? c->dev_be->workspace_bytes(c->dev_be) : 0) +
                   (uint64_t)c->params.max_batch_tokens * c->model->hp.n_vocab * sizeof(float);
   k.n_cached_blocks = brisk_kv_n_cached_blocks(c->kv);
+  k.bytes_per_token = c->bytes_per_block / (uint64_t)k.block_size;
   return brisk_abi_write(&brisk_abi_kv_stats, s, &k);
 }
 

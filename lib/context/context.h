@@ -16,5 +16,7 @@ struct brisk_forward *brisk_context_forward(brisk_context *ctx);
  * brisk_context_create's for the params. */
 brisk_status brisk_context_estimate(const brisk_model *model, const brisk_context_params *params,
                                     uint64_t *kv_bytes, uint64_t *buffer_bytes);
+/* The backend cache dtype of a (valid) brisk_kv_type. */
+uint32_t brisk_context_kv_dtype(brisk_kv_type type);
 
 #endif

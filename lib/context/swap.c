@@ -13,8 +13,7 @@
 
 /* Bytes of one block of one layer's K (or V) pool. */
 static size_t block_bytes(const brisk_kv_layout *l) {
-  size_t elt = l->dtype == BRISK_DTYPE_F16 ? 2 : 4;
-  return (size_t)l->n_kv_heads * (size_t)l->block_size * (size_t)l->head_dim * elt;
+  return (size_t)l->n_kv_heads * (size_t)l->block_size * brisk_kvq_row_bytes(l->dtype, l->head_dim);
 }
 
 static uint32_t n_layer(const brisk_context *c) { return brisk_context_model(c)->hp.n_layer; }

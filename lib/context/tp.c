@@ -1,5 +1,6 @@
 /* Tensor-parallel follower ranks as threads (context/tp.h). */
 #include "context/tp.h"
+#include "quant/kv_quant.h"
 
 #include "backend/device.h"
 #include "core/alloc.h"
@@ -79,9 +80,8 @@ static brisk_status alloc_kv(tp_rank *r, uint32_t dtype, int32_t n_blocks, int32
   const brisk_hparams *hp = &r->shard->hp;
   r->kv.layout =
       (brisk_kv_layout){dtype, n_blocks, (int32_t)hp->n_head_kv, block_size, (int32_t)hp->head_dim};
-  size_t elt = dtype == BRISK_DTYPE_F16 ? 2 : 4;
-  size_t bytes =
-      (size_t)n_blocks * (size_t)hp->n_head_kv * (size_t)block_size * (size_t)hp->head_dim * elt;
+  size_t bytes = (size_t)n_blocks * (size_t)hp->n_head_kv * (size_t)block_size *
+                 brisk_kvq_row_bytes(dtype, (int32_t)hp->head_dim);
   r->kv.k = brisk_calloc(hp->n_layer, sizeof(void *));
   r->kv.v = brisk_calloc(hp->n_layer, sizeof(void *));
   if (!r->kv.k || !r->kv.v) return brisk_error_oom();

@@ -64,6 +64,7 @@ static const brisk_abi_field kv_stats_fields[] = {
     BRISK_ABI_FIELD(brisk_kv_stats, kv_bytes),
     BRISK_ABI_FIELD(brisk_kv_stats, other_bytes),
     BRISK_ABI_FIELD(brisk_kv_stats, n_cached_blocks),
+    BRISK_ABI_FIELD(brisk_kv_stats, bytes_per_token),
 };
 const brisk_abi_layout brisk_abi_kv_stats = {"brisk_kv_stats", sizeof(brisk_kv_stats),
                                              kv_stats_fields,

@@ -153,7 +153,8 @@ brisk_status brisk_engine_metrics_setup(brisk_engine *e, const brisk_engine_para
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "engine params: peak_gflops %g must be finite and >= 0", p->peak_gflops);
   brisk_metrics_init(&e->metrics, ttft, tpot, p->mem_bandwidth_gbs, p->peak_gflops);
-  e->metrics.kv_elem_bytes = p->kv_type == BRISK_KV_F32 ? 4 : 2;
+  /* The 8-bit types' scales (2 bytes per 64 values) are left out. */
+  e->metrics.kv_elem_bytes = p->kv_type == BRISK_KV_F32 ? 4 : p->kv_type == BRISK_KV_F16 ? 2 : 1;
   return BRISK_OK;
 }
 

@@ -414,6 +414,7 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
 static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
   const brisk_layer *ly = &f->model->layers[il];
   fwd_dev *a = f->cur;
+  brisk_backend *be = a->be;
   brisk_status st = pre_norm(f, &ly->ffn_norm, n);
   if (st) return st;
   if (ly->moe_router.data) return moe(f, ly, il, n);

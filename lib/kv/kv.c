@@ -23,6 +23,10 @@ struct brisk_kv {
   int32_t *next;         /* [n_seq_max] scratch: next expected position while reserving */
   int32_t *touched;      /* [n_seq_max] scratch: sequences in the batch, in first-seen order */
   int32_t *cow_sources;  /* [n_seq_max] scratch: blocks replaced by copies, released last */
+  /* [n_blocks][block_size] the token id written in each slot: the prefix
+   * cache's array, or one of its own when the prefix cache is off, so that
+   * a sequence's tokens can always be read back (snapshots). */
+  int32_t *tokens;
 };
 
 brisk_status brisk_kv_create(int32_t n_blocks, int32_t block_size, int32_t n_seq_max,
@@ -47,6 +51,12 @@ brisk_status brisk_kv_create(int32_t n_blocks, int32_t block_size, int32_t n_seq
     brisk_kv_free(kv);
     return brisk_error_oom();
   }
+  kv->tokens = prefix_cache ? kv->pc.tokens
+                            : brisk_malloc((size_t)n_blocks * (size_t)block_size * sizeof(int32_t));
+  if (!kv->tokens) {
+    brisk_kv_free(kv);
+    return brisk_error_oom();
+  }
   *out = kv;
   return BRISK_OK;
 }
@@ -59,6 +69,7 @@ void brisk_kv_free(brisk_kv *kv) {
   brisk_free(kv->next);
   brisk_free(kv->touched);
   brisk_free(kv->cow_sources);
+  if (!kv->prefix) brisk_free(kv->tokens);
   brisk_block_pool_destroy(&kv->pool);
   brisk_prefix_cache_destroy(&kv->pc);
   brisk_free(kv);
@@ -83,6 +94,13 @@ static brisk_status check_seq(const brisk_kv *kv, int32_t seq) {
 
 int32_t brisk_kv_seq_len(const brisk_kv *kv, int32_t seq) {
   return seq >= 0 && seq < kv->n_seq_max ? kv->seqs[seq].len : 0;
+}
+
+void brisk_kv_seq_tokens(const brisk_kv *kv, int32_t seq, int32_t *tokens) {
+  const kv_seq *s = &kv->seqs[seq];
+  for (int32_t p = 0; p < s->len; p++)
+    tokens[p] = kv->tokens[(size_t)s->blocks[p / kv->block_size] * (size_t)kv->block_size +
+                           (size_t)(p % kv->block_size)];
 }
 
 const int32_t *brisk_kv_block_table(const brisk_kv *kv, int32_t seq, int32_t *n_blocks) {
@@ -166,10 +184,9 @@ brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t n, const int32_t *seq, const
       int32_t old = s->blocks[s->n_blocks - 1], fresh = take_block(kv);
       copies[*n_copies] = (brisk_kv_copy){old, fresh};
       kv->cow_sources[(*n_copies)++] = old;
-      if (kv->prefix)
-        memcpy(kv->pc.tokens + (size_t)fresh * (size_t)kv->block_size,
-               kv->pc.tokens + (size_t)old * (size_t)kv->block_size,
-               (size_t)kv->block_size * sizeof *kv->pc.tokens);
+      memcpy(kv->tokens + (size_t)fresh * (size_t)kv->block_size,
+             kv->tokens + (size_t)old * (size_t)kv->block_size,
+             (size_t)kv->block_size * sizeof *kv->tokens);
       s->blocks[s->n_blocks - 1] = fresh;
     }
     int32_t want = blocks_for(kv, kv->next[id]);
@@ -182,7 +199,7 @@ brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t n, const int32_t *seq, const
     slot[i] =
         (int64_t)s->blocks[pos[i] / kv->block_size] * kv->block_size + pos[i] % kv->block_size;
     /* Only this sequence's unpublished blocks are written (copies above). */
-    if (kv->prefix) kv->pc.tokens[slot[i]] = token[i];
+    kv->tokens[slot[i]] = token[i];
   }
   return BRISK_OK;
 }

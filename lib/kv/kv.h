@@ -40,6 +40,8 @@ int32_t brisk_kv_n_seq_max(const brisk_kv *kv);
 
 /* Tokens held by `seq` (0 for an unused id). */
 int32_t brisk_kv_seq_len(const brisk_kv *kv, int32_t seq);
+/* The token ids of positions [0, len) of (valid) sequence seq into tokens. */
+void brisk_kv_seq_tokens(const brisk_kv *kv, int32_t seq, int32_t *tokens);
 /* The sequence's block table: block ids for positions 0, bs, 2 bs, ... */
 const int32_t *brisk_kv_block_table(const brisk_kv *kv, int32_t seq, int32_t *n_blocks);
 

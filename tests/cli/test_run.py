@@ -137,4 +137,26 @@ p = run("run", "-m", smol, "-t", "1", "--chat", "-n", "12", "-c", "80",
         stdin="What is the capital of France?\n" + "word " * 100 + "\n/clear\nWhat is the capital of Italy?\n")
 assert p.returncode == 0, p.stderr
 assert "no longer fits the context" in p.stderr and "Paris" in p.stdout and "Rome" in p.stdout, (p.stdout, p.stderr)
+# --save / --load: the conversation and its KV cache come back; the resumed
+# chat holds what was said (two user turns saved the second time), and a load into
+# another KV type or a damaged file is a one-line error.
+with tempfile.TemporaryDirectory() as d:
+    f = os.path.join(d, "chat.brisk")
+    p = run("run", "-m", smol, "-t", "1", "--chat", "-n", "16", "--save", f,
+            stdin="My name is Ada. What is the capital of France?\n")
+    assert p.stdout.strip() and os.path.getsize(f) > 1000, (p.stdout, p.stderr)
+    p = run("run", "-m", smol, "-t", "1", "--chat", "-n", "16", "--load", f, "--save", f,
+            stdin="What is my name?\n")
+    assert "resumed 2 messages" in p.stderr and p.stdout.strip(), (p.stdout, p.stderr)
+    with open(f, "rb") as fh:
+        assert fh.read().count(b"\nuser ") == 2
+    p = run("run", "-m", smol, "-t", "1", "--chat", "--kv-type", "q8_0", "--load", f,
+            stdin="/bye\n", ok=False, code=1)
+    assert "KV cache type" in p.stderr, p.stderr
+    with open(f, "r+b") as fh:
+        fh.seek(-3, 2)
+        fh.write(b"xyz")
+    p = run("run", "-m", smol, "-t", "1", "--chat", "--load", f, stdin="/bye\n", ok=False, code=1)
+    assert "checksum" in p.stderr, p.stderr
+    run("run", "-m", smol, "--save", f, ok=False, code=2)  # --save needs --chat
 print("cli run: all checks passed")

@@ -2,7 +2,8 @@
  * against the CPU backend's attention on fresh random caches: shuffled block
  * tables with holes (entries before every query's window are -1, the unused
  * tail is garbage, unwritten slots are NaN), several sequences per call,
- * GQA ratios 1..8 and 5, sliding windows, F16 and F32 caches, odd head sizes
+ * GQA ratios 1..8 and 5, sliding windows, F16, F32, INT8 and FP8 caches (the
+ * quantized rows written by the reference quantizer), odd head sizes
  * and block sizes, sequences long enough for several split-KV chunks; and
  * bitwise batch invariance: a query computed alone, or with a larger launch
  * bound, gives the same bits.
@@ -22,6 +23,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "kernels/attention.h"
+#include "quant/kv_quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -56,7 +58,13 @@ static float kv_value(const asetup *S, const void *cache, int32_t seq, int32_t p
                       int32_t i) {
   const int32_t bs = S->kv.block_size, hd = S->kv.head_dim;
   const int64_t blk = S->tables[seq * S->max_blocks + pos / bs];
-  const size_t at = (((size_t)blk * S->kv.n_kv_heads + kvh) * bs + pos % bs) * hd + i;
+  const size_t row = ((size_t)blk * S->kv.n_kv_heads + kvh) * bs + pos % bs, at = row * hd + i;
+  if (brisk_kvq_is_quantized(S->kv.dtype)) {
+    float x[BRISK_MAX_HEAD_DIM];
+    brisk_kvq_dequantize_row(
+        S->kv.dtype, (const uint8_t *)cache + row * brisk_kvq_row_bytes(S->kv.dtype, hd), x, hd);
+    return x[i];
+  }
   return S->kv.dtype == BRISK_DTYPE_F16 ? brisk_f16_to_f32(((const uint16_t *)cache)[at])
                                         : ((const float *)cache)[at];
 }
@@ -83,8 +91,8 @@ static void setup(asetup *S, const acase *c, test_rng *r) {
     perm[i] = perm[j], perm[j] = t;
   }
   S->kv = (brisk_kv_layout){c->dtype, n_blocks, nkv, bs, hd};
-  const size_t elem = c->dtype == BRISK_DTYPE_F16 ? 2 : 4;
-  const size_t bytes = (size_t)n_blocks * nkv * bs * hd * elem;
+  const size_t rb = brisk_kvq_row_bytes(c->dtype, hd);
+  const size_t bytes = (size_t)n_blocks * nkv * bs * rb;
   S->k_cache = dev_alloc(bytes), S->v_cache = dev_alloc(bytes);
   memset(S->k_cache, 0xff, bytes); /* NaN: a read of an unwritten slot shows */
   memset(S->v_cache, 0xff, bytes);
@@ -127,7 +135,17 @@ static void setup(asetup *S, const acase *c, test_rng *r) {
         lo =
             first_key(S->positions[t], c->window) < lo ? first_key(S->positions[t], c->window) : lo;
     for (int32_t pos = lo; pos < S->len[s]; pos++)
-      for (int32_t g = 0; g < nkv; g++)
+      for (int32_t g = 0; g < nkv; g++) {
+        if (brisk_kvq_is_quantized(c->dtype)) { /* whole rows, by the reference quantizer */
+          float kr[BRISK_MAX_HEAD_DIM], vr[BRISK_MAX_HEAD_DIM];
+          for (int32_t i = 0; i < hd; i++)
+            kr[i] = (float)test_rng_normal(r), vr[i] = (float)test_rng_normal(r);
+          const int64_t blk = S->tables[s * S->max_blocks + pos / bs];
+          const size_t row = ((size_t)blk * nkv + g) * bs + pos % bs;
+          brisk_kvq_quantize_row(c->dtype, kr, (uint8_t *)S->k_cache + row * rb, hd);
+          brisk_kvq_quantize_row(c->dtype, vr, (uint8_t *)S->v_cache + row * rb, hd);
+          continue;
+        }
         for (int32_t i = 0; i < hd; i++) {
           const int64_t blk = S->tables[s * S->max_blocks + pos / bs];
           const size_t at = (((size_t)blk * nkv + g) * bs + pos % bs) * hd + i;
@@ -139,6 +157,7 @@ static void setup(asetup *S, const acase *c, test_rng *r) {
             ((float *)S->k_cache)[at] = kf, ((float *)S->v_cache)[at] = vf;
           }
         }
+      }
     for (int32_t b = 0; b < lo / bs; b++) S->tables[s * S->max_blocks + b] = -1;
   }
   const size_t nq = (size_t)S->n_tokens * S->n_heads * hd;
@@ -228,8 +247,9 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
           fail_msg("%s%s %s hd=%d nkv=%d group=%d bs=%d window=%d: token %d (seq %d pos %d) head "
                    "%d [%d]: %.9g vs cpu %.9g (tol %.3g)",
                    c->prefill ? "prefill" : "decode", c->runs ? " (runs)" : "",
-                   brisk_dtype_name(c->dtype), hd, c->n_kv_heads, group, c->block_size, c->window,
-                   t, s, p, h, i, (double)out[at], (double)ref[at], tol);
+                   brisk_kvq_name(c->dtype) ? brisk_kvq_name(c->dtype) : brisk_dtype_name(c->dtype),
+                   hd, c->n_kv_heads, group, c->block_size, c->window, t, s, p, h, i,
+                   (double)out[at], (double)ref[at], tol);
       }
     }
   }
@@ -271,6 +291,11 @@ static void run_cases(bool prefill, const char *name) {
       /* Soft-capped scores (a cap below and above the scores' range). */
       {BRISK_DTYPE_F16, 64, 2, 2, 16, 40, 2, 200, prefill, false, 0.5f, 0.7f},
       {BRISK_DTYPE_F32, 32, 1, 4, 8, 0, 2, 150, prefill, false, 0, 50.0f},
+      /* Quantized caches: odd heads (a short last group), windows, GQA. */
+      {BRISK_KVQ_DTYPE_Q8, 64, 2, 4, 16, 0, 2, 520, prefill, false, 0},
+      {BRISK_KVQ_DTYPE_FP8, 64, 1, 3, 16, 0, 2, 300, prefill, false, 0},
+      {BRISK_KVQ_DTYPE_Q8, 80, 2, 2, 7, 100, 2, 300, prefill, false, 0},
+      {BRISK_KVQ_DTYPE_FP8, 136, 1, 5, 5, 33, 2, 200, prefill, false, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     for (int runs = 0; runs < 2; runs++) {
@@ -293,7 +318,7 @@ static void test_prefill_flash(void **state) {
 
 static void test_bad_launches(void **state) {
   (void)state;
-  brisk_kattn_desc d = {.kv_dtype = BRISK_DTYPE_Q8_0,
+  brisk_kattn_desc d = {.kv_dtype = BRISK_DTYPE_Q8_0, /* GGUF's Q8_0 blocks, not a cache type */
                         .n_kv_heads = 1,
                         .block_size = 16,
                         .head_dim = 64,

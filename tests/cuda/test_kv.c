@@ -1,14 +1,18 @@
-/* kernels/kv.cu against the CPU backend: KV writes (F16 and F32 caches,
+/* kernels/kv.cu against the CPU backend: KV writes (F16, F32, INT8 and FP8 caches,
  * padding slots skipped, odd head sizes) and block copies with chains, both
  * bitwise (the same single rounding, or plain copies). */
 #include "cuda_test.h"
 
 #include "core/dtype.h"
 #include "kernels/kv.h"
+#include "quant/kv_quant.h"
+
+static const uint32_t kv_dtypes[] = {BRISK_DTYPE_F16, BRISK_DTYPE_F32, BRISK_KVQ_DTYPE_Q8,
+                                     BRISK_KVQ_DTYPE_FP8};
 
 static void *cache_alloc(const brisk_kv_layout *kv, size_t *bytes, test_rng *r) {
-  size_t el = kv->dtype == BRISK_DTYPE_F32 ? 4 : 2;
-  *bytes = (size_t)kv->n_blocks * kv->n_kv_heads * kv->block_size * kv->head_dim * el;
+  *bytes = (size_t)kv->n_blocks * kv->n_kv_heads * kv->block_size *
+           brisk_kvq_row_bytes(kv->dtype, kv->head_dim);
   unsigned char *c = malloc(*bytes);
   assert_non_null(c);
   for (size_t i = 0; i < *bytes; i++) c[i] = (unsigned char)test_rng_u64(r);
@@ -19,14 +23,18 @@ static void test_kv_write(void **state) {
   (void)state;
   test_rng r = test_rng_seeded("cuda_kv_write");
   brisk_backend *cpu = cpu_reference();
-  for (int iter = 0; iter < 12; iter++) {
-    brisk_kv_layout kv = {iter % 2 ? BRISK_DTYPE_F32 : BRISK_DTYPE_F16, rand_int(&r, 1, 9),
-                          rand_int(&r, 1, 4), rand_int(&r, 1, 17), rand_int(&r, 1, 130)};
+  for (int iter = 0; iter < 16; iter++) {
+    brisk_kv_layout kv = {kv_dtypes[iter % 4], rand_int(&r, 1, 9), rand_int(&r, 1, 4),
+                          rand_int(&r, 1, 17), rand_int(&r, 1, 130)};
     const int32_t n_slots = kv.n_blocks * kv.block_size;
     const int32_t n_tokens = rand_int(&r, 1, n_slots < 40 ? n_slots : 40);
     const size_t row = (size_t)kv.n_kv_heads * kv.head_dim;
     float *k = rand_floats(&r, n_tokens * row, 2.0), *v = rand_floats(&r, n_tokens * row, 30.0);
     if (n_tokens * row > 2) k[0] = 70000.0f, k[1] = 1e-6f; /* F16 overflow, subnormal */
+    if (iter % 4 >= 2 && n_tokens * row > 130) {           /* quantized: a zero group, a huge one */
+      for (size_t i = 0; i < row && i < 64; i++) v[i] = 0;
+      for (size_t i = 64; i < row && i < 130; i++) v[i] *= 1e7f;
+    }
     /* Distinct slots from a shuffled range, some tokens padding (-1). */
     int64_t *perm = malloc((size_t)n_slots * sizeof *perm),
             *slots = malloc(n_tokens * sizeof *slots);
@@ -59,9 +67,9 @@ static void test_kv_copy_blocks(void **state) {
   (void)state;
   test_rng r = test_rng_seeded("cuda_kv_copy_blocks");
   brisk_backend *cpu = cpu_reference();
-  for (int iter = 0; iter < 12; iter++) {
-    brisk_kv_layout kv = {iter % 2 ? BRISK_DTYPE_F32 : BRISK_DTYPE_F16, rand_int(&r, 2, 12),
-                          rand_int(&r, 1, 3), rand_int(&r, 1, 16), rand_int(&r, 1, 70)};
+  for (int iter = 0; iter < 16; iter++) {
+    brisk_kv_layout kv = {kv_dtypes[iter % 4], rand_int(&r, 2, 12), rand_int(&r, 1, 3),
+                          rand_int(&r, 1, 16), rand_int(&r, 1, 70)};
     size_t bytes;
     void *c = cache_alloc(&kv, &bytes, &r), *w = malloc(bytes);
     memcpy(w, c, bytes);

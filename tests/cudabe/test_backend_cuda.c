@@ -23,6 +23,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "quant/quant.h"
+#include "quant/kv_quant.h"
 
 #include <float.h>
 #include <math.h>
@@ -634,8 +635,8 @@ static void run_attention(fixture *f, const attn_case *c) {
       tpos[i] = p;
       tseq[i] = s;
     }
-  size_t elt = c->dtype == BRISK_DTYPE_F16 ? 2 : 4;
-  size_t cache_bytes = (size_t)n_blocks * (size_t)nkv * (size_t)bs * (size_t)hd * elt;
+  size_t cache_bytes =
+      (size_t)n_blocks * (size_t)nkv * (size_t)bs * brisk_kvq_row_bytes(c->dtype, hd);
   void *kc = calloc(1, cache_bytes), *vc = calloc(1, cache_bytes);
   void *dkc = up(f, kc, cache_bytes), *dvc = up(f, vc, cache_bytes); /* both zeros */
   void *dk = up(f, k, (size_t)n_all * row * 4), *dv = up(f, v, (size_t)n_all * row * 4);
@@ -669,8 +670,10 @@ static void run_attention(fixture *f, const attn_case *c) {
   for (size_t i = 0; i < qbytes / 4; i++) scale[i] = 1.0f;
   char what[96];
   snprintf(what, sizeof what, "attention (%s, hd %d, gqa %d, bs %d, window %d, softcap %g, %s)",
-           c->dtype == BRISK_DTYPE_F16 ? "f16" : "f32", hd, c->group, bs, c->window,
-           (double)c->softcap, c->decode ? "decode" : "prefill");
+           brisk_kvq_name(c->dtype)      ? brisk_kvq_name(c->dtype)
+           : c->dtype == BRISK_DTYPE_F16 ? "f16"
+                                         : "f32",
+           hd, c->group, bs, c->window, (double)c->softcap, c->decode ? "decode" : "prefill");
   expect_close(what, got, want, scale, qbytes / 4, 2e-5 + 1e-6 * sqrt((double)c->max_len));
   /* Copy-on-write: block copies into blocks no table uses, bit for bit. */
   int32_t pairs[4] = {tables[0], perm[n_blocks - 1], tables[0], perm[n_blocks - 2]};
@@ -714,6 +717,10 @@ static void test_attention(void **state) {
       {BRISK_DTYPE_F16, 128, 4, 1, 16, 0, 1, 130, false, 0},
       {BRISK_DTYPE_F16, 64, 2, 2, 16, 8, 3, 60, true, 0.6f}, /* soft-capped scores */
       {BRISK_DTYPE_F32, 32, 2, 2, 8, 0, 2, 40, false, 0.6f},
+      {BRISK_KVQ_DTYPE_Q8, 64, 2, 4, 16, 0, 3, 300, true},
+      {BRISK_KVQ_DTYPE_FP8, 128, 1, 8, 32, 0, 2, 300, true},
+      {BRISK_KVQ_DTYPE_Q8, 80, 2, 2, 5, 7, 2, 50, false},
+      {BRISK_KVQ_DTYPE_FP8, 64, 2, 1, 16, 0, 2, 60, false},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attention(f, &cases[i]);
 }

@@ -11,6 +11,8 @@ typedef struct bench_model_opts {
   bool json;
   bool no_repack; /* weights exactly as stored (brisk_model_params.repack = 0) */
   bool no_mmap;   /* read the file instead of mapping it (use_mmap = 0) */
+  int kv_type;    /* a brisk_kv_type */
+  int depth;      /* tg: tokens already in the cache before the timed decodes */
 } bench_model_opts;
 
 /* brisk bench -m MODEL: pp / tg tokens/s and decode MBU. */

@@ -16,6 +16,7 @@
 #include "bench_util.h"
 #include "brisk.h"
 #include "cli.h"
+#include "cli_opt.h"
 
 #include "core/cpu.h"
 
@@ -81,11 +82,12 @@ static int fail_ctx(brisk_context *ctx, brisk_batch *b) {
   return rc;
 }
 
-static brisk_status make_ctx(const brisk_model *m, int threads, int32_t kv_tokens,
+static brisk_status make_ctx(const brisk_model *m, int threads, int kv_type, int32_t kv_tokens,
                              int32_t batch_tokens, brisk_context **ctx, brisk_batch **b) {
   brisk_context_params cp;
   brisk_context_params_init(&cp);
   cp.n_threads = threads;
+  cp.kv_type = (brisk_kv_type)kv_type;
   cp.kv_tokens = kv_tokens;
   cp.n_seq_max = 1;
   if (batch_tokens > cp.max_batch_tokens) cp.max_batch_tokens = batch_tokens;
@@ -114,13 +116,28 @@ static brisk_status run_pp(const brisk_model *m, brisk_context *ctx, brisk_batch
   return st;
 }
 
-/* One tg run: empty the sequence, n single-token decodes. Seconds. */
-static brisk_status run_tg(const brisk_model *m, brisk_context *ctx, brisk_batch *b, int n,
-                           uint64_t *rng, double *secs) {
+/* Fills sequence 0 with `depth` random tokens (BOS first), untimed, in
+ * batches as large as b holds. */
+static brisk_status fill_depth(const brisk_model *m, brisk_context *ctx, brisk_batch *b, int depth,
+                               int batch, uint64_t *rng) {
   brisk_status st = brisk_seq_free(ctx, 0);
+  for (int32_t i0 = 0; i0 < depth && st == BRISK_OK; i0 += batch) {
+    brisk_batch_clear(b);
+    for (int32_t i = i0; i < depth && i < i0 + batch; i++)
+      brisk_batch_add(b, token(m, i, rng), i, 0, i + 1 == depth);
+    st = brisk_decode(ctx, b);
+  }
+  return st;
+}
+
+/* One tg run: back to the first `depth` tokens, n single-token decodes.
+ * Seconds. */
+static brisk_status run_tg(const brisk_model *m, brisk_context *ctx, brisk_batch *b, int depth,
+                           int n, uint64_t *rng, double *secs) {
+  brisk_status st = brisk_seq_truncate(ctx, 0, depth);
   if (st != BRISK_OK) return st;
   double t0 = bench_now_s();
-  for (int32_t i = 0; i < n && st == BRISK_OK; i++) {
+  for (int32_t i = depth; i < depth + n && st == BRISK_OK; i++) {
     brisk_batch_clear(b);
     brisk_batch_add(b, token(m, i, rng), i, 0, 1);
     st = brisk_decode(ctx, b);
@@ -134,18 +151,22 @@ static int run_test(const brisk_model *m, const bench_model_opts *o, bool pp, te
   const int n = pp ? o->p : o->n;
   brisk_context *ctx = NULL;
   brisk_batch *b = NULL;
-  if (make_ctx(m, o->threads, n, pp ? n : 1, &ctx, &b) != BRISK_OK) return fail_ctx(ctx, b);
+  const int depth = pp ? 0 : o->depth, batch = pp ? n : depth < 512 ? (depth > 1 ? depth : 1) : 512;
+  if (make_ctx(m, o->threads, o->kv_type, depth + n, batch, &ctx, &b) != BRISK_OK)
+    return fail_ctx(ctx, b);
   brisk_kv_stats ks = {.struct_size = sizeof ks};
   if (brisk_context_kv_stats(ctx, &ks) != BRISK_OK) return fail_ctx(ctx, b);
   *kv_bytes_per_token = ks.block_size > 0 ? ks.bytes_per_block / (uint64_t)ks.block_size : 0;
   uint64_t rng = 0x9E3779B97F4A7C15ull;
   double secs;
   /* Warm-up: as the peer does, a whole prompt for pp, one token for tg. */
-  brisk_status st = pp ? run_pp(m, ctx, b, n, &rng, &secs) : run_tg(m, ctx, b, 1, &rng, &secs);
+  brisk_status st =
+      pp ? run_pp(m, ctx, b, n, &rng, &secs) : fill_depth(m, ctx, b, depth, batch, &rng);
+  if (!pp && st == BRISK_OK) st = run_tg(m, ctx, b, depth, 1, &rng, &secs);
   r->n_tokens = n;
   r->reps = o->reps;
   for (int i = 0; i < o->reps && st == BRISK_OK; i++) {
-    st = pp ? run_pp(m, ctx, b, n, &rng, &secs) : run_tg(m, ctx, b, n, &rng, &secs);
+    st = pp ? run_pp(m, ctx, b, n, &rng, &secs) : run_tg(m, ctx, b, depth, n, &rng, &secs);
     r->tps[i] = (double)n / secs;
     if (!o->json)
       fprintf(stderr, "#   %s%d rep %d: %.2f tok/s\n", pp ? "pp" : "tg", n, i, r->tps[i]);
@@ -200,8 +221,9 @@ int bench_model_run(const bench_model_opts *o) {
   if (!measure_bw(opt.threads, &bw1)) goto fail;
   bench_load_avg(load_after, sizeof load_after);
 
-  /* Step i (0-based) attends over i + 1 positions: (n + 1) / 2 on average. */
-  const double step_bytes = (double)w_bytes + (double)kv_bpt * (opt.n + 1) / 2.0;
+  /* Step i (0-based) attends over depth + i + 1 positions: depth + (n + 1) / 2 on
+   * average. */
+  const double step_bytes = (double)w_bytes + (double)kv_bpt * (opt.depth + (opt.n + 1) / 2.0);
   const double bw_gbs = 0.5 * (bw0.read_gbs.median + bw1.read_gbs.median), bw_bytes = bw_gbs * 1e9;
   const double mbu = opt.n > 0 ? step_bytes * tg.s.median / bw_bytes : 0;
   /* A step whose bytes fit in the cache is not bound by DRAM: MBU is then
@@ -226,6 +248,7 @@ int bench_model_run(const bench_model_opts *o) {
            bw_gbs, bw0.read_gbs.median, bw1.read_gbs.median,
            bw0.read_gbs.max > bw1.read_gbs.max ? bw0.read_gbs.max : bw1.read_gbs.max,
            0.5 * (bw0.copy_gbs.median + bw1.copy_gbs.median));
+    printf(", \"kv_type\": \"%s\", \"depth\": %d", cli_kv_type_names[opt.kv_type], opt.depth);
     printf(", \"decode_weight_bytes\": %" PRIu64 ", \"kv_bytes_per_position\": %" PRIu64
            ", \"decode_bytes_per_token\": %.0f",
            w_bytes, kv_bpt, opt.n > 0 ? step_bytes : 0.0);
@@ -238,6 +261,9 @@ int bench_model_run(const bench_model_opts *o) {
            brisk_model_architecture(m), (double)brisk_model_n_params(m) / 1e6,
            (double)brisk_model_weight_bytes(m) / 1048576.0, opt.no_repack ? ", used as stored" : "",
            opt.threads, opt.reps);
+    printf("KV cache %s, %llu bytes per token%s", cli_kv_type_names[opt.kv_type],
+           (unsigned long long)(opt.n > 0 ? kv_bpt : kv_bpt_pp), opt.depth ? "" : "\n");
+    if (opt.depth) printf("; tg after %d tokens already cached\n", opt.depth);
     printf("load average before %s, after %s\n", load_before, load_after);
     printf("memory read %.1f GB/s before, %.1f after (medians of 12 passes over %zu MiB), "
            "copy %.1f / %.1f GB/s\n",

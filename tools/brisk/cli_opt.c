@@ -305,6 +305,8 @@ void cli_print_help(const cli_spec *s, FILE *out) {
   }
 }
 
+const char *const cli_kv_type_names[] = {"f16", "f32", "q8_0", "fp8", NULL};
+
 cli_group cli_model_group(cli_model_args *a, const char *path_help) {
   static char threads_help[128];
   snprintf(threads_help, sizeof threads_help,

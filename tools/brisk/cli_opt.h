@@ -110,6 +110,15 @@ size_t cli_edit_distance(const char *a, const char *b);
  * workers than that only contend for the cores). */
 int cli_max_threads(void);
 
+/* --kv-type TYPE for the commands that make a context: the choice's index
+ * is the brisk_kv_type (f16 0, f32 1, q8_0 2, fp8 3). */
+extern const char *const cli_kv_type_names[];
+#define CLI_KV_TYPE_OPT(p, h)                                                                      \
+  CLI_OPT_(0, "kv-type", CLI_CHOICE, p, "TYPE", h), .choices = cli_kv_type_names
+#define CLI_KV_TYPE_HELP                                                                           \
+  "KV cache type: f16, f32, q8_0 (INT8, 8 bits and a scale\nper 64 values) or fp8 (E4M3, the "     \
+  "same)"
+
 /* ---- shared groups ------------------------------------------------------ */
 
 #define CLI_MODEL_MAX_OPTS 12

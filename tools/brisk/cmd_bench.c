@@ -38,6 +38,9 @@ int cmd_bench(int argc, char **argv) {
       {CLI_INT_OPT('n', "n-gen", &o.n, "N", "generated tokens of the tg test (default 128)", 0,
                    1 << 20)},
       {CLI_INT_OPT('r', "reps", &o.reps, "N", "repetitions after a warm-up (default 3)", 1, 1000)},
+      {CLI_INT_OPT('d', "depth", &o.depth, "N",
+                   "tokens in the KV cache before the tg test's decodes\n(default 0)", 0, 1 << 20)},
+      {CLI_KV_TYPE_OPT(&o.kv_type, CLI_KV_TYPE_HELP " (default f16)")},
   };
   const cli_opt mode_opts[] = {
       {CLI_FLAG_OPT(0, "kernels", &kernels,
@@ -67,11 +70,13 @@ int cmd_bench(int argc, char **argv) {
   };
   const cli_spec spec = {
       .cmd = "bench",
-      .usage = "-m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--no-repack] [--json]\n"
-               "--kernels [-t THREADS] [--quick] [--json]\n"
-               "--tokenize VOCAB FILE [--paragraphs] [-r 3] [--json]\n"
-               "--speculative [-m MODEL] [--draft MODEL] [--k 2,4,8,16] [--adaptive]\n"
-               "    [--ngram MIN,MAX] [--batch 1,4,16] [-n 128] [-t THREADS] [-r 3] [--json]",
+      .usage =
+          "-m MODEL [-p 512] [-n 128] [-d 0] [--kv-type f16] [-t THREADS] [-r 3] [--no-repack]\n"
+          "    [--json]\n"
+          "--kernels [-t THREADS] [--quick] [--json]\n"
+          "--tokenize VOCAB FILE [--paragraphs] [-r 3] [--json]\n"
+          "--speculative [-m MODEL] [--draft MODEL] [--k 2,4,8,16] [--adaptive]\n"
+          "    [--ngram MIN,MAX] [--batch 1,4,16] [-n 128] [-t THREADS] [-r 3] [--json]",
       .summary = "Measures speed against the machine's own limits, measured in the same run:\n"
                  "a model's pp / tg tokens/s and decode MBU, the kernels, the tokenizer, or\n"
                  "speculative decoding. docs/performance.md has the method and the results.",

@@ -23,14 +23,15 @@ int cmd_estimate(int argc, char **argv) {
   brisk_context_params_init(&cp);
   int kv_type = 0;
   bool json = false;
-  static const char *const kv_types[] = {"f16", "f32", NULL};
+  static const char *const kv_types[] = {"f16", "f32", "q8_0", "fp8", NULL};
   const cli_opt ctx[] = {
       {CLI_INT_OPT('c', "kv-tokens", &cp.kv_tokens, "N",
                    "KV pool in tokens (default 0: min(training context,\n4096), or --kv-bytes)", 0,
                    INT_MAX)},
       {CLI_CUSTOM_OPT(0, "kv-bytes", &cp.kv_bytes, "BYTES",
                       "KV pool as a byte budget (K, M, G suffixes)", cli_parse_bytes)},
-      {CLI_OPT_(0, "kv-type", CLI_CHOICE, &kv_type, "TYPE", "KV element type: f16 (default), f32"),
+      {CLI_OPT_(0, "kv-type", CLI_CHOICE, &kv_type, "TYPE",
+                "KV element type: f16 (default), f32, q8_0, fp8"),
        .choices = kv_types},
       {CLI_INT_OPT(0, "block-size", &cp.block_size, "N", "KV tokens per block (default 16)", 1,
                    4096)},
@@ -68,7 +69,9 @@ int cmd_estimate(int argc, char **argv) {
   const char *path = ma.path ? ma.path : pos;
   if (!path) return cli_usage_error("estimate", "a model is required (-m MODEL)");
   if (ma.path && pos) return cli_usage_error("estimate", "give the model once: -m or operand");
-  cp.kv_type = kv_type ? BRISK_KV_F32 : BRISK_KV_F16;
+  static const brisk_kv_type kv_of[] = {BRISK_KV_F16, BRISK_KV_F32, BRISK_KV_Q8_0,
+                                        BRISK_KV_FP8_E4M3};
+  cp.kv_type = kv_of[kv_type];
   brisk_model_params mp;
   cli_model_params(&ma, &mp);
   brisk_set_memory_limit(0); /* the estimate itself is not capped */

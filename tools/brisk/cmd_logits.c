@@ -26,6 +26,7 @@ static const char *parse_ids(const char *const *pos, int n_pos, int32_t *toks, i
 
 int cmd_logits(int argc, char **argv) {
   bool json = false;
+  int kv_type = BRISK_KV_F32; /* as the golden files were made */
   cli_model_args ma = {0};
   const char **pos = malloc((size_t)argc * sizeof *pos);
   int32_t *toks = malloc((size_t)argc * sizeof *toks);
@@ -35,15 +36,17 @@ int cmd_logits(int argc, char **argv) {
     free(toks);
     return cli_fail("logits", "out of memory");
   }
-  const cli_opt out_opts[] = {{CLI_FLAG_OPT(0, "json", &json, "one JSON object on stdout")}};
+  const cli_opt out_opts[] = {{CLI_FLAG_OPT(0, "json", &json, "one JSON object on stdout")},
+                              {CLI_KV_TYPE_OPT(&kv_type, CLI_KV_TYPE_HELP "\n(default f32)")}};
   const cli_group groups[] = {
       cli_model_group(&ma, "the model (or give it as the first operand)"),
-      {"output", out_opts, 1},
+      {"output", out_opts, 2},
   };
   const cli_spec spec = {
       .cmd = "logits",
       .usage = "[-m] MODEL OUT.f32 TOK1 [TOK2 ...] [--json]",
-      .summary = "Feeds the token ids as one batch from position 0 (F32 KV cache) and writes the\n"
+      .summary = "Feeds the token ids as one batch from position 0 (F32 KV cache unless\n"
+                 "--kv-type) and writes the\n"
                  "logits of every position as float32 [n_tokens][n_vocab], the format of the\n"
                  "golden files, for comparing with other engines.",
       .groups = groups,
@@ -80,7 +83,7 @@ int cmd_logits(int argc, char **argv) {
   p.kv_tokens = n;
   p.max_batch_tokens = n;
   p.n_seq_max = 1;
-  p.kv_type = BRISK_KV_F32; /* as the golden files were made */
+  p.kv_type = (brisk_kv_type)kv_type;
   p.n_threads = ma.threads;
   brisk_model_params mp;
   cli_model_params(&ma, &mp);

@@ -28,6 +28,8 @@ typedef struct run_opts {
   cli_model_args model;
   const char *prompt, *file, *system, *tmpl;
   int n_gen, n_ctx;
+  int kv_type, kv_tokens;  /* --kv-type (a brisk_kv_type), --kv-tokens (0: the context) */
+  const char *save, *load; /* --chat: --save FILE, --load FILE */
   bool chat, raw, json;
   const char *stops[RUN_MAX_STOPS];
   int n_stops;
@@ -150,6 +152,10 @@ static int parse(run_opts *o, int argc, char **argv) {
                 "end the text before STRING (repeatable, up to 16)"),
        .count = &o->n_stops, .max = RUN_MAX_STOPS},
       {CLI_FLAG_OPT(0, "chat", &o->chat, "interactive chat (below)")},
+      {CLI_STR_OPT(0, "save", &o->save, "FILE",
+                   "--chat: at the end, write the conversation and its KV\ncache to FILE")},
+      {CLI_STR_OPT(0, "load", &o->load, "FILE",
+                   "--chat: resume a conversation saved with --save\n(same model and --kv-type)")},
       {CLI_FLAG_OPT(0, "json", &o->json, "one JSON object on stdout instead of the text")},
   };
   const cli_opt samp[] = {
@@ -185,11 +191,17 @@ static int parse(run_opts *o, int argc, char **argv) {
       {CLI_STR_OPT(0, "regex", &o->regex, "PATTERN",
                    "the whole output must match a regular expression")},
   };
-  cli_group groups[4] = {
+  const cli_opt kv[] = {
+      {CLI_KV_TYPE_OPT(&o->kv_type, CLI_KV_TYPE_HELP "\n(default f16)")},
+      {CLI_INT_OPT(0, "kv-tokens", &o->kv_tokens, "N",
+                   "KV pool in tokens (default: the context, -c)", 1, RUN_MAX_TOKENS)},
+  };
+  cli_group groups[5] = {
       cli_model_group(
           &o->model,
           "GGUF file or Hugging Face folder (default:\nSmolLM2-135M-Instruct, fetched once)"),
       {"generation", gen, sizeof gen / sizeof gen[0]},
+      {"KV cache", kv, sizeof kv / sizeof kv[0]},
       {"sampling", samp, sizeof samp / sizeof samp[0]},
       {"constrained output (docs/structured-output.md)", cons, sizeof cons / sizeof cons[0]},
   };
@@ -202,7 +214,7 @@ static int parse(run_opts *o, int argc, char **argv) {
           "stderr. A model with a chat template gets the prompt as a user turn in it\n"
           "(--raw: plain completion). Greedy unless a sampling flag is given.",
       .groups = groups,
-      .n_groups = 4,
+      .n_groups = 5,
       .epilog = "chat (--chat): one user turn per line, the KV cache kept across turns. Arrow\n"
                 "keys edit the line and recall earlier ones; Ctrl-C stops a reply, twice\n"
                 "leaves; /help, /bye, /clear, /system TEXT; a line ending in \\ or a block\n"
@@ -224,6 +236,8 @@ int cmd_run(int argc, char **argv) {
   if (o.prompt && o.file) return cli_usage_error("run", "give -p or -f, not both");
   if (o.chat && (o.json || o.raw))
     return cli_usage_error("run", "--chat does not combine with --json or --raw");
+  if ((o.save || o.load) && !o.chat)
+    return cli_usage_error("run", "--save and --load go with --chat");
   /* Any sampling flag means sampling: without --temp it gets the default. */
   if (o.sampling_given && !o.temp_given) o.sp.temperature = RUN_DEFAULT_TEMP;
   brisk_grammar *grammar = NULL;
@@ -315,7 +329,8 @@ int cmd_run(int argc, char **argv) {
   brisk_context_params_init(&cp);
   cp.n_threads = o.model.threads;
   cp.n_seq_max = 1;
-  cp.kv_tokens = r.cap_kv;
+  cp.kv_tokens = o.kv_tokens ? o.kv_tokens : r.cap_kv;
+  cp.kv_type = (brisk_kv_type)o.kv_type;
   cp.abort_callback = run_abort_cb;
   r.max_batch = cp.max_batch_tokens;
   r.show_progress = isatty(STDERR_FILENO) && !o.json;
@@ -329,7 +344,12 @@ int cmd_run(int argc, char **argv) {
     goto done;
   }
   if (o.chat) {
-    chat_opts co = {.tmpl = o.tmpl, .system = o.system, .first = o.prompt, .n_gen = o.n_gen};
+    chat_opts co = {.tmpl = o.tmpl,
+                    .system = o.system,
+                    .first = o.prompt,
+                    .n_gen = o.n_gen,
+                    .save = o.save,
+                    .load = o.load};
     rc = run_chat(&r, &co);
     goto done;
   }

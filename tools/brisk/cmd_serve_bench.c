@@ -32,7 +32,7 @@ typedef struct opts {
   wl_spec spec;
   double rates[MAX_RATES];
   int n_rates;
-  int kv_tokens, max_batch_tokens, max_running, block_size, chunk_size, threads;
+  int kv_tokens, max_batch_tokens, max_running, block_size, chunk_size, threads, kv_type;
   int reserve_blocks; /* -1: the engine's default */
   brisk_preempt_mode preempt;
   bool cmp_static, cmp_prefix, cmp_chunked, static_pad, json;
@@ -112,6 +112,7 @@ static int parse_args(int argc, char **argv, opts *o) {
   const cli_opt serving[] = {
       {CLI_INT_OPT(0, "kv-tokens", &o->kv_tokens, "N",
                    "KV memory budget in tokens, every configuration\n(default 4096)", 1, INT_MAX)},
+      {CLI_KV_TYPE_OPT(&o->kv_type, CLI_KV_TYPE_HELP "\n(default f16)")},
       {CLI_INT_OPT(0, "max-batch-tokens", &o->max_batch_tokens, "N",
                    "tokens per forward pass (default 512)", 1, INT_MAX)},
       {CLI_INT_OPT(0, "max-running", &o->max_running, "N",
@@ -375,7 +376,8 @@ int cmd_serve_bench(int argc, char **argv) {
                             .max_batch_tokens = o.max_batch_tokens,
                             .block_size = o.block_size,
                             .preempt = o.preempt,
-                            .reserve_blocks = o.reserve_blocks};
+                            .reserve_blocks = o.reserve_blocks,
+                            .kv_type = (brisk_kv_type)o.kv_type};
   sb_config configs[MAX_CONFIGS];
   const int n_configs =
       make_configs(&o, (int32_t)n_slots, (int32_t)(slot_blocks * o.block_size), configs);

@@ -1,4 +1,5 @@
 #include "run_chat.h"
+#include "chat_file.h"
 #include "cli.h"
 #include "line_edit.h"
 
@@ -124,6 +125,60 @@ static bool command(chat *c, const char *line) {
   return true;
 }
 
+/* Resumes a saved conversation: its messages, and its KV cache restored
+ * into sequence 0 (so nothing it held is prefilled again). 0 or 1 (printed). */
+static int load(chat *c, const char *path) {
+  runner *r = c->r;
+  FILE *f = fopen(path, "rb");
+  if (!f) return cli_fail("run", "cannot read '%s'", path);
+  unsigned char *data = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n == cap && !(data = realloc(data, cap = cap ? 2 * cap : 1 << 16))) break;
+    size_t got = fread(data + n, 1, cap - n, f);
+    n += got;
+    if (got == 0) break;
+  }
+  fclose(f);
+  if (!data) return cli_fail("run", "out of memory");
+  chat_file cf;
+  const char *err = chat_file_parse(data, n, &cf);
+  if (err) {
+    free(data);
+    return cli_fail("run", "%s: %s", path, err);
+  }
+  /* The snapshot's token ids (docs/snapshots.md: the count at byte 40, the
+   * ids from byte 64) are what sequence 0 holds once it is restored. */
+  const unsigned char *s = cf.snapshot;
+  uint32_t nt = cf.snapshot_len >= 64 ? (uint32_t)s[40] | (uint32_t)s[41] << 8 |
+                                            (uint32_t)s[42] << 16 | (uint32_t)s[43] << 24
+                                      : 0;
+  int rc = 0;
+  if (nt > (uint32_t)r->cap_kv) {
+    rc = cli_fail("run", "%s: the conversation (%u tokens) does not fit the context of %d tokens",
+                  path, nt, r->cap_kv);
+  } else if (brisk_seq_import(r->ctx, 0, cf.snapshot, cf.snapshot_len)) {
+    rc = cli_fail("run", "%s: %s", path, brisk_last_error());
+  } else {
+    for (uint32_t i = 0; i < nt; i++)
+      r->kv_tokens[i] = (int32_t)((uint32_t)s[64 + 4 * i] | (uint32_t)s[65 + 4 * i] << 8 |
+                                  (uint32_t)s[66 + 4 * i] << 16 | (uint32_t)s[67 + 4 * i] << 24);
+    r->n_kv = (int32_t)nt;
+    if (cf.system) {
+      free(c->system);
+      c->system = cf.system, cf.system = NULL;
+    }
+    for (size_t i = 0; i < cf.n_msgs && !rc; i++)
+      if (!push(c, cf.msgs[i].role, cf.msgs[i].content)) rc = cli_fail("run", "out of memory");
+    if (!rc)
+      fprintf(stderr, "(resumed %zu messages, %u tokens of KV cache, from %s)\n", cf.n_msgs, nt,
+              path);
+  }
+  chat_file_free(&cf);
+  free(data);
+  return rc;
+}
+
 /* Appends s and a newline to the growing text *t. */
 static bool append(char **t, size_t *len, const char *s, size_t n) {
   char *g = realloc(*t, *len + n + 2);
@@ -144,8 +199,8 @@ int run_chat(runner *r, const chat_opts *o) {
   c.tty = line_reader_interactive(lr);
   if (c.tty) fputs("chat: /help lists the commands, /bye leaves\n", stdout);
   run_catch_interrupt();
-  int rc = 0, ctrl_c = 0;
-  if (o->first) {
+  int rc = o->load ? load(&c, o->load) : 0, ctrl_c = 0;
+  if (!rc && o->first) {
     if (c.tty) printf("> %s\n", o->first);
     rc = turn(&c, o->first);
     if (run_interrupt) ctrl_c = 1, run_interrupt = 0;
@@ -207,6 +262,13 @@ int run_chat(runner *r, const chat_opts *o) {
     text = NULL, text_len = 0;
   }
   free(text);
+  if (!rc && o->save && r->n_kv > 0) {
+    const char *err = chat_file_save(o->save, c.system, c.msgs, c.n, r->ctx, 0);
+    if (err)
+      rc = cli_fail("run", "cannot save the chat to '%s': %s", o->save, err);
+    else if (c.tty)
+      printf("(conversation saved to %s)\n", o->save);
+  }
   clear_turns(&c);
   free(c.msgs);
   free(c.system);

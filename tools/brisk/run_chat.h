@@ -9,6 +9,8 @@ typedef struct chat_opts {
   const char *system; /* first system message; NULL: none */
   const char *first;  /* the first user turn (-p); NULL: none */
   int n_gen;          /* most tokens per reply */
+  const char *save;   /* --save FILE: the conversation and its KV written at the end */
+  const char *load;   /* --load FILE: a saved conversation to resume */
 } chat_opts;
 
 /* Runs the chat until /bye, end of input or Ctrl-C twice; returns the exit

@@ -95,6 +95,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
   brisk_engine_params_init(&ep);
   ep.n_threads = common->n_threads;
   ep.kv_tokens = common->kv_tokens;
+  ep.kv_type = common->kv_type;
   ep.block_size = common->block_size;
   ep.max_batch_tokens = common->max_batch_tokens;
   ep.max_running = c->max_running;

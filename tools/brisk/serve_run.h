@@ -21,7 +21,8 @@ typedef struct sb_common {
   int32_t max_batch_tokens;   /* tokens in one forward pass */
   int32_t block_size;         /* KV tokens per block */
   brisk_preempt_mode preempt; /* the engine's preemption mode */
-  int32_t reserve_blocks;      /* engine growth reserve; -1: its default */
+  int32_t reserve_blocks;     /* engine growth reserve; -1: its default */
+  brisk_kv_type kv_type;      /* KV cache type of every configuration */
 } sb_common;
 
 typedef struct sb_config {

@@ -168,6 +168,7 @@ bool sb_run_static(const sb_common *common, const sb_config *c, const wl_workloa
   brisk_context_params_init(&cp);
   cp.n_threads = common->n_threads;
   cp.kv_tokens = common->kv_tokens;
+  cp.kv_type = common->kv_type;
   cp.block_size = common->block_size;
   cp.max_batch_tokens = common->max_batch_tokens;
   cp.n_seq_max = c->n_slots;

@@ -47,7 +47,8 @@ class ContextParams(Structure):
 class KVStats(Structure):
     _fields_ = [("struct_size", c_uint32), ("block_size", c_int32), ("n_blocks", c_int32),
                 ("n_free_blocks", c_int32), ("bytes_per_block", c_uint64), ("kv_bytes", c_uint64),
-                ("other_bytes", c_uint64), ("n_cached_blocks", c_int32)]
+                ("other_bytes", c_uint64), ("n_cached_blocks", c_int32),
+                ("bytes_per_token", c_uint64)]
 
 
 class LogitBias(Structure):

@@ -1,12 +1,15 @@
 /* KV write into paged blocks and paged attention, against a naive float64
  * attention over a contiguous copy of each sequence's keys and values:
  * shuffled non-contiguous block tables, several sequences per batch, GQA
- * ratios 1/2/4/8, sliding windows, F16 and F32 caches, odd head sizes; and
+ * ratios 1/2/4/8, sliding windows, F16, F32, INT8 and FP8 caches (the
+ * reference reads the values the reference quantizer gives back), odd head
+ * sizes; and
  * batch and thread invariance, bit for bit. */
 #include "ops_test.h"
 
 #include "core/dtype.h"
 #include "core/half.h"
+#include "quant/kv_quant.h"
 
 typedef struct attn_case {
   uint32_t dtype;
@@ -28,8 +31,27 @@ typedef struct attn_setup {
   int32_t n_heads;
 } attn_setup;
 
-static float stored(uint32_t dtype, float x) {
-  return dtype == BRISK_DTYPE_F16 ? brisk_f16_to_f32(brisk_f32_to_f16(x)) : x;
+/* The cache dtypes, and what a row of each reads back as. */
+static const uint32_t kv_dtypes[] = {BRISK_DTYPE_F16, BRISK_DTYPE_F32, BRISK_KVQ_DTYPE_Q8,
+                                     BRISK_KVQ_DTYPE_FP8};
+
+static const char *kv_name(uint32_t dtype) {
+  return brisk_kvq_name(dtype) ? brisk_kvq_name(dtype) : brisk_dtype_name(dtype);
+}
+
+/* Rows of hd values as the cache stores them, through the reference
+ * quantizers of quant/kv_quant.h. */
+static void store_rows(uint32_t dtype, float *x, size_t n_rows, int32_t hd) {
+  uint8_t row[2 * BRISK_MAX_HEAD_DIM + 64];
+  for (size_t r = 0; r < n_rows; r++) {
+    float *xr = x + r * (size_t)hd;
+    if (brisk_kvq_is_quantized(dtype)) {
+      brisk_kvq_quantize_row(dtype, xr, row, hd);
+      brisk_kvq_dequantize_row(dtype, row, xr, hd);
+    } else if (dtype == BRISK_DTYPE_F16) {
+      for (int32_t i = 0; i < hd; i++) xr[i] = brisk_f16_to_f32(brisk_f32_to_f16(xr[i]));
+    }
+  }
 }
 
 /* Builds caches through be->kv_write with shuffled block ids. */
@@ -53,8 +75,7 @@ static void setup(attn_setup *S, const attn_case *c, test_rng *r, brisk_backend 
     perm[i] = perm[j], perm[j] = t;
   }
   S->kv = (brisk_kv_layout){c->dtype, n_blocks, nkv, bs, hd};
-  size_t elem = c->dtype == BRISK_DTYPE_F16 ? 2 : 4;
-  size_t cache_bytes = (size_t)n_blocks * nkv * bs * hd * elem;
+  size_t cache_bytes = (size_t)n_blocks * nkv * bs * brisk_kvq_row_bytes(c->dtype, hd);
   assert_int_equal(be->buffer_alloc(be, cache_bytes, &S->k_cache), BRISK_OK);
   assert_int_equal(be->buffer_alloc(be, cache_bytes, &S->v_cache), BRISK_OK);
   /* NaN fill: a read of a slot that was never written would show. */
@@ -90,7 +111,8 @@ static void setup(attn_setup *S, const attn_case *c, test_rng *r, brisk_backend 
       free(kb), free(vb);
       t0 += nt;
     }
-    for (size_t i = 0; i < n; i++) k[i] = stored(c->dtype, k[i]), v[i] = stored(c->dtype, v[i]);
+    store_rows(c->dtype, k, (size_t)S->len[s] * nkv, hd);
+    store_rows(c->dtype, v, (size_t)S->len[s] * nkv, hd);
     S->k_seq[s] = k, S->v_seq[s] = v;
   }
   free(perm);
@@ -180,8 +202,8 @@ static void run_case(const attn_case *c, test_rng *r, ops_paths *P, ops_paths *s
      * 2e-5 is about 7x the largest error seen over many seeds (3e-6). */
     for (size_t i = 0; i < n_out; i++) worst_error = fmax(worst_error, fabs(out[i] - want[i]));
     ASSERT_CLOSE(out, want, n_out, 2e-5, 0, "%s attention %s hd %d kv %d group %d bs %d window %d",
-                 be->name, brisk_dtype_name(c->dtype), c->head_dim, c->n_kv_heads, c->group,
-                 c->block_size, c->window);
+                 be->name, kv_name(c->dtype), c->head_dim, c->n_kv_heads, c->group, c->block_size,
+                 c->window);
     /* Batch invariance: each of a few queries alone gives the same bits. */
     float *one = malloc((size_t)S.n_heads * c->head_dim * sizeof *one);
     for (int k = 0; k < 3; k++) {
@@ -215,11 +237,11 @@ static void test_paged_attention(void **state) {
   const int32_t groups[] = {1, 2, 4, 8};
   const int32_t block_sizes[] = {16, 1, 5, 32};
   int n = 0;
-  for (int dt = 0; dt < 2; dt++) {
+  for (int dt = 0; dt < 4; dt++) {
     for (size_t hi = 0; hi < sizeof head_dims / sizeof *head_dims; hi++) {
       for (size_t gi = 0; gi < sizeof groups / sizeof *groups; gi++) {
         attn_case c = {
-            .dtype = dt ? BRISK_DTYPE_F32 : BRISK_DTYPE_F16,
+            .dtype = kv_dtypes[dt],
             .head_dim = head_dims[hi],
             .n_kv_heads = rand_int(&r, 1, 2),
             .group = groups[gi],
@@ -250,7 +272,7 @@ static void test_attention_windows(void **state) {
   ops_paths P = ops_paths_open(2), serial = ops_paths_open(0);
   const int32_t windows[] = {1, 3, 16, 17, 100, 100000};
   for (size_t wi = 0; wi < sizeof windows / sizeof *windows; wi++) {
-    attn_case c = {BRISK_DTYPE_F16, 64, 2, 4, 16, windows[wi], 2, 400, 3, 0, 0};
+    attn_case c = {kv_dtypes[wi % 4], 64, 2, 4, 16, windows[wi], 2, 400, 3, 0};
     run_case(&c, &r, &P, &serial);
   }
   ops_paths_close(&P);
@@ -268,6 +290,9 @@ static void test_attention_wide_groups(void **state) {
       {BRISK_DTYPE_F32, 512, 2, 8, 16, 0, 2, 40, 2, 0, 0},
       {BRISK_DTYPE_F16, 1024, 1, 3, 8, 5, 1, 30, 2, 0, 0},
       {BRISK_DTYPE_F16, 136, 2, 2, 7, 0, 3, 60, 3, 0, 0},
+      {BRISK_KVQ_DTYPE_Q8, 1024, 1, 3, 8, 5, 1, 30, 2, 0},
+      {BRISK_KVQ_DTYPE_FP8, 136, 2, 2, 7, 0, 3, 60, 3, 0},
+      {BRISK_KVQ_DTYPE_Q8, 100, 1, 32, 16, 0, 2, 90, 3, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], &r, &P, &serial);
   ops_paths_close(&P);
@@ -281,10 +306,11 @@ static void test_kv_write_layout(void **state) {
   ops_paths P = ops_paths_open(2);
   for (int b = 0; b < P.n; b++) {
     brisk_backend *be = P.be[b];
-    for (int dt = 0; dt < 2; dt++) {
-      brisk_kv_layout kv = {dt ? BRISK_DTYPE_F32 : BRISK_DTYPE_F16, 7, 3, 5, rand_int(&r, 1, 70)};
-      size_t elem = dt ? 4 : 2, per_slot = (size_t)kv.n_kv_heads * kv.head_dim;
-      size_t bytes = (size_t)kv.n_blocks * kv.n_kv_heads * kv.block_size * kv.head_dim * elem;
+    for (int dt = 0; dt < 4; dt++) {
+      brisk_kv_layout kv = {kv_dtypes[dt], 7, 3, 5, rand_int(&r, 1, 150)};
+      size_t rb = brisk_kvq_row_bytes(kv.dtype, kv.head_dim);
+      size_t per_slot = (size_t)kv.n_kv_heads * kv.head_dim;
+      size_t bytes = (size_t)kv.n_blocks * kv.n_kv_heads * kv.block_size * rb;
       uint8_t *kc = malloc(bytes), *vc = malloc(bytes), *before = malloc(bytes);
       memset(kc, 0x5a, bytes), memset(vc, 0x5a, bytes), memcpy(before, kc, bytes);
       int32_t nt = 20;
@@ -298,36 +324,44 @@ static void test_kv_write_layout(void **state) {
       }
       for (int i = 0; i < nt; i++) slots[i] = i % 7 == 3 ? -1 : all[i];
       float *k = rand_floats(&r, nt * per_slot, 3), *v = rand_floats(&r, nt * per_slot, 3);
+      if (dt >= 2) { /* a zero group and a huge one: the scales' edge cases */
+        for (int i = 0; i < kv.head_dim && i < 64; i++) k[i] = 0;
+        for (int i = 0; i < kv.head_dim; i++) v[per_slot + i] *= 1e6f;
+      }
       assert_int_equal(be->kv_write(be, &kv, kc, vc, k, v, slots, nt), BRISK_OK);
       bool written[35] = {0};
+      uint8_t want_k[2 * BRISK_MAX_HEAD_DIM + 64], want_v[sizeof want_k];
       for (int t = 0; t < nt; t++) {
         if (slots[t] < 0) continue;
         written[slots[t]] = true;
         int64_t blk = slots[t] / kv.block_size, sl = slots[t] % kv.block_size;
-        for (int h = 0; h < kv.n_kv_heads; h++)
-          for (int i = 0; i < kv.head_dim; i++) {
-            size_t at = (((size_t)blk * kv.n_kv_heads + h) * kv.block_size + sl) * kv.head_dim + i;
-            float kx = k[(size_t)t * per_slot + h * kv.head_dim + i];
-            float vx = v[(size_t)t * per_slot + h * kv.head_dim + i];
-            if (dt) {
-              assert_memory_equal(kc + at * 4, &kx, 4);
-              assert_memory_equal(vc + at * 4, &vx, 4);
-            } else {
-              uint16_t kh = brisk_f32_to_f16(kx), vh = brisk_f32_to_f16(vx);
-              assert_memory_equal(kc + at * 2, &kh, 2);
-              assert_memory_equal(vc + at * 2, &vh, 2);
+        for (int h = 0; h < kv.n_kv_heads; h++) {
+          size_t at = (((size_t)blk * kv.n_kv_heads + h) * kv.block_size + sl) * rb;
+          const float *kx = k + (size_t)t * per_slot + h * kv.head_dim;
+          const float *vx = v + (size_t)t * per_slot + h * kv.head_dim;
+          if (brisk_kvq_is_quantized(kv.dtype)) {
+            brisk_kvq_quantize_row(kv.dtype, kx, want_k, kv.head_dim);
+            brisk_kvq_quantize_row(kv.dtype, vx, want_v, kv.head_dim);
+          } else if (kv.dtype == BRISK_DTYPE_F32) {
+            memcpy(want_k, kx, rb), memcpy(want_v, vx, rb);
+          } else {
+            for (int i = 0; i < kv.head_dim; i++) {
+              uint16_t kh = brisk_f32_to_f16(kx[i]), vh = brisk_f32_to_f16(vx[i]);
+              memcpy(want_k + 2 * i, &kh, 2), memcpy(want_v + 2 * i, &vh, 2);
             }
           }
+          assert_memory_equal(kc + at, want_k, rb);
+          assert_memory_equal(vc + at, want_v, rb);
+        }
       }
       /* Slots not written keep their bytes. */
       for (int s = 0; s < 35; s++) {
         if (written[s]) continue;
         int64_t blk = s / kv.block_size, sl = s % kv.block_size;
         for (int h = 0; h < kv.n_kv_heads; h++) {
-          size_t at =
-              ((((size_t)blk * kv.n_kv_heads + h) * kv.block_size + sl) * kv.head_dim) * elem;
-          assert_memory_equal(kc + at, before + at, kv.head_dim * elem);
-          assert_memory_equal(vc + at, before + at, kv.head_dim * elem);
+          size_t at = (((size_t)blk * kv.n_kv_heads + h) * kv.block_size + sl) * rb;
+          assert_memory_equal(kc + at, before + at, rb);
+          assert_memory_equal(vc + at, before + at, rb);
         }
       }
       /* A slot past the end is refused before anything is written. */

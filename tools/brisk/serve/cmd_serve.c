@@ -52,7 +52,7 @@ int cmd_serve(int argc, char **argv) {
   int prefill_chunk = -1, max_queue = 256, max_body = 8 << 20, max_conn = 512, opt_idle = 60;
   int kv_type = 0, preempt = 0;
   bool no_prefix_cache = false;
-  static const char *const kv_types[] = {"f16", "f32", NULL};
+  static const char *const kv_types[] = {"f16", "f32", "q8_0", "fp8", NULL}; /* brisk_kv_type */
   static const char *const preempts[] = {"recompute", "swap", NULL};
   const cli_opt http[] = {
       {CLI_STR_OPT(0, "host", &cfg->host, "ADDR",
@@ -86,7 +86,8 @@ int cmd_serve(int argc, char **argv) {
                    1, INT32_MAX)},
       {CLI_INT_OPT(0, "kv-tokens", &kv_tokens, "N",
                    "KV pool, tokens shared by all requests (default: the engine's)", 1, INT32_MAX)},
-      {CLI_OPT_(0, "kv-type", CLI_CHOICE, &kv_type, "TYPE", "KV cache type: f16 (default) or f32"),
+      {CLI_OPT_(0, "kv-type", CLI_CHOICE, &kv_type, "TYPE",
+                "KV cache type: f16 (default), f32, q8_0 or fp8"),
        .choices = kv_types},
       {CLI_INT_OPT(0, "max-running", &max_running, "N", "requests generating at once (default 64)",
                    1, 65536)},
@@ -140,7 +141,7 @@ int cmd_serve(int argc, char **argv) {
   cfg->idle_timeout_s = (unsigned)opt_idle;
   ep.n_threads = model.threads;
   if (kv_tokens) ep.kv_tokens = kv_tokens;
-  ep.kv_type = kv_type ? BRISK_KV_F32 : BRISK_KV_F16;
+  ep.kv_type = (brisk_kv_type)kv_type;
   if (max_running) ep.max_running = max_running;
   if (max_batch) ep.max_batch_tokens = max_batch;
   if (prefill_chunk >= 0) ep.prefill_chunk = prefill_chunk;

@@ -126,6 +126,7 @@ pub struct brisk_kv_stats {
     pub kv_bytes: u64,
     pub other_bytes: u64,
     pub n_cached_blocks: i32,
+    pub bytes_per_token: u64,
 }
 
 #[repr(C)]

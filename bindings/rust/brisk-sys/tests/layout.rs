@@ -61,7 +61,8 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             bytes_per_block,
             kv_bytes,
             other_bytes,
-            n_cached_blocks
+            n_cached_blocks,
+            bytes_per_token
         }),
         layout!(brisk_logit_bias { token, bias }),
         layout!(brisk_sampler_params {

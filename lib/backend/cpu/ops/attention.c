@@ -2,6 +2,8 @@
  * of query heads sharing a KV head: it walks the sequence's blocks in chunks
  * of keys, converts each chunk once to float32 for the whole group, and
  * keeps an online softmax (running max and sum) with float32 accumulators.
+ * Quantized rows (INT8, FP8) are widened the same way, a chunk at a time,
+ * so the arithmetic after the widening is the F32 cache's.
  * Chunk boundaries depend only on the query's position, the window, the
  * block size and head_dim, and each head's arithmetic only on its own data,
  * so a query's result is bitwise the same whatever else is in the batch,
@@ -32,6 +34,7 @@ typedef struct attn_job {
   const brisk_attn_kernels *kern;
   int32_t n_heads, group, window;
   int32_t heads_per_unit, units_per_kv_head, keys_per_chunk;
+  size_t row_bytes; // of one cache row
   float scale;
   float softcap; /* > 0: scores become softcap * tanh(score / softcap) */
 } attn_job;
@@ -52,11 +55,10 @@ static void prefetch_chunk(const attn_job *j, const int32_t *table, int32_t kvh,
                            int32_t p) {
   const brisk_kv_layout *kv = j->kv;
   const int32_t bs = kv->block_size;
-  const size_t elem = kv->dtype == BRISK_DTYPE_F16 ? 2 : 4;
   const int64_t at =
-      (((int64_t)table[pos / bs] * kv->n_kv_heads + kvh) * bs + pos % bs) * kv->head_dim;
-  const size_t bytes = (size_t)chunk_len(j, pos, p) * kv->head_dim * elem;
-  const char *k = (const char *)j->k_cache + at * elem, *v = (const char *)j->v_cache + at * elem;
+      (((int64_t)table[pos / bs] * kv->n_kv_heads + kvh) * bs + pos % bs) * (int64_t)j->row_bytes;
+  const size_t bytes = (size_t)chunk_len(j, pos, p) * j->row_bytes;
+  const char *k = (const char *)j->k_cache + at, *v = (const char *)j->v_cache + at;
   for (size_t off = 0; off < bytes; off += 64) {
     __builtin_prefetch(k + off);
     __builtin_prefetch(v + off);
@@ -70,9 +72,9 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
   const int32_t hd = kv->head_dim, bs = kv->block_size, p = j->batch->positions[t];
   const int32_t *table =
       j->batch->block_tables + (int64_t)j->batch->seq_of_token[t] * j->batch->max_blocks;
-  const bool f16 = kv->dtype == BRISK_DTYPE_F16;
+  const bool f16 = kv->dtype == BRISK_DTYPE_F16, quant = brisk_kvq_is_quantized(kv->dtype);
   float qs[SCRATCH], acc[SCRATCH];    // [nh][hd] each
-  float kbuf[SCRATCH], vbuf[SCRATCH]; // [keys_per_chunk][hd] each, for F16 caches
+  float kbuf[SCRATCH], vbuf[SCRATCH]; // [keys_per_chunk][hd] each, for F16 and quantized caches
   float sc[BRISK_ATTN_MAX_CHUNK] __attribute__((aligned(32))) = {0};
   float m[MAX_GROUP], l[MAX_GROUP];
   for (int32_t g = 0; g < nh; g++) {
@@ -82,10 +84,16 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
   }
   for (int32_t pos = brisk_attn_first_key(p, j->window); pos <= p;) {
     const int32_t n = chunk_len(j, pos, p);
-    const int64_t at = (((int64_t)table[pos / bs] * kv->n_kv_heads + kvh) * bs + pos % bs) * hd;
+    const int64_t row = ((int64_t)table[pos / bs] * kv->n_kv_heads + kvh) * bs + pos % bs;
+    const int64_t at = row * hd;
     if (pos + n <= p) prefetch_chunk(j, table, kvh, pos + n, p);
     const float *kf, *vf; // [n][hd]
-    if (f16) {
+    if (quant) {
+      const int64_t off = row * (int64_t)j->row_bytes;
+      kern->dequant_rows(kv->dtype, (const uint8_t *)j->k_cache + off, n, hd, kbuf);
+      kern->dequant_rows(kv->dtype, (const uint8_t *)j->v_cache + off, n, hd, vbuf);
+      kf = kbuf, vf = vbuf;
+    } else if (f16) {
       kern->f16_to_f32((const uint16_t *)j->k_cache + at, kbuf, (size_t)n * hd);
       kern->f16_to_f32((const uint16_t *)j->v_cache + at, vbuf, (size_t)n * hd);
       kf = kbuf, vf = vbuf;
@@ -155,6 +163,7 @@ brisk_status brisk_cpu_ops_attention(brisk_backend *be, const brisk_kv_layout *k
       .heads_per_unit = heads_per_unit,
       .units_per_kv_head = (group + heads_per_unit - 1) / heads_per_unit,
       .keys_per_chunk = keys_per_chunk,
+      .row_bytes = brisk_kvq_row_bytes(kv->dtype, kv->head_dim),
       .scale = params->scale != 0 ? params->scale : (float)(1.0 / sqrt((double)kv->head_dim)),
       .softcap = params->softcap,
   };

@@ -4,8 +4,12 @@
 #include "backend/cpu/ops/vec.h"
 #include "core/half.h"
 
+#include "quant/kv_quant.h"
+
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 static void scores_scalar(const float *q, const float *k, int32_t n, int32_t hd, float *sc) {
   for (int32_t c = 0; c < n; c++) {
@@ -31,8 +35,16 @@ static void scale_scalar(float *x, float s, int32_t n) {
   for (int32_t i = 0; i < n; i++) x[i] *= s;
 }
 
+static void dequant_rows_scalar(uint32_t dtype, const uint8_t *rows, int32_t n, int32_t hd,
+                                float *dst) {
+  const size_t rb = brisk_kvq_row_bytes(dtype, hd);
+  for (int32_t r = 0; r < n; r++)
+    brisk_kvq_dequantize_row(dtype, rows + (size_t)r * rb, dst + (int64_t)r * hd, hd);
+}
+
 static const brisk_attn_kernels scalar_kernels = {
-    scores_scalar, exp_shift_scalar, accumulate_scalar, scale_scalar, brisk_f16_to_f32_array,
+    scores_scalar, exp_shift_scalar,       accumulate_scalar,
+    scale_scalar,  brisk_f16_to_f32_array, dequant_rows_scalar,
 };
 
 const brisk_attn_kernels *brisk_attn_kernels_scalar(void) { return &scalar_kernels; }
@@ -137,8 +149,46 @@ BRISK_AVX2 static void f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n
   for (; i < n; i++) dst[i] = brisk_f16_to_f32(src[i]);
 }
 
+/* Eight values at a time: INT8 sign-extended, E4M3 moved into a float's
+ * exponent and mantissa fields (e4m3 bits << 20 reads as the value times
+ * 2^-120, subnormals included) and scaled back by 2^120, exactly; then one
+ * multiply by the group's scale, as the reference. */
+BRISK_AVX2 static void dequant_rows_avx2(uint32_t dtype, const uint8_t *rows, int32_t n, int32_t hd,
+                                         float *dst) {
+  const size_t rb = brisk_kvq_row_bytes(dtype, hd);
+  const int32_t ng = brisk_kvq_n_groups(hd);
+  const bool q8 = dtype == BRISK_KVQ_DTYPE_Q8;
+  const __m256 two120 = _mm256_set1_ps(0x1p120f);
+  const __m256i mag = _mm256_set1_epi32(0x7f), sgn = _mm256_set1_epi32(0x80);
+  for (int32_t r = 0; r < n; r++) {
+    const uint8_t *row = rows + (size_t)r * rb, *q = row + 2 * ng;
+    float *x = dst + (int64_t)r * hd;
+    for (int32_t g = 0; g < ng; g++) {
+      uint16_t dh;
+      memcpy(&dh, row + 2 * g, 2);
+      const float s = brisk_f16_to_f32(dh);
+      const __m256 vs = _mm256_set1_ps(s);
+      int32_t i = g * BRISK_KVQ_GROUP, end = i + BRISK_KVQ_GROUP < hd ? i + BRISK_KVQ_GROUP : hd;
+      for (; i + 8 <= end; i += 8) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(q + i));
+        __m256 v;
+        if (q8) {
+          v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+        } else {
+          __m256i c = _mm256_cvtepu8_epi32(b);
+          __m256i f = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(c, mag), 20),
+                                      _mm256_slli_epi32(_mm256_and_si256(c, sgn), 24));
+          v = _mm256_mul_ps(_mm256_castsi256_ps(f), two120);
+        }
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(v, vs));
+      }
+      for (; i < end; i++) x[i] = s * (q8 ? (float)(int8_t)q[i] : brisk_kvq_e4m3_to_f32(q[i]));
+    }
+  }
+}
+
 static const brisk_attn_kernels avx2_kernels = {
-    scores_avx2, exp_shift_avx2, accumulate_avx2, scale_avx2, f16_to_f32_avx2,
+    scores_avx2, exp_shift_avx2, accumulate_avx2, scale_avx2, f16_to_f32_avx2, dequant_rows_avx2,
 };
 
 const brisk_attn_kernels *brisk_attn_kernels_avx2(void) { return &avx2_kernels; }

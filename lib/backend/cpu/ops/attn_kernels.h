@@ -26,6 +26,11 @@ typedef struct brisk_attn_kernels {
   void (*scale)(float *x /* [n] */, float s, int32_t n);
   /* F16 cache rows to float32 (exact). */
   void (*f16_to_f32)(const uint16_t *src /* [n] */, float *dst /* [n] */, size_t n);
+  /* n consecutive quantized cache rows (BRISK_KVQ_DTYPE_Q8 or _FP8, each
+   * brisk_kvq_row_bytes long) to float32, exactly as
+   * brisk_kvq_dequantize_row. */
+  void (*dequant_rows)(uint32_t dtype, const uint8_t *rows, int32_t n, int32_t hd,
+                       float *dst /* [n][hd] */);
 } brisk_attn_kernels;
 
 const brisk_attn_kernels *brisk_attn_kernels_scalar(void);

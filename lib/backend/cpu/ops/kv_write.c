@@ -1,5 +1,7 @@
 /* Writes into the paged KV caches: each token's k and v heads into their
- * slots, and whole-block copies for copy-on-write. */
+ * slots (quantized caches through the reference row quantizer: a row is a
+ * few dozen operations, dwarfed by the matmuls that made it), and
+ * whole-block copies for copy-on-write. */
 #include "backend/cpu/ops/ops.h"
 #include "backend/cpu/ops/vec.h"
 
@@ -14,6 +16,7 @@ typedef struct kv_write_job {
   void *caches[2];      // each [n_blocks][n_kv_heads][block_size][head_dim]
   const float *src[2];  // k, v: each [n_tokens][n_kv_heads][head_dim]
   const int64_t *slots; // [n_tokens]
+  size_t row_bytes;     // of one cache row
   bool avx2;
 } kv_write_job;
 
@@ -44,7 +47,12 @@ static void kv_write_range(void *p, int64_t t0, int64_t t1) {
     for (int c = 0; c < 2; c++) {
       for (int32_t h = 0; h < kv->n_kv_heads; h++) {
         const float *src = j->src[c] + (t * kv->n_kv_heads + h) * hd;
-        int64_t at = ((block * kv->n_kv_heads + h) * kv->block_size + in_block) * hd;
+        int64_t row = (block * kv->n_kv_heads + h) * kv->block_size + in_block, at = row * hd;
+        if (brisk_kvq_is_quantized(kv->dtype)) {
+          uint8_t *dst = (uint8_t *)j->caches[c] + row * (int64_t)j->row_bytes;
+          brisk_kvq_quantize_row(kv->dtype, src, dst, kv->head_dim);
+          continue;
+        }
         if (kv->dtype == BRISK_DTYPE_F32) {
           memcpy((float *)j->caches[c] + at, src, (size_t)hd * sizeof(float));
           continue;
@@ -68,7 +76,8 @@ brisk_status brisk_cpu_ops_kv_write(brisk_backend *be, const brisk_kv_layout *kv
   const brisk_cpu_ctx *c = be->ctx;
   brisk_status st = brisk_check_kv_write(kv, k_cache, v_cache, k, v, slots, n_tokens);
   if (st != BRISK_OK || n_tokens == 0) return st;
-  kv_write_job job = {kv, {k_cache, v_cache}, {k, v}, slots, c->avx2};
+  kv_write_job job = {
+      kv, {k_cache, v_cache}, {k, v}, slots, brisk_kvq_row_bytes(kv->dtype, kv->head_dim), c->avx2};
   double work = 2.0 * n_tokens * (double)kv->n_kv_heads * kv->head_dim;
   brisk_cpu_ops_parallel(c->pool, n_tokens, 1, work, kv_write_range, &job);
   return BRISK_OK;
