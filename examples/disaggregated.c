@@ -8,7 +8,9 @@
  *
  *   disaggregated MODEL.gguf "Once upon a time" [N_TOKENS]
  */
-#define BRISK_EXPERIMENTAL /* the snapshot calls */
+#ifndef BRISK_EXPERIMENTAL
+#  define BRISK_EXPERIMENTAL /* the snapshot calls */
+#endif
 #include <brisk.h>
 
 #include <stdio.h>

@@ -15,6 +15,7 @@
 #include "core/memcap.h"
 #include "core/threadpool.h"
 #include "forward/forward.h"
+#include "forward/rowpar.h"
 #include "kv/kv.h"
 #include "model/model.h"
 
@@ -281,7 +282,8 @@ brisk_status brisk_context_estimate(const brisk_model *model, const brisk_contex
   uint64_t scratch = n * (sizeof(int64_t) + 6 * sizeof(int32_t) + sizeof(brisk_kv_copy)) +
                      (uint64_t)p.n_seq_max * 64 + (uint64_t)n_blocks * 32;
   *kv_bytes = bytes_per_block * (uint64_t)n_blocks;
-  *buffer_bytes = act + 2 * n * nv * sizeof(float) + scratch;
+  *buffer_bytes =
+      act + 2 * n * nv * sizeof(float) + scratch + brisk_rowpar_bytes(model, p.max_batch_tokens);
   return BRISK_OK;
 }
 
@@ -390,7 +392,7 @@ static brisk_status decode(brisk_context *c, const brisk_batch *b) {
       brisk_kv_reserve(c->kv, b->n, b->seq, b->pos, b->token, c->slot, c->copies, &n_copies);
   if (st) return st;
   int32_t max_blocks = 0;
-  if (!(st = build_tables(c, n_seqs, &max_blocks))) {
+  if (!(st = copy_blocks(c, n_copies)) && !(st = build_tables(c, n_seqs, &max_blocks))) {
     brisk_forward_batch fb = {b->n,      b->token, b->pos,     c->seq_row, c->slot,
                               c->tables, n_seqs,   max_blocks, n_out,      c->out_rows};
     /* The followers run the same step. A pass of several ranks is not
@@ -401,7 +403,6 @@ static brisk_status decode(brisk_context *c, const brisk_batch *b) {
       st = brisk_error(BRISK_E_CANCELLED, "decode aborted by the host");
     else if (c->tp && !(st = brisk_tp_step(c->tp, (const int32_t *)c->copies, n_copies, &fb)))
       sent = true;
-    if (!st) st = copy_blocks(c, n_copies);
     if (!st)
       st = brisk_forward_run(c->fwd, &c->storage, &fb, c->logits_dev,
                              c->tp ? NULL : c->params.abort_callback, c->params.abort_user_data);

@@ -1,6 +1,5 @@
 /* Tensor-parallel follower ranks as threads (context/tp.h). */
 #include "context/tp.h"
-#include "quant/kv_quant.h"
 
 #include "backend/device.h"
 #include "core/alloc.h"

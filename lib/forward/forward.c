@@ -363,9 +363,12 @@ static brisk_status residual_add(brisk_forward *f, const brisk_weight *post_norm
 
 /* proj = the slots of a row-parallel weight over in ([n][in_cols]),
  * summed over every rank. */
-static brisk_status rowpar(brisk_forward *f, const brisk_weight *w, const int32_t *col,
-                           const float *in, int64_t in_cols, int32_t n) {
+static brisk_status rowpar(brisk_forward *f, const brisk_weight *whole, const brisk_weight *w,
+                           const int32_t *col, const float *in, int64_t in_cols, int32_t n) {
   brisk_backend *be = f->cur->be;
+  /* The observer sees the whole weight's input; a rank of a larger group
+   * holds only some of its columns and reports none. */
+  if (f->observe && in_cols == whole->cols) f->observe(f->observe_user, whole, in, n);
   for (int32_t j = 0; j < f->model->split->n_slots; j++) {
     brisk_status st = brisk_rowpar_matmul(&f->rp, be, &w[j], in, in_cols, col[j], col[j + 1], n);
     if (st) return st;
@@ -401,11 +404,10 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   brisk_attn_batch ab = {n, b->pos, b->seq_row, b->block_tables, b->n_seqs, b->max_blocks};
   brisk_attn_params ap = {(int32_t)hp->n_head, hp->attn_scale, (int32_t)ly->sliding_window,
                           hp->attn_softcap};
-  if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)) ||
-      (st = linear(f, &ly->wo, &no_bias, a->att, n, a->proj)))
+  if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)))
     return st;
   const brisk_split_layer *sl = split_of(f, il);
-  if ((st = sl ? rowpar(f, sl->wo, sl->att_col, a->att, qd, n)
+  if ((st = sl ? rowpar(f, &ly->wo, sl->wo, sl->att_col, a->att, qd, n)
                : linear(f, &ly->wo, &no_bias, a->att, n, a->proj)))
     return st;
   return residual_add(f, &ly->post_attn_norm, n);
@@ -424,7 +426,7 @@ static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
     if ((st = linear(f, &ly->ffn_gate, &no_bias, h, n, a->gate)) ||
         (st = linear(f, &ly->ffn_up, &no_bias, h, n, a->up)) ||
         (st = be->glu(be, f->glu, a->gate, a->up, (int64_t)n * ly->ffn_gate.rows, a->gate)) ||
-        (st = rowpar(f, sl->down, sl->ff_col, a->gate, ly->ffn_gate.rows, n)))
+        (st = rowpar(f, &ly->ffn_down, sl->down, sl->ff_col, a->gate, ly->ffn_gate.rows, n)))
       return st;
   } else if ((st = ffn(f, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, h, n, a->proj))) {
     return st;

@@ -15,17 +15,34 @@ static brisk_status alloc_f(brisk_rowpar *r, size_t n, float **out) {
   return BRISK_OK;
 }
 
-brisk_status brisk_rowpar_init(brisk_rowpar *r, const brisk_model *m, int32_t max_tokens) {
-  memset(r, 0, sizeof *r);
+/* The widest slot's input columns over every layer. */
+static int64_t gather_cols(const brisk_model *m) {
   const brisk_split *sp = m->split;
-  r->d = m->hp.n_embd;
+  int64_t cols = 0;
   for (uint32_t l = 0; l < m->hp.n_layer; l++)
     for (int32_t j = 0; j < sp->n_slots; j++) {
       const brisk_split_layer *s = &sp->layers[l];
       int64_t a = s->att_col[j + 1] - s->att_col[j], f = s->ff_col[j + 1] - s->ff_col[j];
-      if (a > r->gather_cols) r->gather_cols = a;
-      if (f > r->gather_cols) r->gather_cols = f;
+      if (a > cols) cols = a;
+      if (f > cols) cols = f;
     }
+  return cols;
+}
+
+uint64_t brisk_rowpar_bytes(const brisk_model *m, int32_t max_tokens) {
+  const brisk_split *sp = m->split;
+  if (!sp) return 0;
+  uint64_t n = (uint64_t)max_tokens,
+           floats = n * (uint64_t)gather_cols(m) + BRISK_ROWPAR_DEPTH * n * m->hp.n_embd;
+  if (sp->tp_size > 1) floats += (1 + (uint64_t)sp->tp_size) * n * (uint64_t)sp->vocab_max;
+  return floats * sizeof(float);
+}
+
+brisk_status brisk_rowpar_init(brisk_rowpar *r, const brisk_model *m, int32_t max_tokens) {
+  memset(r, 0, sizeof *r);
+  const brisk_split *sp = m->split;
+  r->d = m->hp.n_embd;
+  r->gather_cols = gather_cols(m);
   size_t n = (size_t)max_tokens;
   brisk_status st = alloc_f(r, n * (size_t)r->gather_cols, &r->gather);
   for (int i = 0; i < BRISK_ROWPAR_DEPTH && !st; i++)

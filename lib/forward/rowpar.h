@@ -33,6 +33,8 @@ typedef struct brisk_rowpar {
  * must be set). */
 brisk_status brisk_rowpar_init(brisk_rowpar *r, const brisk_model *m, int32_t max_tokens);
 void brisk_rowpar_free(brisk_rowpar *r);
+/* The bytes brisk_rowpar_init allocates for the model (0 without a split). */
+uint64_t brisk_rowpar_bytes(const brisk_model *m, int32_t max_tokens);
 
 /* The buffer of the next slot's partial sum, [n][d]. */
 float *brisk_rowpar_slot(brisk_rowpar *r);

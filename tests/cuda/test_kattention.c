@@ -292,10 +292,10 @@ static void run_cases(bool prefill, const char *name) {
       {BRISK_DTYPE_F16, 64, 2, 2, 16, 40, 2, 200, prefill, false, 0.5f, 0.7f},
       {BRISK_DTYPE_F32, 32, 1, 4, 8, 0, 2, 150, prefill, false, 0, 50.0f},
       /* Quantized caches: odd heads (a short last group), windows, GQA. */
-      {BRISK_KVQ_DTYPE_Q8, 64, 2, 4, 16, 0, 2, 520, prefill, false, 0},
-      {BRISK_KVQ_DTYPE_FP8, 64, 1, 3, 16, 0, 2, 300, prefill, false, 0},
-      {BRISK_KVQ_DTYPE_Q8, 80, 2, 2, 7, 100, 2, 300, prefill, false, 0},
-      {BRISK_KVQ_DTYPE_FP8, 136, 1, 5, 5, 33, 2, 200, prefill, false, 0},
+      {BRISK_KVQ_DTYPE_Q8, 64, 2, 4, 16, 0, 2, 520, prefill, false, 0, 0},
+      {BRISK_KVQ_DTYPE_FP8, 64, 1, 3, 16, 0, 2, 300, prefill, false, 0, 0},
+      {BRISK_KVQ_DTYPE_Q8, 80, 2, 2, 7, 100, 2, 300, prefill, false, 0, 0},
+      {BRISK_KVQ_DTYPE_FP8, 136, 1, 5, 5, 33, 2, 200, prefill, false, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     for (int runs = 0; runs < 2; runs++) {

@@ -717,10 +717,10 @@ static void test_attention(void **state) {
       {BRISK_DTYPE_F16, 128, 4, 1, 16, 0, 1, 130, false, 0},
       {BRISK_DTYPE_F16, 64, 2, 2, 16, 8, 3, 60, true, 0.6f}, /* soft-capped scores */
       {BRISK_DTYPE_F32, 32, 2, 2, 8, 0, 2, 40, false, 0.6f},
-      {BRISK_KVQ_DTYPE_Q8, 64, 2, 4, 16, 0, 3, 300, true},
-      {BRISK_KVQ_DTYPE_FP8, 128, 1, 8, 32, 0, 2, 300, true},
-      {BRISK_KVQ_DTYPE_Q8, 80, 2, 2, 5, 7, 2, 50, false},
-      {BRISK_KVQ_DTYPE_FP8, 64, 2, 1, 16, 0, 2, 60, false},
+      {BRISK_KVQ_DTYPE_Q8, 64, 2, 4, 16, 0, 3, 300, true, 0},
+      {BRISK_KVQ_DTYPE_FP8, 128, 1, 8, 32, 0, 2, 300, true, 0},
+      {BRISK_KVQ_DTYPE_Q8, 80, 2, 2, 5, 7, 2, 50, false, 0},
+      {BRISK_KVQ_DTYPE_FP8, 64, 2, 1, 16, 0, 2, 60, false, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attention(f, &cases[i]);
 }

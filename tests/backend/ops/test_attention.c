@@ -272,7 +272,7 @@ static void test_attention_windows(void **state) {
   ops_paths P = ops_paths_open(2), serial = ops_paths_open(0);
   const int32_t windows[] = {1, 3, 16, 17, 100, 100000};
   for (size_t wi = 0; wi < sizeof windows / sizeof *windows; wi++) {
-    attn_case c = {kv_dtypes[wi % 4], 64, 2, 4, 16, windows[wi], 2, 400, 3, 0};
+    attn_case c = {kv_dtypes[wi % 4], 64, 2, 4, 16, windows[wi], 2, 400, 3, 0, 0};
     run_case(&c, &r, &P, &serial);
   }
   ops_paths_close(&P);
@@ -290,9 +290,9 @@ static void test_attention_wide_groups(void **state) {
       {BRISK_DTYPE_F32, 512, 2, 8, 16, 0, 2, 40, 2, 0, 0},
       {BRISK_DTYPE_F16, 1024, 1, 3, 8, 5, 1, 30, 2, 0, 0},
       {BRISK_DTYPE_F16, 136, 2, 2, 7, 0, 3, 60, 3, 0, 0},
-      {BRISK_KVQ_DTYPE_Q8, 1024, 1, 3, 8, 5, 1, 30, 2, 0},
-      {BRISK_KVQ_DTYPE_FP8, 136, 2, 2, 7, 0, 3, 60, 3, 0},
-      {BRISK_KVQ_DTYPE_Q8, 100, 1, 32, 16, 0, 2, 90, 3, 0},
+      {BRISK_KVQ_DTYPE_Q8, 1024, 1, 3, 8, 5, 1, 30, 2, 0, 0},
+      {BRISK_KVQ_DTYPE_FP8, 136, 2, 2, 7, 0, 3, 60, 3, 0, 0},
+      {BRISK_KVQ_DTYPE_Q8, 100, 1, 32, 16, 0, 2, 90, 3, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], &r, &P, &serial);
   ops_paths_close(&P);

@@ -35,8 +35,8 @@ static void scale_scalar(float *x, float s, int32_t n) {
   for (int32_t i = 0; i < n; i++) x[i] *= s;
 }
 
-static void dequant_rows_scalar(uint32_t dtype, const uint8_t *rows, int32_t n, int32_t hd,
-                                float *dst) {
+void brisk_attn_dequant_rows_scalar(uint32_t dtype, const uint8_t *rows, int32_t n, int32_t hd,
+                                    float *dst) {
   const size_t rb = brisk_kvq_row_bytes(dtype, hd);
   for (int32_t r = 0; r < n; r++)
     brisk_kvq_dequantize_row(dtype, rows + (size_t)r * rb, dst + (int64_t)r * hd, hd);
@@ -44,7 +44,7 @@ static void dequant_rows_scalar(uint32_t dtype, const uint8_t *rows, int32_t n, 
 
 static const brisk_attn_kernels scalar_kernels = {
     scores_scalar, exp_shift_scalar,       accumulate_scalar,
-    scale_scalar,  brisk_f16_to_f32_array, dequant_rows_scalar,
+    scale_scalar,  brisk_f16_to_f32_array, brisk_attn_dequant_rows_scalar,
 };
 
 const brisk_attn_kernels *brisk_attn_kernels_scalar(void) { return &scalar_kernels; }
@@ -153,8 +153,8 @@ BRISK_AVX2 static void f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n
  * exponent and mantissa fields (e4m3 bits << 20 reads as the value times
  * 2^-120, subnormals included) and scaled back by 2^120, exactly; then one
  * multiply by the group's scale, as the reference. */
-BRISK_AVX2 static void dequant_rows_avx2(uint32_t dtype, const uint8_t *rows, int32_t n, int32_t hd,
-                                         float *dst) {
+BRISK_AVX2 void brisk_attn_dequant_rows_avx2(uint32_t dtype, const uint8_t *rows, int32_t n,
+                                             int32_t hd, float *dst) {
   const size_t rb = brisk_kvq_row_bytes(dtype, hd);
   const int32_t ng = brisk_kvq_n_groups(hd);
   const bool q8 = dtype == BRISK_KVQ_DTYPE_Q8;
@@ -188,7 +188,8 @@ BRISK_AVX2 static void dequant_rows_avx2(uint32_t dtype, const uint8_t *rows, in
 }
 
 static const brisk_attn_kernels avx2_kernels = {
-    scores_avx2, exp_shift_avx2, accumulate_avx2, scale_avx2, f16_to_f32_avx2, dequant_rows_avx2,
+    scores_avx2, exp_shift_avx2,  accumulate_avx2,
+    scale_avx2,  f16_to_f32_avx2, brisk_attn_dequant_rows_avx2,
 };
 
 const brisk_attn_kernels *brisk_attn_kernels_avx2(void) { return &avx2_kernels; }

@@ -33,6 +33,13 @@ typedef struct brisk_attn_kernels {
                        float *dst /* [n][hd] */);
 } brisk_attn_kernels;
 
+/* The dequant_rows of the scalar and the AVX2 tables, which the other
+ * tables share (the result is exact, so one implementation serves). */
+void brisk_attn_dequant_rows_scalar(uint32_t dtype, const uint8_t *rows, int32_t n, int32_t hd,
+                                    float *dst);
+void brisk_attn_dequant_rows_avx2(uint32_t dtype, const uint8_t *rows, int32_t n, int32_t hd,
+                                  float *dst);
+
 const brisk_attn_kernels *brisk_attn_kernels_scalar(void);
 /* NULL where the AVX2 kernels are not built. */
 const brisk_attn_kernels *brisk_attn_kernels_avx2(void);

@@ -87,7 +87,8 @@ BRISK_AVX512 static void f16_to_f32_avx512(const uint16_t *src, float *dst, size
 }
 
 static const brisk_attn_kernels avx512_kernels = {
-    scores_avx512, exp_shift_avx512, accumulate_avx512, scale_avx512, f16_to_f32_avx512,
+    scores_avx512, exp_shift_avx512,  accumulate_avx512,
+    scale_avx512,  f16_to_f32_avx512, brisk_attn_dequant_rows_avx2,
 };
 
 const brisk_attn_kernels *brisk_attn_kernels_avx512(void) { return &avx512_kernels; }

@@ -79,7 +79,8 @@ static void f16_to_f32_neon(const uint16_t *src, float *dst, size_t n) {
 }
 
 static const brisk_attn_kernels neon_kernels = {
-    scores_neon, exp_shift_neon, accumulate_neon, scale_neon, f16_to_f32_neon,
+    scores_neon, exp_shift_neon,  accumulate_neon,
+    scale_neon,  f16_to_f32_neon, brisk_attn_dequant_rows_scalar,
 };
 
 const brisk_attn_kernels *brisk_attn_kernels_neon(void) { return &neon_kernels; }
