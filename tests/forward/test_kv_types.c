@@ -121,9 +121,12 @@ static void test_shared_models(void **state) {
     /* 8-bit K/V: ~0.4% (INT8) / 3% (FP8) relative error per value, of
      * which the logits keep a fraction. */
     /* stories260K (F32 weights, head_dim 8, sharp attention over random
-     * ids) is the most sensitive. */
+     * ids) is the most sensitive: FP8 moves its worst row by 0.5-0.9 of
+     * the row's norm over random prompts (an attention that flips to other
+     * keys), so FP8 is no cache for such a model; the bound only catches a
+     * broken path (an error of the logits' own size or more). */
     bool stories = strstr(models[i], "stories") != NULL;
-    compare(models[i], m, toks, n, stories ? 0.4 : 0.05, stories ? 0.8 : 0.15);
+    compare(models[i], m, toks, n, stories ? 0.4 : 0.05, stories ? 1.2 : 0.15);
     free(toks);
     brisk_model_free(m);
     ran++;
