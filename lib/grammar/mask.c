@@ -579,8 +579,8 @@ static int32_t fill(gr_masker *k, const gr_state *s, uint32_t *mask) {
     if (k->ne_seen[e] == k->ne_stamp) continue; /* stacks often share an entry */
     k->ne_seen[e] = k->ne_stamp;
     if (k->ne_tok_n[e] != UINT32_MAX) {
-      const int32_t *t = k->ne_toks + k->ne_tok_off[e];
-      for (uint32_t j = 0; j < k->ne_tok_n[e]; j++) set_bit(mask, t[j]);
+      /* An empty list may sit on a NULL array: no pointer arithmetic then. */
+      for (uint32_t j = 0; j < k->ne_tok_n[e]; j++) set_bit(mask, k->ne_toks[k->ne_tok_off[e] + j]);
     } else {
       const uint32_t *em = k->ne_mask + (size_t)e * (size_t)k->n_words;
       for (int32_t w = 0; w < k->n_words; w++) mask[w] |= em[w];
