@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "format/gguf.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +73,11 @@ brisk_status imatrix_add(imatrix *m, const char *name, int64_t n_cols, imatrix_e
 void imatrix_importance(const imatrix_entry *e, int64_t mat, float *out) {
   const double c = e->counts[mat];
   const double *s = e->sum2 + (size_t)mat * (size_t)e->n_cols;
-  for (int64_t i = 0; i < e->n_cols; i++) out[i] = c > 0 ? (float)(s[i] / c) : 1.0f;
+  /* A huge sum over a tiny count stays the largest float, not infinity. */
+  for (int64_t i = 0; i < e->n_cols; i++) {
+    double v = c > 0 ? s[i] / c : 1.0;
+    out[i] = v < FLT_MAX ? (float)v : FLT_MAX;
+  }
 }
 
 static int by_name(const void *a, const void *b) {

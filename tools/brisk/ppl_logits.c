@@ -161,10 +161,25 @@ brisk_status ppl_base_open(FILE *f, const char *name, ppl_base *b) {
     st = brisk_error(BRISK_E_FORMAT, "%s: header sizes overflow", name);
     goto fail;
   }
+  /* The stream's length (a file, or memory: fmemopen has no descriptor)
+   * must be what the header says before anything is allocated for it; a
+   * stream that cannot seek (a pipe) is only caught by its short reads. */
   struct stat sb;
-  if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size != total) {
-    st = brisk_error(BRISK_E_FORMAT, "%s: %lld bytes, but its header says %llu", name,
-                     (long long)sb.st_size, (unsigned long long)total);
+  long long have = -1;
+  int fd = fileno(f);
+  if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+    have = (long long)sb.st_size;
+  } else {
+    long cur = ftell(f);
+    if (cur >= 0 && fseek(f, 0, SEEK_END) == 0) {
+      long end = ftell(f);
+      if (end >= 0) have = (long long)end;
+      if (fseek(f, cur, SEEK_SET) != 0) have = -2;
+    }
+  }
+  if (have == -2 || (have >= 0 && (uint64_t)have != total)) {
+    st = brisk_error(BRISK_E_FORMAT, "%s: %lld bytes, but its header says %llu", name, have,
+                     (unsigned long long)total);
     goto fail;
   }
   b->tokens = malloc((size_t)tok_bytes);
