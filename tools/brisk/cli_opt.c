@@ -390,3 +390,22 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
   brisk_set_memory_limit(a->memory_limit);
   mp->tp_size = a->tp;
 }
+
+char *cli_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+    n += got;
+    if (n == cap) {
+      char *nb = realloc(buf, (cap *= 2) + 1);
+      if (!nb) free(buf);
+      buf = nb;
+    }
+  }
+  fclose(f);
+  if (buf) buf[n] = 0;
+  *len = n;
+  return buf;
+}

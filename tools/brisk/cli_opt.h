@@ -110,6 +110,10 @@ size_t cli_edit_distance(const char *a, const char *b);
  * workers than that only contend for the cores). */
 int cli_max_threads(void);
 
+/* The whole file at path, malloc'ed and NUL-terminated (the NUL not
+ * counted in *len); NULL when it cannot be opened or memory runs out. */
+char *cli_read_file(const char *path, size_t *len);
+
 /* --kv-type TYPE for the commands that make a context: the choice's index
  * is the brisk_kv_type (f16 0, f32 1, q8_0 2, fp8 3). */
 extern const char *const cli_kv_type_names[];

@@ -50,24 +50,6 @@ static void observe(void *user, const brisk_weight *w, const float *x, int32_t n
   e->counts[0] += n;
 }
 
-static char *read_text(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) free(buf);
-      buf = nb;
-    }
-  }
-  fclose(f);
-  *len = n;
-  return buf;
-}
-
 int cmd_imatrix(int argc, char **argv) {
   cli_model_args ma = {0};
   const char *text_path = NULL, *out_path = NULL, *pos[1] = {0};
@@ -120,7 +102,7 @@ int cmd_imatrix(int argc, char **argv) {
   mp.device = NULL; /* statistics are taken on the host */
   mp.n_gpu_layers = 0;
   size_t len, n_tokens = 0;
-  if (!(text = read_text(text_path, &len))) {
+  if (!(text = cli_read_file(text_path, &len))) {
     cli_fail("imatrix", "cannot read '%s'", text_path);
     goto done;
   }

@@ -25,25 +25,6 @@
 
 int cmd_perplexity(int argc, char **argv);
 
-static char *read_text(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap + 1);
-  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap) {
-      char *nb = realloc(buf, (cap *= 2) + 1);
-      if (!nb) free(buf);
-      buf = nb;
-    }
-  }
-  fclose(f);
-  if (buf) buf[n] = 0;
-  *len = n;
-  return buf;
-}
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -187,7 +168,7 @@ int cmd_perplexity(int argc, char **argv) {
   } else {
     r.n_ctx = n_ctx ? n_ctx : 512;
     size_t len;
-    if (!(text = read_text(text_path, &len))) {
+    if (!(text = cli_read_file(text_path, &len))) {
       cli_fail("perplexity", "cannot read '%s'", text_path);
       goto done;
     }

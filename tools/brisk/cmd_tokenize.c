@@ -9,24 +9,6 @@
 
 int cmd_tokenize(int argc, char **argv);
 
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) free(buf);
-      buf = nb;
-    }
-  }
-  fclose(f);
-  *len = n;
-  return buf;
-}
-
 int cmd_tokenize(int argc, char **argv) {
   const char *model_path = NULL, *text = NULL, *file = NULL, *pos[2] = {0};
   bool json = false, no_bos = false, special = false;
@@ -64,7 +46,7 @@ int cmd_tokenize(int argc, char **argv) {
                            spec.usage);
   size_t len = text ? strlen(text) : 0;
   char *owned = NULL;
-  if (file && !(owned = read_file(file, &len)))
+  if (file && !(owned = cli_read_file(file, &len)))
     return cli_fail("tokenize", "cannot read '%s'", file);
   if (owned) text = owned;
 
