@@ -11,6 +11,7 @@
 #include "format/json.h"
 
 #include <json-c/json.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,9 @@ static brisk_status get_f32(const struct json_object *o, const char *path, const
   brisk_status st = brisk_json_get_float(o, "config.json", key, &v);
   if (st == BRISK_E_NOT_FOUND) return BRISK_OK;
   if (st) return brisk_error(st, "config.json: '%s.%s' must be a number", path, key);
+  /* A double past FLT_MAX would become inf in the float the model keeps. */
+  if (!isfinite(v) || fabs(v) > FLT_MAX)
+    return brisk_error(BRISK_E_FORMAT, "config.json: '%s.%s' does not fit a float", path, key);
   *out = (float)v;
   return BRISK_OK;
 }
@@ -73,9 +77,10 @@ static brisk_status get_factors(const struct json_object *o, const char *path, c
     struct json_object *v = json_object_array_get_idx(a, i);
     double d = json_object_get_double(v);
     if (!(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)) ||
-        !isfinite(d) || d <= 0)
-      return brisk_error(BRISK_E_FORMAT, "config.json: '%s.%s[%u]' must be a positive number", path,
-                         key, i);
+        !isfinite(d) || d <= 0 || d > FLT_MAX || (float)d <= 0)
+      return brisk_error(BRISK_E_FORMAT,
+                         "config.json: '%s.%s[%u]' must be a positive number that fits a float",
+                         path, key, i);
     out[i] = (float)d;
   }
   return BRISK_OK;
