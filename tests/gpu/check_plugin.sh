@@ -2,7 +2,8 @@
 # The CUDA plugin as CI builds it (the 'cuda_plugin' test, when nvcc was
 # found): device code for sm_80, sm_86, sm_89 and sm_90 plus compute_90 PTX
 # (for newer GPUs) in libbrisk-cuda.so; only the entry point exported;
-# cuBLASLt and NCCL not linked (the plugin opens them with dlopen); and
+# cuBLASLt and NCCL not linked (the plugin opens them with dlopen); the
+# CUDA runtime linked statically; and
 # libbrisk itself linking no CUDA library at all.
 # Usage: check_plugin.sh LIBBRISK_CUDA.so LIBBRISK.so
 set -euo pipefail
@@ -27,6 +28,15 @@ fi
 needed=$(objdump -p "$plugin" | awk '$1 == "NEEDED" {print $2}')
 if grep -Eq 'cublas|nccl' <<<"$needed"; then
   echo "the plugin links cuBLAS or NCCL (they are opened with dlopen):" $needed; fail=1
+fi
+# The CUDA runtime is linked statically: a machine with only the driver
+# (libcuda.so, which the runtime opens itself) can load the plugin.
+if grep -Eq 'cudart|libcuda\.' <<<"$needed"; then
+  echo "the plugin needs the CUDA runtime or driver as a shared library:" $needed; fail=1
+fi
+undef_cuda=$(nm -D --undefined-only "$plugin" | awk '{print $2}' | grep -E '^(cuda|__cuda)' || true)
+if [ -n "$undef_cuda" ]; then
+  echo "the plugin leaves CUDA runtime symbols to the loader:" $undef_cuda; fail=1
 fi
 core_needed=$(objdump -p "$core" | awk '$1 == "NEEDED" {print $2}')
 if grep -Eq 'cuda|cublas|nccl' <<<"$core_needed"; then
