@@ -124,6 +124,10 @@ const char *brisk_vocab_pre_name(const brisk_vocab *v);
 int32_t brisk_vocab_special_id(const brisk_vocab *v, brisk_vocab_special which);
 bool brisk_vocab_adds_bos(const brisk_vocab *v);
 bool brisk_vocab_adds_eos(const brisk_vocab *v);
+/* Whether a SEP token separates and closes a pair of texts (llama.cpp's
+ * add_sep: GGUF tokenizer.ggml.add_sep_token or the pre-tokenizer name, e.g.
+ * roberta-bpe); brisk_vocab_tokenize does not add it, as in llama.cpp. */
+bool brisk_vocab_adds_sep(const brisk_vocab *v);
 bool brisk_vocab_adds_space_prefix(const brisk_vocab *v);
 /* End of generation: EOS, EOT, EOM and tokens such as <|im_end|>. */
 bool brisk_vocab_is_eog(const brisk_vocab *v, int32_t id);
