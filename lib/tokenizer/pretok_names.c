@@ -61,6 +61,7 @@
 #define P_DS3_PUNCT_WORD "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+"
 #define P_DS3_LETTERS "[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
 #define P_PORO " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{ff0c}\\x{3001}\\x{964}\\x{6d4}\\x{60c})]+"
+#define P_HAN "\\p{sc:Han}"
 #define P_NEWLINES "[^\\n]+|[\\n]+"
 
 const char *const brisk_pretok_bytelevel_pattern = P_GPT2 "|\\s+";
@@ -132,13 +133,17 @@ static const pre_family k_families[] = {
     {"tiny_aya", false, {"\\d{1,3}(?=(?:\\d{3})*\\b)", P_GPT4O_WORDS "|\\p{N}{1,3}" P_TAIL, NULL}},
     /* Kimi K2's tiktoken pattern (tokenization_kimi.py), which llama.cpp
      * implements by hand behind the trigger "\p{Han}+": its class
-     * intersections [...&&[^\p{Han}]] are written as a lookahead. */
+     * intersections [...&&[^\p{Han}]] are written as a lookahead. Han is
+     * the Script property, as in Oniguruma and llama.cpp's Han ranges:
+     * PCRE2's bare \p{Han} is Script_Extensions, which adds CJK punctuation
+     * such as U+3001 and U+300C. */
     {"kimi-k2",
      false,
-     {"\\p{Han}+|" P_NOT_LN "(?:(?!\\p{Han})" P_UPPER ")*(?:(?!\\p{Han})" P_LOWER
-      ")+" P_CONTRACTIONS "?|" P_NOT_LN "(?:(?!\\p{Han})" P_UPPER ")+(?:(?!\\p{Han})" P_LOWER
-      ")*" P_CONTRACTIONS "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|"
-      "\\s+",
+     {P_HAN "+|" P_NOT_LN "(?:(?!" P_HAN ")" P_UPPER ")*(?:(?!" P_HAN ")" P_LOWER
+            ")+" P_CONTRACTIONS "?|" P_NOT_LN "(?:(?!" P_HAN ")" P_UPPER ")+(?:(?!" P_HAN
+            ")" P_LOWER ")*" P_CONTRACTIONS
+            "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|"
+            "\\s+",
       NULL}},
     {"chameleon",
      false,

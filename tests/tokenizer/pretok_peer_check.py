@@ -175,16 +175,16 @@ MULTI_TEXTS = ASCII_TEXTS + [
     "Ünïcödé: naïve café, Ελληνικά Γλώσσα, Русский Язык, עברית, العربية",
     "日本語のテキストと中文字符混合English words 和 数字123456",
     "한국어 텍스트입니다. हिन्दी भाषा। ภาษาไทย ១២៣ ẞtraße ǅemal",
-    # No U+3005-U+3007 or other characters whose Script_Extensions include
-    # Han but whose Script is not: PCRE2 (as tiktoken's Rust regex) counts
-    # them as \p{Han}, Oniguruma does not.
-    "漢字かなカナ𠀀𪜀 ideographs and emoji 😁🚀 plus ½ ² Ⅻ 〒 ㊀",
+    "漢字かなカナ𠀀𪜀 ideographs 〇〆 and emoji 😁🚀 plus ½ ² Ⅻ 〒 ㊀",
+    "「引用」、句読点。中文，标点！",
 ]
 
 
 def hf_pieces(patterns, texts):
     from tokenizers import Regex, pre_tokenizers
-    seq = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(p), "isolated") for p in patterns])
+    # Oniguruma's \p{Han} is the Script property, PCRE2's \p{sc:Han}.
+    seq = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(p.replace("\\p{sc:Han}", "\\p{Han}")),
+                                                        "isolated") for p in patterns])
     return [[w for w, _ in seq.pre_tokenize_str(t)] for t in texts]
 
 
