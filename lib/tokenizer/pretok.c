@@ -223,10 +223,11 @@ static brisk_status run_step(const run_ctx *rc, size_t k, const char *s, size_t 
       continue;
     }
     if (m == PCRE2_ERROR_NOMEMORY || m == PCRE2_ERROR_HEAPLIMIT) return brisk_error_oom();
-    if (m == PCRE2_ERROR_MATCHLIMIT || m == PCRE2_ERROR_DEPTHLIMIT)
+    if (m == PCRE2_ERROR_MATCHLIMIT || m == PCRE2_ERROR_DEPTHLIMIT ||
+        m == PCRE2_ERROR_JIT_STACKLIMIT)
       return brisk_error(BRISK_E_UNSUPPORTED,
                          "pre-tokenizer: regex %zu gives up at byte %zu of a %zu-byte piece "
-                         "(more than %d backtracking steps)",
+                         "(more than %d backtracking steps, or past the JIT stack)",
                          k, start, n, MATCH_LIMIT);
     if (m < 0) {
       PCRE2_UCHAR msg[160];

@@ -62,6 +62,9 @@
 #define P_DS3_LETTERS "[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
 #define P_PORO " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{ff0c}\\x{3001}\\x{964}\\x{6d4}\\x{60c})]+"
 #define P_HAN "\\p{sc:Han}"
+/* P_UPPER and P_LOWER without Han, by their complements. */
+#define P_UPPER_NOT_HAN "[^\\p{Ll}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}" P_HAN "]"
+#define P_LOWER_NOT_HAN "[^\\p{Lu}\\p{Lt}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}" P_HAN "]"
 #define P_NEWLINES "[^\\n]+|[\\n]+"
 
 const char *const brisk_pretok_bytelevel_pattern = P_GPT2 "|\\s+";
@@ -129,19 +132,23 @@ static const pre_family k_families[] = {
     {"gpt-4o", false, {P_GPT4O_WORDS "|\\p{N}{1,3}" P_TAIL, NULL}},
     /* Digits in threes from the right: llama.cpp runs its AFMoE splitter for
      * this pattern, which gives the same groups except that it does not
-     * stop at the \b a letter right after the digits removes. */
-    {"tiny_aya", false, {"\\d{1,3}(?=(?:\\d{3})*\\b)", P_GPT4O_WORDS "|\\p{N}{1,3}" P_TAIL, NULL}},
+     * stop at the \b a letter right after the digits removes. The lookahead
+     * is possessive here (the same matches: fewer threes leave a digit
+     * next, where \b fails), so a long run of digits does not exhaust the
+     * JIT stack; afmoe and superbpe likewise. */
+    {"tiny_aya", false, {"\\d{1,3}(?=(?:\\d{3})*+\\b)", P_GPT4O_WORDS "|\\p{N}{1,3}" P_TAIL, NULL}},
     /* Kimi K2's tiktoken pattern (tokenization_kimi.py), which llama.cpp
      * implements by hand behind the trigger "\p{Han}+": its class
-     * intersections [...&&[^\p{Han}]] are written as a lookahead. Han is
+     * intersections [...&&[^\p{Han}]] are written as complements (every
+     * code point has one general category: Lu Lt Lm Lo M are the ones not
+     * Ll N P S Z C), so that no group repeats per letter. Han is
      * the Script property, as in Oniguruma and llama.cpp's Han ranges:
      * PCRE2's bare \p{Han} is Script_Extensions, which adds CJK punctuation
      * such as U+3001 and U+300C. */
     {"kimi-k2",
      false,
-     {P_HAN "+|" P_NOT_LN "(?:(?!" P_HAN ")" P_UPPER ")*(?:(?!" P_HAN ")" P_LOWER
-            ")+" P_CONTRACTIONS "?|" P_NOT_LN "(?:(?!" P_HAN ")" P_UPPER ")+(?:(?!" P_HAN
-            ")" P_LOWER ")*" P_CONTRACTIONS
+     {P_HAN "+|" P_NOT_LN P_UPPER_NOT_HAN "*" P_LOWER_NOT_HAN "+" P_CONTRACTIONS
+            "?|" P_NOT_LN P_UPPER_NOT_HAN "+" P_LOWER_NOT_HAN "*" P_CONTRACTIONS
             "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|"
             "\\s+",
       NULL}},
@@ -149,7 +156,9 @@ static const pre_family k_families[] = {
      false,
      {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
       "[\\p{P}!-/:-@\\[-`{-~]", P_GPT2, NULL}},
-    {"superbpe", false, {"\\p{N}+", "(?=(\\d{3})+(?!\\d))", NULL}},
+    /* superbpe: possessive threes in the lookahead (the same matches), for
+     * the JIT stack as in tiny_aya. */
+    {"superbpe", false, {"\\p{N}+", "(?=(?:\\d{3})++(?!\\d))", NULL}},
     {"bailingmoe",
      false,
      {"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
@@ -171,7 +180,7 @@ static const pre_family k_families[] = {
      * is llama.cpp's, U+8C48 included (likely U+F900 folded by NFC). */
     {"afmoe",
      false,
-     {"\\p{N}{1,3}(?=(?:\\p{N}{3})*(?!\\p{N}))",
+     {"\\p{N}{1,3}(?=(?:\\p{N}{3})*+(?!\\p{N}))",
       "[\\x{4e00}-\\x{9fff}\\x{3400}-\\x{4dbf}\\x{8c48}-\\x{faff}\\x{3040}-\\x{309f}"
       "\\x{30a0}-\\x{30ff}\\x{ff65}-\\x{ff9f}\\x{2f00}-\\x{2fdf}\\x{e40}-\\x{e7f}\\x{e80}-\\x{eff}"
       "\\x{1780}-\\x{17ff}\\x{1000}-\\x{109f}\\x{aa60}-\\x{aa7f}\\x{a9e0}-\\x{a9ff}"
@@ -180,9 +189,12 @@ static const pre_family k_families[] = {
                        "| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
       NULL}},
     {"laguna", false, {P_NEWLINES, P_QWEN2, NULL}},
+    /* Words joined by single spaces make one piece: possessive quantifiers,
+     * the same matches (nothing follows the group in its alternative), keep
+     * a long sentence from exhausting PCRE2's JIT stack. */
     {"exaone-moe",
      false,
-     {P_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| "
+     {P_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*+(?: \\p{L}\\p{M}*+)*+)++|\\p{N}| "
                      "?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
       NULL}},
     /* SentencePiece-style BPE (Gemma 4, Sarvam): spaces are U+2581 (the

@@ -241,6 +241,20 @@ def check_ascii_equal(tok_cli, name, llama_re, brisk_re):
             for i, (w, g, r) in enumerate(zip(want, got, ref)) if w != g or g != r]
 
 
+DIGIT_TEXTS = ["1 12 123 1234 12345 123456 1234567 12345678 a1234 1234b x12345y",
+               "3.14159 1,000,000 +49(0)30-1234 ١٢٣٤٥ １２３４ 99999999999999999999"]
+
+
+def check_possessive(tok_cli, name, llama_re, brisk_re):
+    """Possessive quantifiers where nothing could backtrack into them: the
+    same pieces as llama.cpp's text, run by Oniguruma."""
+    texts = MULTI_TEXTS + DIGIT_TEXTS + ["word " * 300 + "end"]
+    want = hf_pieces(llama_re, texts)
+    got = brisk_pieces(tok_cli, name, texts)
+    return [f"{name}: text {i}: llama.cpp's regexes give {w}, brisk {g}"
+            for i, (w, g) in enumerate(zip(want, got)) if w != g]
+
+
 def check_kimi(tok_cli, name, llama_re, brisk_re):
     """llama.cpp's K2 splitter stands for the tiktoken pattern it quotes in
     unicode.cpp; Oniguruma runs that pattern (class intersection and all)."""
@@ -264,8 +278,8 @@ def check_afmoe(tok_cli, name, llama_re, brisk_re):
     errs = []
     if [canon(x) for x in llama_re[1:]] != [canon(x) for x in brisk_re[1:]]:
         errs.append(f"{name}: regexes after the digit step differ")
-    texts = ASCII_TEXTS + MULTI_TEXTS[5:7] + ["x1 22 333 4444 55555 666666 7777777 a12b",
-                                              "١٢٣٤ ½3 12½ 9876543210 ,12,345,"]
+    texts = ASCII_TEXTS + MULTI_TEXTS[5:7] + DIGIT_TEXTS + [
+        "x1 22 333 4444 55555 666666 7777777 a12b", "١٢٣٤ ½3 12½ 9876543210 ,12,345,"]
     want = []
     for t in texts:
         pieces = afmoe_digits(t)
@@ -286,6 +300,9 @@ DOCUMENTED = {
     "GRANITE_EMB_MULTI": ("GPT-4o's pattern; llama.cpp adds \\p{M} to its lookaheads to come "
                           "closer to it", check_ascii_equal),
     "KIMI_K2": ("the tiktoken pattern behind llama.cpp's trigger \\p{Han}+", check_kimi),
+    "TINY_AYA": ("a possessive lookahead (the JIT stack on long digit runs)", check_possessive),
+    "SUPERBPE": ("a possessive lookahead (the JIT stack on long digit runs)", check_possessive),
+    "EXAONE_MOE": ("possessive quantifiers (the JIT stack on long sentences)", check_possessive),
     "AFMOE": ("a lookahead for the digit groups of llama.cpp's \\p{AFMoE_digits} splitter",
               check_afmoe),
 }
