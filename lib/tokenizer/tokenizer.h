@@ -82,9 +82,11 @@ typedef enum brisk_vocab_special {
 
 /* From GGUF metadata: tokenizer.ggml.model ("llama" = SPM, "gpt2" = BPE;
  * others BRISK_E_UNSUPPORTED naming it), .tokens, .scores, .token_type,
- * .merges, .pre (an unknown name is BRISK_E_UNSUPPORTED naming it; a missing
- * one means "default" with a warning, as llama.cpp), the *_token_id keys and
- * .add_bos_token / .add_eos_token / .add_space_prefix. Everything is copied:
+ * .merges, .pre (every name llama.cpp knows, with what it implies: raw UTF-8
+ * words, U+2581 spaces, llama.cpp's flags; a missing or unknown name means
+ * "default" with a warning), "gemma4" as a model name, the *_token_id keys
+ * and .add_bos_token / .add_eos_token / .add_sep_token / .add_space_prefix.
+ * Everything is copied:
  * the vocabulary does not reference `g` afterwards. BRISK_E_FORMAT on
  * malformed metadata (message names the key and the numbers). */
 brisk_status brisk_vocab_from_gguf(const brisk_gguf *g, brisk_vocab **out);
