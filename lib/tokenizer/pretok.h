@@ -41,20 +41,31 @@ brisk_status brisk_pretok_add(brisk_pretok *p, const char *pattern, bool literal
                               brisk_split_behavior behavior, bool invert);
 size_t brisk_pretok_n_steps(const brisk_pretok *p);
 
-/* Properties llama.cpp ties to a GGUF pre-tokenizer name. */
+/* Properties llama.cpp ties to a GGUF pre-tokenizer name (pretok_names.c). */
 typedef struct brisk_pretok_info {
   const char *canonical; /* the family name, e.g. "llama3" for "llama-bpe" */
   bool ignore_merges;    /* a word that is a whole token skips merging */
   bool clean_spaces;     /* detokenize may undo " ," style spacing */
   bool add_bos;          /* default for tokenizer.ggml.add_bos_token */
   bool no_bos;           /* the family has no BOS token (chatglm) */
+  bool add_sep;          /* default for tokenizer.ggml.add_sep_token (RoBERTa-style pairs) */
+  bool raw_utf8;         /* words are raw UTF-8, not GPT-2 byte-mapped; <0xXX> byte fallback */
+  bool escape_spaces;    /* ' ' is U+2581 in the vocabulary (SentencePiece-style BPE) */
+  bool force_bos;        /* BOS is added even where the file says not to (Gemma 4) */
+  bool newline_words;    /* a run of '\n' that is one token is that token (Gemma 4) */
 } brisk_pretok_info;
 
+/* The regexes (NULL-terminated, static) of a GGUF tokenizer.ggml.pre name
+ * and, when `info` is not NULL, its properties; NULL if the name is unknown. */
+const char *const *brisk_pretok_lookup(const char *name, brisk_pretok_info *info);
 /* Adds the steps for a GGUF tokenizer.ggml.pre name (a BPE vocabulary).
  * BRISK_E_UNSUPPORTED naming it if unknown. `info` may be NULL. */
 brisk_status brisk_pretok_add_named(brisk_pretok *p, const char *name, brisk_pretok_info *info);
 /* True if `name` is known (without compiling anything). */
 bool brisk_pretok_known(const char *name);
+/* The known names, for listings and tests: i < brisk_pretok_n_names(). */
+size_t brisk_pretok_n_names(void);
+const char *brisk_pretok_name_at(size_t i);
 
 /* The GPT-2 pattern Hugging Face's ByteLevel pre-tokenizer uses. */
 extern const char *const brisk_pretok_bytelevel_pattern;

@@ -282,11 +282,19 @@ static brisk_status whole_word(tok_ctx *c, const char *s, size_t n, bool *done) 
   return BRISK_OK;
 }
 
+/* True if s[0, n) is all '\n'. */
+static bool all_newlines(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i] != '\n') return false;
+  return true;
+}
+
 static brisk_status process_word(void *ctx, const char *s, size_t n) {
   tok_ctx *c = ctx;
   const brisk_vocab *v = c->v;
   brisk_status st;
-  if (v->ignore_merges) {
+  bool nl_word = v->newline_words && n > 0 && all_newlines(s, n);
+  if (v->ignore_merges || nl_word) {
     bool done;
     st = whole_word(c, s, n, &done);
     if (st != BRISK_OK || done) return st;

@@ -82,9 +82,11 @@ typedef enum brisk_vocab_special {
 
 /* From GGUF metadata: tokenizer.ggml.model ("llama" = SPM, "gpt2" = BPE;
  * others BRISK_E_UNSUPPORTED naming it), .tokens, .scores, .token_type,
- * .merges, .pre (an unknown name is BRISK_E_UNSUPPORTED naming it; a missing
- * one means "default" with a warning, as llama.cpp), the *_token_id keys and
- * .add_bos_token / .add_eos_token / .add_space_prefix. Everything is copied:
+ * .merges, .pre (every name llama.cpp knows, with what it implies: raw UTF-8
+ * words, U+2581 spaces, llama.cpp's flags; a missing or unknown name means
+ * "default" with a warning), "gemma4" as a model name, the *_token_id keys
+ * and .add_bos_token / .add_eos_token / .add_sep_token / .add_space_prefix.
+ * Everything is copied:
  * the vocabulary does not reference `g` afterwards. BRISK_E_FORMAT on
  * malformed metadata (message names the key and the numbers). */
 brisk_status brisk_vocab_from_gguf(const brisk_gguf *g, brisk_vocab **out);
@@ -124,6 +126,10 @@ const char *brisk_vocab_pre_name(const brisk_vocab *v);
 int32_t brisk_vocab_special_id(const brisk_vocab *v, brisk_vocab_special which);
 bool brisk_vocab_adds_bos(const brisk_vocab *v);
 bool brisk_vocab_adds_eos(const brisk_vocab *v);
+/* Whether a SEP token separates and closes a pair of texts (llama.cpp's
+ * add_sep: GGUF tokenizer.ggml.add_sep_token or the pre-tokenizer name, e.g.
+ * roberta-bpe); brisk_vocab_tokenize does not add it, as in llama.cpp. */
+bool brisk_vocab_adds_sep(const brisk_vocab *v);
 bool brisk_vocab_adds_space_prefix(const brisk_vocab *v);
 /* End of generation: EOS, EOT, EOM and tokens such as <|im_end|>. */
 bool brisk_vocab_is_eog(const brisk_vocab *v, int32_t id);

@@ -162,6 +162,8 @@ brisk_status brisk_vocab_build(const brisk_vocab_desc *d, brisk_pretok *pre, bri
   v->ignore_merges = d->ignore_merges;
   v->clean_spaces = d->clean_spaces;
   v->fuse_unk = d->fuse_unk;
+  v->add_sep = d->add_sep;
+  v->newline_words = d->newline_words;
   check_special(d, v->special);
 
   brisk_strtab_init(&v->strs);
@@ -258,6 +260,10 @@ bool brisk_vocab_adds_bos(const brisk_vocab *v) {
 }
 bool brisk_vocab_adds_eos(const brisk_vocab *v) {
   return v->add_eos && v->special[BRISK_VOCAB_EOS] >= 0;
+}
+
+bool brisk_vocab_adds_sep(const brisk_vocab *v) {
+  return v->add_sep && v->special[BRISK_VOCAB_SEP] >= 0;
 }
 bool brisk_vocab_adds_space_prefix(const brisk_vocab *v) { return v->add_space_prefix; }
 

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "format/gguf.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* GGUF token_type values. */
@@ -93,6 +94,72 @@ static brisk_status num_array(const brisk_gguf *g, const char *key, brisk_gguf_t
   return BRISK_OK;
 }
 
+/* The pre-tokenizer a BPE vocabulary names in tokenizer.ggml.pre, into
+ * `name` (64 bytes). A missing name, or one brisk does not know, means the
+ * 'default' regexes with a warning, as llama.cpp does for a missing one:
+ * the model still tokenizes, though not always as it was trained. */
+static brisk_status pre_tokenizer(const brisk_gguf *g, bool gemma4, char *name, brisk_pretok **pre,
+                                  brisk_pretok_info *info) {
+  brisk_gguf_str pn = {"default", 7};
+  brisk_status st = gemma4 ? BRISK_OK : brisk_gguf_get_str(g, "tokenizer.ggml.pre", &pn);
+  if (gemma4) {
+    pn = (brisk_gguf_str){"gemma4", 6}; /* llama.cpp: the model name decides */
+  } else if (st == BRISK_E_NOT_FOUND) {
+    BRISK_WARN("tokenizer: no tokenizer.ggml.pre in the file; using the 'default' regexes");
+    pn = (brisk_gguf_str){"default", 7};
+  } else if (st != BRISK_OK) {
+    return st;
+  }
+  bool ok = pn.len < 64 && !memchr(pn.ptr, 0, (size_t)pn.len);
+  if (ok) {
+    memcpy(name, pn.ptr, (size_t)pn.len);
+    name[pn.len] = '\0';
+    ok = brisk_pretok_known(name);
+  }
+  if (!ok) {
+    char shown[65];
+    size_t n = pn.len < 64 ? (size_t)pn.len : 64;
+    for (size_t i = 0; i < n; i++)
+      shown[i] = pn.ptr[i] >= 0x20 && pn.ptr[i] < 0x7f ? pn.ptr[i] : '?';
+    shown[n] = '\0';
+    BRISK_WARN("tokenizer: unknown pre-tokenizer '%s%s'; using the 'default' regexes, so "
+               "words may be split unlike the model's own tokenizer",
+               shown, pn.len > 64 ? "..." : "");
+    snprintf(name, 64, "%s", shown);
+  }
+  st = brisk_pretok_create(pre);
+  if (st == BRISK_OK) st = brisk_pretok_add_named(*pre, ok ? name : "default", info);
+  return st;
+}
+
+/* Raw UTF-8 vocabularies fall back to <0xXX> tokens by their text, as
+ * llama.cpp looks them up; converters do not always type them BYTE. */
+static void mark_byte_tokens(const brisk_vocab_str *toks, uint16_t *attrs, uint64_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (uint64_t i = 0; i < n; i++) {
+    const char *t = toks[i].ptr;
+    if (toks[i].len != 6 || memcmp(t, "<0x", 3) != 0 || t[5] != '>' ||
+        attrs[i] != BRISK_TOKEN_ATTR_NORMAL)
+      continue;
+    if (memchr(hex, t[3], 16) && memchr(hex, t[4], 16)) attrs[i] = BRISK_TOKEN_ATTR_BYTE;
+  }
+}
+
+/* ' ' -> U+2581 before pre-tokenization (llama.cpp's escape_whitespaces). */
+static brisk_status escape_op(brisk_norm_op **ops, size_t *n) {
+  brisk_norm_op *op = brisk_calloc(1, sizeof *op);
+  if (op) op->from = brisk_malloc(2), op->to = brisk_malloc(4);
+  if (!op || !op->from || !op->to) {
+    brisk_norm_ops_free(op, op ? 1 : 0);
+    return brisk_error_oom();
+  }
+  op->kind = BRISK_NORM_REPLACE;
+  memcpy(op->from, " ", 2), op->from_len = 1;
+  memcpy(op->to, "\xE2\x96\x81", 4), op->to_len = 3;
+  *ops = op, *n = 1;
+  return BRISK_OK;
+}
+
 brisk_status brisk_vocab_from_gguf(const brisk_gguf *g, brisk_vocab **out) {
   if (!g || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "vocab_from_gguf: NULL argument");
   brisk_gguf_str model;
@@ -102,10 +169,14 @@ brisk_status brisk_vocab_from_gguf(const brisk_gguf *g, brisk_vocab **out) {
   if (st != BRISK_OK) return st;
   brisk_vocab_desc d;
   brisk_vocab_desc_init(&d);
+  bool gemma4 = false;
   if (model.len == 5 && memcmp(model.ptr, "llama", 5) == 0) {
     d.type = BRISK_VOCAB_SPM;
   } else if (model.len == 4 && memcmp(model.ptr, "gpt2", 4) == 0) {
     d.type = BRISK_VOCAB_BPE;
+  } else if (model.len == 6 && memcmp(model.ptr, "gemma4", 6) == 0) {
+    d.type = BRISK_VOCAB_BPE; /* BPE over U+2581-escaped text, pre "gemma4" (llama.cpp) */
+    gemma4 = true;
   } else {
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "tokenizer: tokenizer.ggml.model '%.*s' is not supported",
@@ -130,6 +201,8 @@ brisk_status brisk_vocab_from_gguf(const brisk_gguf *g, brisk_vocab **out) {
   uint16_t *attrs = brisk_malloc(n_tok * sizeof *attrs);
   brisk_vocab_str *ml = NULL, *mr = NULL;
   brisk_pretok *pre = NULL;
+  brisk_norm_op *norm = NULL;
+  size_t n_norm = 0;
   if (!toks || !scores || !attrs) {
     st = brisk_error_oom();
     goto done;
@@ -188,33 +261,22 @@ brisk_status brisk_vocab_from_gguf(const brisk_gguf *g, brisk_vocab **out) {
     d.n_merges = (size_t)n_merges;
     d.merge_left = ml, d.merge_right = mr;
 
-    brisk_gguf_str pre_name = {"default", 7};
-    st = brisk_gguf_get_str(g, "tokenizer.ggml.pre", &pre_name);
-    if (st == BRISK_E_NOT_FOUND) {
-      BRISK_WARN("tokenizer: no tokenizer.ggml.pre in the file; using the 'default' regexes");
-      pre_name = (brisk_gguf_str){"default", 7};
-    } else if (st != BRISK_OK) {
-      goto done;
-    }
-    if (pre_name.len >= sizeof name || memchr(pre_name.ptr, 0, (size_t)pre_name.len)) {
-      st = brisk_error(BRISK_E_UNSUPPORTED, "tokenizer: unknown pre-tokenizer '%.*s'",
-                       (int)(pre_name.len > 64 ? 64 : pre_name.len), pre_name.ptr);
-      goto done;
-    }
-    memcpy(name, pre_name.ptr, (size_t)pre_name.len);
-    name[pre_name.len] = '\0';
-    if (!brisk_pretok_known(name)) {
-      st = brisk_error(BRISK_E_UNSUPPORTED, "tokenizer: unknown pre-tokenizer '%s'", name);
-      goto done;
-    }
-    st = brisk_pretok_create(&pre);
-    if (st == BRISK_OK) st = brisk_pretok_add_named(pre, name, &info);
+    st = pre_tokenizer(g, gemma4, name, &pre, &info);
     if (st != BRISK_OK) goto done;
     d.pre_name = name;
-    d.byte_level = true;
+    d.byte_level = !info.raw_utf8;
+    d.byte_fallback = info.raw_utf8; /* llama.cpp: <0xXX> tokens for what no token covers */
+    d.escape_spaces = info.escape_spaces;
     d.ignore_merges = info.ignore_merges;
     d.clean_spaces = info.clean_spaces;
     d.add_bos = info.add_bos;
+    d.add_sep = info.add_sep;
+    d.newline_words = info.newline_words;
+    if (info.raw_utf8) mark_byte_tokens(toks, attrs, n_tok);
+    if (info.escape_spaces) {
+      st = escape_op(&norm, &n_norm);
+      if (st != BRISK_OK) goto done;
+    }
   }
 
   for (size_t i = 0; i < sizeof k_special_keys / sizeof k_special_keys[0]; i++) {
@@ -236,15 +298,23 @@ brisk_status brisk_vocab_from_gguf(const brisk_gguf *g, brisk_vocab **out) {
     d.special[BRISK_VOCAB_BOS] = -1;
   st = opt_bool(g, "tokenizer.ggml.add_bos_token", &d.add_bos);
   if (st == BRISK_OK) st = opt_bool(g, "tokenizer.ggml.add_eos_token", &d.add_eos);
+  if (st == BRISK_OK) st = opt_bool(g, "tokenizer.ggml.add_sep_token", &d.add_sep);
+  if (st == BRISK_OK && info.force_bos && !d.add_bos) {
+    BRISK_WARN("tokenizer: tokenizer.ggml.add_bos_token = false overridden to true for '%s' "
+               "(as llama.cpp does for Gemma 4)",
+               name);
+    d.add_bos = true;
+  }
   if (st == BRISK_OK && d.type == BRISK_VOCAB_SPM)
     st = opt_bool(g, "tokenizer.ggml.add_space_prefix", &d.add_space_prefix);
   if (st != BRISK_OK) goto done;
   d.strip_leading_space = d.add_space_prefix;
 
-  st = brisk_vocab_build(&d, pre, NULL, 0, out);
-  pre = NULL; /* owned by the vocab (or freed) now */
+  st = brisk_vocab_build(&d, pre, norm, n_norm, out);
+  pre = NULL, norm = NULL; /* owned by the vocab (or freed) now */
 done:
   brisk_pretok_free(pre);
+  brisk_norm_ops_free(norm, n_norm);
   brisk_free(toks);
   brisk_free(scores);
   brisk_free(attrs);

@@ -93,6 +93,10 @@ struct brisk_vocab {
   brisk_trie_node *trie; /* [n_trie], node 0 is the root */
   size_t n_trie, trie_cap;
   uint8_t first_any[32], first_user[32]; /* bitmaps of first bytes */
+
+  bool add_sep;       /* a SEP token closes a sequence pair (RoBERTa-style); not added
+                         by tokenize, as in llama.cpp */
+  bool newline_words; /* a word of '\n's that is one token is that token (Gemma 4) */
 };
 
 /* What loaders hand to brisk_vocab_build. */
@@ -113,6 +117,7 @@ typedef struct brisk_vocab_desc {
   int32_t special[BRISK_VOCAB_SPECIAL_COUNT];      /* -1 none; checked */
   bool add_bos, add_eos, add_space_prefix, strip_leading_space, escape_spaces;
   bool byte_level, byte_fallback, ignore_merges, clean_spaces, fuse_unk;
+  bool add_sep, newline_words;
 } brisk_vocab_desc;
 
 void brisk_vocab_desc_init(brisk_vocab_desc *d);

@@ -7,7 +7,15 @@
  * lines "__ggml_vocab_test__" (llama.cpp's .inp format: each text is followed
  * by "\n__ggml_vocab_test__\n"). For each text it prints one line of token
  * ids (each preceded by a space, as the .out files) and one line "= HEX" with
- * the detokenized bytes in hex. Exit status 0, or 1 with a message. */
+ * the detokenized bytes in hex. Exit status 0, or 1 with a message.
+ *
+ *   tok_cli --pre-names
+ *   tok_cli --pretok NAME INPUT
+ *
+ * print brisk's table of GGUF pre-tokenizer names as JSON lines (name,
+ * family, flags, regexes), and the pieces NAME's regexes cut each text of
+ * INPUT into (one line per text: the pieces in hex, space-separated). */
+#include "tokenizer/pretok.h"
 #include "tokenizer/tokenizer.h"
 
 #include "core/alloc.h"
@@ -35,7 +43,55 @@ static int ends_with(const char *s, const char *suffix) {
   return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+static void json_str(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      printf("\\%c", c);
+    else if (c < 0x20)
+      printf("\\u%04x", c);
+    else
+      putchar(c);
+  }
+  putchar('"');
+}
+
+static int pre_names(void) {
+  for (size_t i = 0; i < brisk_pretok_n_names(); i++) {
+    const char *name = brisk_pretok_name_at(i);
+    brisk_pretok_info f;
+    const char *const *pat = brisk_pretok_lookup(name, &f);
+    printf("{\"name\": ");
+    json_str(name);
+    printf(", \"family\": ");
+    json_str(f.canonical);
+    printf(", \"ignore_merges\": %d, \"clean_spaces\": %d, \"add_bos\": %d, \"no_bos\": %d, "
+           "\"add_sep\": %d, \"raw_utf8\": %d, \"escape_spaces\": %d, \"force_bos\": %d, "
+           "\"newline_words\": %d, \"patterns\": [",
+           f.ignore_merges, f.clean_spaces, f.add_bos, f.no_bos, f.add_sep, f.raw_utf8,
+           f.escape_spaces, f.force_bos, f.newline_words);
+    for (size_t k = 0; pat[k]; k++) {
+      if (k) printf(", ");
+      json_str(pat[k]);
+    }
+    printf("]}\n");
+  }
+  return 0;
+}
+
+static brisk_status print_piece(void *ctx, const char *s, size_t n) {
+  (void)ctx;
+  putchar(' ');
+  for (size_t k = 0; k < n; k++) printf("%02x", (unsigned char)s[k]);
+  return BRISK_OK;
+}
+
+static int pretok_main(const char *name, const char *path);
+
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--pre-names") == 0) return pre_names();
+  if (argc == 4 && strcmp(argv[1], "--pretok") == 0) return pretok_main(argv[2], argv[3]);
   int parse_special = 0, add_special = 0, i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
     if (strcmp(argv[i], "--parse-special") == 0)
@@ -103,4 +159,31 @@ int main(int argc, char **argv) {
   free(in);
   brisk_vocab_free(v);
   return rc;
+}
+
+static int pretok_main(const char *name, const char *path) {
+  brisk_pretok *p = NULL;
+  brisk_pretok_ws *ws = NULL;
+  size_t n = 0;
+  char *in = read_all(path, &n);
+  brisk_status st = in ? brisk_pretok_create(&p) : BRISK_E_IO;
+  if (st == BRISK_OK) st = brisk_pretok_add_named(p, name, NULL);
+  if (st == BRISK_OK) st = brisk_pretok_ws_create(p, &ws);
+  static const char sep[] = "\n__ggml_vocab_test__\n";
+  const size_t sep_len = sizeof sep - 1;
+  for (size_t pos = 0; st == BRISK_OK && pos < n;) {
+    const char *end = NULL;
+    for (size_t k = pos; k + sep_len <= n && !end; k++)
+      if (memcmp(in + k, sep, sep_len) == 0) end = in + k;
+    size_t len = end ? (size_t)(end - (in + pos)) : n - pos;
+    st = brisk_pretok_run(p, ws, in + pos, len, print_piece, NULL);
+    printf("\n");
+    pos += len + (end ? sep_len : 0);
+  }
+  if (st != BRISK_OK)
+    fprintf(stderr, "tok_cli: %s\n", in ? brisk_last_error() : "cannot read input");
+  brisk_pretok_ws_free(ws);
+  brisk_pretok_free(p);
+  free(in);
+  return st == BRISK_OK ? 0 : 1;
 }
