@@ -22,6 +22,11 @@
 /* Budgets: state masks, and node entries; each cleared when full. */
 #define GR_CACHE_BYTES (16u << 20)
 #define GR_NODE_BYTES (32u << 20)
+/* Made ahead at creation (precompute_reach): at most this many reachable
+ * stacks, and deeper-cut matching worth this many walks of the whole
+ * vocabulary. */
+#define GR_PRE_NODES (1u << 15)
+#define GR_PRE_WALKS 1024u
 
 static brisk_status init_common(gr_masker *k) {
   k->n_words = (k->v.n_vocab + 31) / 32;
@@ -36,6 +41,8 @@ static brisk_status init_common(gr_masker *k) {
   if (ne_cap < 64) ne_cap = 64;
   if (ne_cap > 1 << 16) ne_cap = 1 << 16;
   k->ne_cap = ne_cap;
+  k->pre_nodes = GR_PRE_NODES;
+  k->pre_work = (uint64_t)GR_PRE_WALKS * (uint64_t)(k->v.n_sorted > 1024 ? k->v.n_sorted : 1024);
   k->keys = brisk_calloc(k->table_cap, sizeof *k->keys);
   k->key_entry = brisk_calloc(k->table_cap, sizeof *k->key_entry);
   k->key_set = brisk_calloc(cap, sizeof *k->key_set);
@@ -105,6 +112,7 @@ void gr_masker_release(gr_masker *k) {
   brisk_free(k->d_n);
   brisk_free(k->tok_entry);
   brisk_free(k->scratch);
+  brisk_free(k->cset);
   gr_dfa_release(&k->dfa);
   memset(k, 0, sizeof *k);
 }
@@ -351,13 +359,13 @@ static int32_t add_entry(gr_masker *k, uint64_t h, const int32_t *set, int n, in
                          const uint8_t *bytes, int nb) {
   if (k->n_entries == k->cap_entries) clear_cache(k);
   size_t e = k->n_entries;
-  if (e == k->masks_cap) { /* doubling, up to the budget */
-    size_t cap = k->masks_cap ? 2 * k->masks_cap : 8;
-    if (cap > k->cap_entries) cap = k->cap_entries;
-    uint32_t *m = brisk_realloc(k->masks, cap * (size_t)k->n_words * sizeof *m);
-    if (!m) return -1;
-    k->masks = m;
-    k->masks_cap = cap;
+  if (!k->masks) {
+    /* The whole budget at once, never moved: a doubling copy of megabytes
+     * would land on one unlucky step. Pages are touched only as entries
+     * are made, so what stays resident is what the entries use. */
+    if (!(k->masks = brisk_malloc(k->cap_entries * (size_t)k->n_words * sizeof *k->masks)))
+      return -1;
+    k->masks_cap = k->cap_entries;
   }
   size_t key_len = (size_t)n + 1 + (size_t)nb;
   if (brisk_grow((void **)&k->key_sets, &k->cap_key_sets, k->n_key_sets + key_len,
@@ -380,9 +388,19 @@ static int32_t add_entry(gr_masker *k, uint64_t h, const int32_t *set, int n, in
 
 /* ---- node entries ---- */
 
+/* Bits set, counted in 64-bit halves by bit arithmetic: the library is
+ * built for the x86-64 baseline, where __builtin_popcount is a call per
+ * word (tens of microseconds over a 150k-token mask). */
 static int32_t popcount_mask(const uint32_t *mask, int32_t n_words) {
-  int32_t c = 0;
-  for (int32_t i = 0; i < n_words; i++) c += __builtin_popcount(mask[i]);
+  int32_t c = 0, i = 0;
+  for (; i + 1 < n_words; i += 2) {
+    uint64_t x = (uint64_t)mask[i] | (uint64_t)mask[i + 1] << 32;
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    c += (int32_t)((x * 0x0101010101010101ull) >> 56);
+  }
+  for (; i < n_words; i++) c += __builtin_popcount(mask[i]);
   return c;
 }
 
@@ -400,15 +418,10 @@ static int ne_room(gr_masker *k) {
   if (k->ne_n + 5 > k->ne_cap || k->n_ne_deps > (size_t)GR_NODE_BYTES / sizeof *k->ne_deps ||
       k->n_ne_toks > (size_t)GR_NODE_BYTES / sizeof *k->ne_toks)
     ne_clear(k);
-  size_t need = k->ne_n + 5;
-  if (need > k->ne_mask_cap) {
-    size_t cap = k->ne_mask_cap ? 2 * k->ne_mask_cap : 16;
-    if (cap > k->ne_cap) cap = k->ne_cap;
-    if (cap < need) cap = need;
-    uint32_t *m = brisk_realloc(k->ne_mask, cap * (size_t)k->n_words * sizeof *m);
-    if (!m) return -1;
-    k->ne_mask = m;
-    k->ne_mask_cap = cap;
+  if (!k->ne_mask) { /* the whole budget, never moved (see add_entry) */
+    if (!(k->ne_mask = brisk_malloc(k->ne_cap * (size_t)k->n_words * sizeof *k->ne_mask)))
+      return -1;
+    k->ne_mask_cap = k->ne_cap;
   }
   return 0;
 }
@@ -447,6 +460,7 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base) {
   if (base < 0 || (size_t)k->ne_dep_n[base] > (size_t)k->v.n_sorted / 4) {
     memset(mask, 0, (size_t)k->n_words * sizeof *mask);
     if (walk_trie(k, ws, mask, 1) < 0) return -1;
+    k->n_work += (uint64_t)k->v.n_sorted;
   } else {
     memcpy(mask, k->ne_mask + (size_t)base * (size_t)k->n_words, (size_t)k->n_words * sizeof *mask);
     /* Matched from a copy: the walk appends to the same list. */
@@ -456,6 +470,7 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base) {
       memcpy(k->dtmp, k->ne_deps + k->ne_dep_off[base], n * sizeof *k->dtmp);
       dep0 = k->n_ne_deps;
       if (walk_list(k, ws, k->dtmp, n, mask, 1) < 0) return -1;
+      k->n_work += n;
     }
   }
   /* A sparse entry also keeps its tokens as a list, which a state ORs in
@@ -512,6 +527,83 @@ static int32_t ne_get(gr_masker *k, int32_t n, int *cut) {
   return e;
 }
 
+/* Whether one more stack's entries fit in half the node-entry budget:
+ * the other half is left to generation, which would otherwise soon clear
+ * them all (and then walk again). */
+static int ne_fits(const gr_masker *k) {
+  size_t half = (size_t)GR_NODE_BYTES / 2;
+  return k->ne_n + 5 <= k->ne_cap / 2 && k->n_ne_deps <= half / sizeof *k->ne_deps &&
+         k->n_ne_toks <= half / sizeof *k->ne_toks;
+}
+
+/* The entries of every stack a generation can reach, made ahead: a
+ * breadth-first walk of the matcher's node graph from the start state
+ * (a node's successors do not depend on the character taken), each node's
+ * cuts made as a state's mask would make them (ne_get). A grammar without
+ * recursion has finitely many such stacks (a counted repetition such as
+ * maxLength: a handful per position), so generation then finds every
+ * entry made; a recursive one (JSON mode) is covered from the shallowest
+ * stacks up to the budget: k->pre_nodes stacks visited, k->pre_work
+ * tokens matched for deeper cuts, and half the node-entry memory. Past
+ * it, the rest is made on demand as before. 0, or -1 on failure. */
+typedef struct reach {
+  int32_t *queue;
+  uint8_t *seen; /* [cap_seen] by node id */
+  size_t cap_queue, cap_seen, head, tail;
+} reach;
+
+/* Queues node y unless seen or past the budget; -1 on OOM. */
+static int reach_push(gr_masker *k, reach *r, int32_t y) {
+  if (y < GR_FIRST_NODE) return 0;
+  if ((size_t)y >= r->cap_seen) {
+    size_t old = r->cap_seen;
+    if (brisk_grow((void **)&r->seen, &r->cap_seen, (size_t)y + 1, 1)) return -1;
+    memset(r->seen + old, 0, r->cap_seen - old);
+  }
+  if (r->seen[y]) return 0;
+  r->seen[y] = 1;
+  if (r->tail >= k->pre_nodes) {
+    k->pre_capped = 1;
+    return 0;
+  }
+  if (brisk_grow((void **)&r->queue, &r->cap_queue, r->tail + 1, sizeof *r->queue)) return -1;
+  r->queue[r->tail++] = y;
+  return 0;
+}
+
+static int precompute_reach(gr_masker *k) {
+  gr_matcher *m = &k->m;
+  reach r = {0};
+  int rc = -1;
+  uint64_t work0 = k->n_work;
+  for (size_t i = 0; i < m->n_initial; i++)
+    if (reach_push(k, &r, m->initial[i])) goto oom;
+  while (r.head < r.tail) {
+    if (k->n_work - work0 > k->pre_work || !ne_fits(k)) {
+      k->pre_capped = 1;
+      break;
+    }
+    int32_t n = r.queue[r.head++];
+    int cut = 0;
+    gr_dfa_clear_if_full(&k->dfa);
+    if (ne_get(k, n, &cut) < 0) goto out;
+    const int32_t *succ;
+    int c = gr_successors(m, n, &succ);
+    if (c < 0) goto out;
+    for (int j = 0; j < c; j++) /* pushing does not touch the matcher: succ stays valid */
+      if (reach_push(k, &r, succ[j])) goto oom;
+  }
+  k->n_pre_nodes = r.head;
+  rc = 0;
+  goto out;
+oom:
+  if (!m->err) m->err = brisk_error_oom();
+out:
+  brisk_free(r.queue);
+  brisk_free(r.seen);
+  return rc;
+}
+
 brisk_status gr_masker_precompute(gr_masker *k) {
   const brisk_grammar *g = k->m.g;
   k->m.err = BRISK_OK;
@@ -525,6 +617,7 @@ brisk_status gr_masker_precompute(gr_masker *k) {
     if (ne_lookup(k, x) >= 0) continue;
     if (ne_room(k) || ne_make(k, x, -1) < 0) goto fail;
   }
+  if (precompute_reach(k)) goto fail;
   return BRISK_OK;
 fail:;
   brisk_status st = k->m.err ? k->m.err : brisk_error_oom();
@@ -599,6 +692,7 @@ static int32_t fill(gr_masker *k, const gr_state *s, uint32_t *mask) {
   size_t m = 0;
   for (size_t i = 0; i < nd; i++)
     if (!has_bit(mask, k->v.id[k->dtmp2[i]])) k->dtmp2[m++] = k->dtmp2[i];
+  k->n_dep_tokens += m;
   if (m > 0) {
     int32_t ws = gr_dfa_intern(&k->dfa, s->set, (uint32_t)s->n, &s->utf8);
     if (ws < 0 || walk_list(k, ws, k->dtmp2, m, mask, 0) < 0) return -1;
@@ -607,7 +701,43 @@ static int32_t fill(gr_masker *k, const gr_state *s, uint32_t *mask) {
   return popcount_mask(mask, k->n_words);
 }
 
+/* A state inside a character, as the representative of its class when
+ * that has the same mask: when every stack that can take some character
+ * the prefix can still become takes all of them, and all of the
+ * representative's too, the mask depends on which stacks those are, the
+ * prefix's length and the validity of its continuations (its class), not
+ * on its bytes: each stack then takes exactly the valid completions, and
+ * goes on as it would after any of them (successors do not depend on the
+ * character). So the (few) classes share cache entries where the
+ * (thousands of) prefixes of a large vocabulary would each be a walk.
+ * Writes the canonical state into *c (its set in k->cset); 0 if s is not
+ * such a state, -1 on OOM. */
+static int canon_partial(gr_masker *k, const gr_state *s, gr_state *c) {
+  const brisk_grammar *g = k->m.g;
+  uint32_t lo, hi, rlo, rhi;
+  if (s->ended || s->utf8.n == 0 || !gr_utf8_range(&s->utf8, &lo, &hi)) return 0;
+  gr_utf8 rep;
+  gr_utf8_class(&s->utf8, &rep);
+  if (!gr_utf8_range(&rep, &rlo, &rhi)) return 0;
+  if (brisk_grow((void **)&k->cset, &k->cap_cset, (size_t)s->n + 1, sizeof *k->cset)) return -1;
+  int n = 0;
+  for (int i = 0; i < s->n; i++) {
+    int32_t x = s->set[i];
+    if (x < GR_FIRST_NODE) continue; /* takes nothing: gone once the character ends */
+    uint32_t set = g->elems[k->m.nodes[x].pos].value;
+    if (!gr_set_meets(g, set, lo, hi)) continue;
+    if (!gr_set_covers(g, set, lo, hi) || !gr_set_covers(g, set, rlo, rhi)) return 0;
+    k->cset[n++] = x;
+  }
+  *c = (gr_state){.set = k->cset, .n = n, .cap = n, .utf8 = rep};
+  return 1;
+}
+
 brisk_status gr_mask(gr_masker *k, const gr_state *s, const uint32_t **out, int32_t *n_allowed) {
+  gr_state canon;
+  int r = canon_partial(k, s, &canon);
+  if (r < 0) return brisk_error_oom();
+  if (r) s = &canon;
   int tag = s->ended ? 4 : s->utf8.n;
   uint64_t h = key_hash(s->set, s->n, tag, s->utf8.byte, s->utf8.n);
   size_t slot;

@@ -376,6 +376,114 @@ static void test_mask_property(void **state) {
   assert_true(n_cut_total > 0); /* the cut-stack path was checked too */
 }
 
+/* The entries made ahead for reachable stacks (gr_masker_precompute) give
+ * the masks of the run-time path bit for bit: three maskers over one
+ * random vocabulary step through the same strings (cut at random bytes,
+ * inside characters too): one made ahead with the default budget, one
+ * with a budget that runs out after a few stacks, and one with only the
+ * grammar positions made ahead (entries of deeper cuts on demand, as
+ * before); each mask is also checked against the naive reference, every
+ * token's bytes fed to the matcher. For a grammar without recursion the
+ * default budget covers every stack: generation makes no entry. */
+static void reach_case(const brisk_grammar *g, test_rng *rng, const char *name, int finite) {
+  gen_ctx G;
+  assert_int_equal(gen_init(&G, g, test_rng_u64(rng)), 0);
+  tvocab tv;
+  int32_t n_vocab = 1200, eog = n_vocab - 1;
+  make_vocab(&tv, &G, rng, n_vocab);
+  gr_masker k[3];
+  gr_state s[3];
+  for (int i = 0; i < 3; i++) {
+    gr_vocab v;
+    assert_int_equal(
+        gr_vocab_build_texts(n_vocab, (const char *const *)tv.text, tv.len, &eog, 1, &v), BRISK_OK);
+    assert_int_equal(gr_masker_init_vocab(&k[i], g, &v), BRISK_OK);
+    if (i == 1) { /* runs out: a few stacks, about two walks of matching */
+      k[i].pre_nodes = 6;
+      k[i].pre_work = 2 * (uint64_t)k[i].v.n_sorted;
+    }
+    if (i == 2) k[i].pre_nodes = 0; /* grammar positions only */
+    assert_int_equal(gr_masker_precompute(&k[i]), BRISK_OK);
+    assert_int_equal(gr_state_init(&k[i], &s[i]), BRISK_OK);
+  }
+  if (finite) assert_false(k[0].pre_capped);
+  assert_true(k[1].pre_capped);
+  assert_true(k[0].n_pre_nodes > k[1].n_pre_nodes);
+  assert_true(k[0].n_entries_made > k[2].n_entries_made);
+  uint64_t made0 = k[0].n_entries_made;
+  gr_state probe;
+  assert_int_equal(gr_state_init(&k[0], &probe), BRISK_OK);
+  int n_states = 0;
+  for (int round = 0; round < 16; round++) {
+    size_t len;
+    const char *str = gen_string(&G, 120, &len);
+    char *copy = malloc(len + 1);
+    memcpy(copy, str, len + 1);
+    for (int i = 0; i < 3; i++) gr_state_reset(&k[i], &s[i]);
+    for (size_t cut = 0;;) {
+      const uint32_t *mask[3];
+      int32_t n[3];
+      for (int i = 0; i < 3; i++)
+        assert_int_equal(gr_mask(&k[i], &s[i], &mask[i], &n[i]), BRISK_OK);
+      for (int32_t t = 0; t < n_vocab; t++) {
+        int want;
+        if (t == eog) {
+          want = gr_state_accepting(&s[0]);
+        } else {
+          assert_int_equal(gr_state_copy(&probe, &s[0]), BRISK_OK);
+          want = gr_state_feed(&k[0], &probe, tv.text[t], tv.len[t]) == 1 && tv.len[t] > 0;
+        }
+        for (int i = 0; i < 3; i++)
+          if (bit(mask[i], t) != want)
+            fail_msg("%s: masker %d, token %d ('%.*s'): mask %d, reference %d, after '%.*s'", name,
+                     i, t, (int)tv.len[t], tv.text[t], bit(mask[i], t), want, (int)cut, copy);
+      }
+      assert_int_equal(n[0], n[1]);
+      assert_int_equal(n[0], n[2]);
+      n_states++;
+      if (cut == len) break;
+      size_t step = 1 + test_rng_u64(rng) % 4;
+      if (step > len - cut) step = len - cut;
+      for (int i = 0; i < 3; i++)
+        assert_int_equal(gr_state_feed(&k[i], &s[i], copy + cut, step), 1);
+      cut += step;
+    }
+    free(copy);
+  }
+  assert_true(n_states > 40);
+  /* Made ahead, the whole of a finite grammar: the states met made none
+   * (the reference's probes share k[0]'s matcher, not its entries). */
+  if (finite) assert_int_equal(k[0].n_entries_made, made0);
+  assert_true(k[1].n_entries_made > 0);
+  gr_state_release(&probe);
+  for (int i = 0; i < 3; i++) {
+    gr_state_release(&s[i]);
+    gr_masker_release(&k[i]);
+  }
+  free_vocab(&tv);
+  gen_release(&G);
+}
+
+static void test_precompute_reach(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded(__func__);
+  brisk_grammar *g =
+      compile(BRISK_CONSTRAINT_GBNF, "root ::= \"<\" [a-d é]{12,60} \">\" [0-9]{2,9}");
+  reach_case(g, &rng, "counted repetition", 1);
+  brisk_grammar_free(g);
+  g = compile(BRISK_CONSTRAINT_JSON_SCHEMA,
+              "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\","
+              "\"maxLength\":24},\"where\":{\"anyOf\":[{\"type\":\"null\"},{\"type\":"
+              "\"array\",\"items\":{\"type\":\"string\",\"maxLength\":6},\"maxItems\":3}]},"
+              "\"n\":{\"type\":\"integer\",\"minimum\":-5,\"maximum\":120}},\"required\":["
+              "\"title\",\"n\"]}");
+  reach_case(g, &rng, "schema with maxLength", 1);
+  brisk_grammar_free(g);
+  g = compile(BRISK_CONSTRAINT_JSON, NULL); /* recursive: covered up to the budget */
+  reach_case(g, &rng, "json", 0);
+  brisk_grammar_free(g);
+}
+
 /* A real vocabulary (llama SPM, 32k tokens): generation by picking random
  * allowed tokens always reaches a whole JSON object, and the public API's
  * mask agrees with accept. */
@@ -548,7 +656,7 @@ int main(void) {
       cmocka_unit_test(test_llama_grammars), cmocka_unit_test(test_accept_reject),
       cmocka_unit_test(test_errors),         cmocka_unit_test(test_mask_property),
       cmocka_unit_test(test_spm_vocab),      cmocka_unit_test(test_oom),
-      cmocka_unit_test(test_sampler_mask),
+      cmocka_unit_test(test_sampler_mask),   cmocka_unit_test(test_precompute_reach),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
