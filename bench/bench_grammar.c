@@ -156,7 +156,8 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
     }
     double create_ms = (double)(cpu_ns() - t0) / 1e6;
     size_t pre_kib =
-        (k->k->ne_n * (size_t)k->k->n_words * 4 + (k->k->n_ne_deps + k->k->n_ne_toks) * 4) >> 10;
+        (k->k->ne_slots * (size_t)k->k->n_words * 4 + (k->k->n_ne_deps + k->k->n_ne_toks) * 4) >>
+        10;
     size_t n_cold = 0, n_warm = 0, n_acc = 0, steps_warm = 0, n_sampled = 0;
     uint64_t hits0 = 0, misses0 = 0;
     /* Sampler side by side: the same rows with and without the constraint. */

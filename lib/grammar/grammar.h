@@ -281,8 +281,9 @@ typedef struct gr_masker {
   uint32_t *masks;
   int32_t *n_allowed; /* [cap_entries] */
   size_t table_cap, n_entries, cap_entries, masks_cap;
-  /* Node entries: ne_of[node] (-1 = none; [cap_ne_of]) indexes ne_mask
-   * ([ne_cap][n_words], allocated as they come) and ne_dep_off/ne_dep_n,
+  /* Node entries: ne_of[node] (-1 = none; [cap_ne_of]) indexes the
+   * entry arrays ([ne_cap]): its mask (ne_slot into ne_mask,
+   * [ne_slot_cap][n_words], or a token list) and ne_dep_off/ne_dep_n,
    * the entry's context-dependent sorted entries in ne_deps. */
   int32_t *ne_of;
   size_t cap_ne_of;
@@ -320,7 +321,16 @@ typedef struct gr_masker {
   int pre_capped;
   size_t n_pre_nodes;
   uint64_t n_work;
-  int32_t *cset; /* the canonical state of a state inside a character (gr_mask) */
+  /* Entry e's mask slot in ne_mask (UINT32_MAX: sparse, none), slots
+   * used and their budget; entries of stacks inside a character keyed
+   * (node, class) in pe_key / pe_val (open addressing, 0 = empty). */
+  uint32_t *ne_slot;
+  size_t ne_slots, ne_slot_cap;
+  uint64_t *pe_key;
+  int32_t *pe_val;
+  size_t pe_n, pe_cap;
+  uint64_t *lead_live; /* [n_sets][2] bit b - 128: set s meets what lead byte b can start */
+  int32_t *cset;       /* the canonical state of a state inside a character (gr_mask) */
   size_t cap_cset;
 } gr_masker;
 
@@ -331,6 +341,9 @@ int32_t gr_dfa_intern(gr_dfa *d, const int32_t *set, uint32_t n, const gr_utf8 *
 int32_t gr_dfa_step(gr_masker *k, int32_t ws, uint8_t b);
 void gr_dfa_clear_if_full(gr_dfa *d);
 void gr_dfa_release(gr_dfa *d);
+/* Fills k->lead_live (a new state's row then finds its dead lead bytes
+ * by OR-ing bitmaps, not by 128 range searches per state). */
+brisk_status gr_dfa_lead_bytes(gr_masker *k);
 /* Takes byte b from node set in[0, n) with decoder *u into out (capacity
  * GR_MAX_SET): the new count, 0 when b is not allowed, -1 on failure. */
 int gr_masker_step_byte(gr_masker *k, const int32_t *in, int n, gr_utf8 *u, uint8_t b,

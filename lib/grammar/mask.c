@@ -37,10 +37,17 @@ static brisk_status init_common(gr_masker *k) {
   k->cap_entries = cap;
   k->table_cap = 1;
   while (k->table_cap < 2 * cap) k->table_cap *= 2;
-  size_t ne_cap = GR_NODE_BYTES / per;
-  if (ne_cap < 64) ne_cap = 64;
-  if (ne_cap > 1 << 16) ne_cap = 1 << 16;
+  size_t slots = GR_NODE_BYTES / per;
+  if (slots < 64) slots = 64;
+  if (slots > 1 << 16) slots = 1 << 16;
+  k->ne_slot_cap = slots;
+  /* Sparse entries take no mask slot: up to four times as many entries. */
+  size_t ne_cap = 4 * slots;
   k->ne_cap = ne_cap;
+  for (k->pe_cap = 1; k->pe_cap < 2 * ne_cap;) k->pe_cap *= 2; /* probed with a mask */
+  k->pe_key = brisk_calloc(k->pe_cap, sizeof *k->pe_key);
+  k->pe_val = brisk_calloc(k->pe_cap, sizeof *k->pe_val);
+  k->ne_slot = brisk_calloc(ne_cap, sizeof *k->ne_slot);
   k->pre_nodes = GR_PRE_NODES;
   k->pre_work = (uint64_t)GR_PRE_WALKS * (uint64_t)(k->v.n_sorted > 1024 ? k->v.n_sorted : 1024);
   k->keys = brisk_calloc(k->table_cap, sizeof *k->keys);
@@ -58,6 +65,7 @@ static brisk_status init_common(gr_masker *k) {
   size_t depth = (size_t)k->v.max_len + 2;
   k->d_off = brisk_calloc(depth, sizeof *k->d_off);
   k->d_n = brisk_calloc(depth, sizeof *k->d_n);
+  if (!k->pe_key || !k->pe_val || !k->ne_slot) return brisk_error_oom();
   if (!k->keys || !k->key_entry || !k->key_set || !k->key_n || !k->n_allowed || !k->ne_dep_off ||
       !k->ne_dep_n || !k->ne_seen || !k->ne_tok_off || !k->ne_tok_n || !k->d_off || !k->d_n)
     return brisk_error_oom();
@@ -69,7 +77,7 @@ brisk_status gr_masker_init_vocab(gr_masker *k, const brisk_grammar *g, gr_vocab
   k->v = *v;
   memset(v, 0, sizeof *v);
   brisk_status st;
-  if ((st = gr_matcher_init(&k->m, g)) || (st = init_common(k))) {
+  if ((st = gr_matcher_init(&k->m, g)) || (st = init_common(k)) || (st = gr_dfa_lead_bytes(k))) {
     gr_masker_release(k);
     return st;
   }
@@ -113,6 +121,10 @@ void gr_masker_release(gr_masker *k) {
   brisk_free(k->tok_entry);
   brisk_free(k->scratch);
   brisk_free(k->cset);
+  brisk_free(k->lead_live);
+  brisk_free(k->pe_key);
+  brisk_free(k->pe_val);
+  brisk_free(k->ne_slot);
   gr_dfa_release(&k->dfa);
   memset(k, 0, sizeof *k);
 }
@@ -406,7 +418,10 @@ static int32_t popcount_mask(const uint32_t *mask, int32_t n_words) {
 
 static void ne_clear(gr_masker *k) {
   if (k->ne_of) memset(k->ne_of, 0xFF, k->cap_ne_of * sizeof *k->ne_of);
+  if (k->pe_key) memset(k->pe_key, 0, k->pe_cap * sizeof *k->pe_key);
+  k->pe_n = 0;
   k->ne_n = 0;
+  k->ne_slots = 0;
   k->n_ne_deps = 0;
   k->n_ne_toks = 0;
 }
@@ -415,23 +430,55 @@ static void ne_clear(gr_masker *k) {
  * frames and the whole), clearing once past the budget, so that no entry
  * index is lost while they are being made. */
 static int ne_room(gr_masker *k) {
-  if (k->ne_n + 5 > k->ne_cap || k->n_ne_deps > (size_t)GR_NODE_BYTES / sizeof *k->ne_deps ||
+  if (k->ne_n + 5 > k->ne_cap || k->ne_slots + 5 > k->ne_slot_cap ||
+      2 * (k->pe_n + 10) > k->pe_cap || k->n_ne_deps > (size_t)GR_NODE_BYTES / sizeof *k->ne_deps ||
       k->n_ne_toks > (size_t)GR_NODE_BYTES / sizeof *k->ne_toks)
     ne_clear(k);
   if (!k->ne_mask) { /* the whole budget, never moved (see add_entry) */
-    if (!(k->ne_mask = brisk_malloc(k->ne_cap * (size_t)k->n_words * sizeof *k->ne_mask)))
+    if (!(k->ne_mask = brisk_malloc(k->ne_slot_cap * (size_t)k->n_words * sizeof *k->ne_mask)))
       return -1;
-    k->ne_mask_cap = k->ne_cap;
+    k->ne_mask_cap = k->ne_slot_cap;
   }
   return 0;
 }
 
-/* The entry index of node x, -1 if none yet. */
-static int32_t ne_lookup(const gr_masker *k, int32_t x) {
-  return (size_t)x < k->cap_ne_of ? k->ne_of[x] : -1;
+/* Entries of stacks inside a character are keyed by (node, class of the
+ * prefix: its length, bytes seen and representative lead byte), in a
+ * small open-addressing table; the others by node id in ne_of. */
+static uint64_t pe_hash(uint64_t key) {
+  key ^= key >> 31;
+  key *= 0x9E3779B97F4A7C15ull;
+  return key ^ key >> 29;
 }
 
-static int ne_bind(gr_masker *k, int32_t x, int32_t e) {
+static uint32_t utf8_key(const gr_utf8 *u) {
+  return u->n ? (uint32_t)u->len << 12 | (uint32_t)u->n << 8 | u->byte[0] : 0;
+}
+
+/* The entry index of node x (with the prefix of class ck, 0: none), -1 if
+ * none yet. */
+static int32_t ne_lookup(const gr_masker *k, int32_t x, uint32_t ck) {
+  if (!ck) return (size_t)x < k->cap_ne_of ? k->ne_of[x] : -1;
+  if (!k->pe_cap) return -1;
+  uint64_t key = (uint64_t)(uint32_t)x << 16 | ck | 1ull << 63;
+  for (size_t i = (size_t)pe_hash(key) & (k->pe_cap - 1); k->pe_key[i];
+       i = (i + 1) & (k->pe_cap - 1))
+    if (k->pe_key[i] == key) return k->pe_val[i];
+  return -1;
+}
+
+static int ne_bind(gr_masker *k, int32_t x, uint32_t ck, int32_t e) {
+  if (ck) {
+    /* At most half full (ne_room clears before that): a probe ends. */
+    if (2 * (k->pe_n + 1) > k->pe_cap) return 0; /* not bound: found again by its cuts */
+    uint64_t key = (uint64_t)(uint32_t)x << 16 | ck | 1ull << 63;
+    size_t i = (size_t)pe_hash(key) & (k->pe_cap - 1);
+    while (k->pe_key[i] && k->pe_key[i] != key) i = (i + 1) & (k->pe_cap - 1);
+    if (!k->pe_key[i]) k->pe_n++;
+    k->pe_key[i] = key;
+    k->pe_val[i] = e;
+    return 0;
+  }
   if ((size_t)x >= k->cap_ne_of) {
     size_t cap = k->cap_ne_of ? k->cap_ne_of : 256;
     while (cap <= (size_t)x) cap *= 2;
@@ -445,16 +492,29 @@ static int ne_bind(gr_masker *k, int32_t x, int32_t e) {
   return 0;
 }
 
+/* Entry e's tokens into mask (which they are OR-ed into, or copied). */
+static void ne_or(const gr_masker *k, int32_t e, uint32_t *mask) {
+  if (k->ne_tok_n[e] != UINT32_MAX) {
+    /* An empty list may sit on a NULL array: no pointer arithmetic then. */
+    for (uint32_t j = 0; j < k->ne_tok_n[e]; j++) set_bit(mask, k->ne_toks[k->ne_tok_off[e] + j]);
+  } else {
+    const uint32_t *em = k->ne_mask + (size_t)k->ne_slot[e] * (size_t)k->n_words;
+    for (int32_t w = 0; w < k->n_words; w++) mask[w] |= em[w];
+  }
+}
+
 /* Computes the entry of node x (a stack cut to its top frames over
- * GR_SENT, or a whole short one) from the entry `base` of a shallower cut
- * of the same stack (-1: none, walk the whole trie): base's accepted tokens
- * and a match of only its context-dependent ones, unless those are so many
- * that the trie walk is cheaper. Room was made by ne_room. The index, or -1
- * on failure. */
-static int32_t ne_make(gr_masker *k, int32_t x, int32_t base) {
+ * GR_SENT, or a whole short one; with the unfinished character u, the
+ * representative of its class, or none) from the entry `base` of a
+ * shallower cut of the same stack (-1: none, walk the whole trie): base's
+ * accepted tokens and a match of only its context-dependent ones, unless
+ * those are so many that the trie walk is cheaper. Room was made by
+ * ne_room. The index, or -1 on failure. */
+static int32_t ne_make(gr_masker *k, int32_t x, int32_t base, const gr_utf8 *u) {
   int32_t e = (int32_t)k->ne_n;
-  uint32_t *mask = k->ne_mask + (size_t)e * (size_t)k->n_words;
-  int32_t ws = gr_dfa_intern(&k->dfa, &x, 1, &(gr_utf8){0});
+  /* Computed in the next free slot, which a sparse entry leaves free. */
+  uint32_t *mask = k->ne_mask + k->ne_slots * (size_t)k->n_words;
+  int32_t ws = gr_dfa_intern(&k->dfa, &x, 1, u);
   if (ws < 0) return -1;
   size_t dep0 = k->n_ne_deps;
   if (base < 0 || (size_t)k->ne_dep_n[base] > (size_t)k->v.n_sorted / 4) {
@@ -462,7 +522,8 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base) {
     if (walk_trie(k, ws, mask, 1) < 0) return -1;
     k->n_work += (uint64_t)k->v.n_sorted;
   } else {
-    memcpy(mask, k->ne_mask + (size_t)base * (size_t)k->n_words, (size_t)k->n_words * sizeof *mask);
+    memset(mask, 0, (size_t)k->n_words * sizeof *mask);
+    ne_or(k, base, mask);
     /* Matched from a copy: the walk appends to the same list. */
     size_t n = k->ne_dep_n[base];
     if (n > 0) {
@@ -473,9 +534,11 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base) {
       k->n_work += n;
     }
   }
-  /* A sparse entry also keeps its tokens as a list, which a state ORs in
-   * faster than the bitset (XGrammar's adaptive storage). */
+  /* A sparse entry keeps only its tokens as a list, which a state ORs in
+   * faster than the bitset (XGrammar's adaptive storage); a dense one
+   * keeps the slot. */
   k->ne_tok_n[e] = UINT32_MAX;
+  k->ne_slot[e] = UINT32_MAX;
   int32_t n_acc = popcount_mask(mask, k->n_words);
   if ((uint32_t)n_acc <= (uint32_t)k->n_words / 8) {
     if (brisk_grow((void **)&k->ne_toks, &k->cap_ne_toks, k->n_ne_toks + (size_t)n_acc,
@@ -486,10 +549,12 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base) {
     for (int32_t w = 0; w < k->n_words; w++)
       for (uint32_t b = mask[w]; b; b &= b - 1)
         k->ne_toks[k->n_ne_toks++] = w * 32 + __builtin_ctz(b);
+  } else {
+    k->ne_slot[e] = (uint32_t)k->ne_slots++;
   }
   k->ne_dep_off[e] = (uint32_t)dep0;
   k->ne_dep_n[e] = (uint32_t)(k->n_ne_deps - dep0);
-  if (ne_bind(k, x, e)) return -1;
+  if (ne_bind(k, x, utf8_key(u), e)) return -1;
   k->ne_n++;
   k->n_entries_made++;
   return e;
@@ -499,15 +564,17 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base) {
  * past it, a deeper cut of the stack is tried. */
 #define NE_FEW_DEPS 32u
 
-/* The entry of node n of a state (its id bound to it once found). The
+/* The entry of node n of a state (its id bound to it once found), with
+ * the unfinished character u (a class representative; n = 0: none). The
  * stack is cut to its top element (the grammar position: shared by every
  * stack there), then to 4, 16 and 64 frames while the cut leaves more than
  * NE_FEW_DEPS tokens to what lies below it: a counted repetition such as
  * maxLength nests a frame per character, and only a deeper cut decides
  * the longer tokens. Each cut's entry starts from the one before. -1 on
  * failure. */
-static int32_t ne_get(gr_masker *k, int32_t n, int *cut) {
-  int32_t e = ne_lookup(k, n);
+static int32_t ne_get(gr_masker *k, int32_t n, const gr_utf8 *u, int *cut) {
+  uint32_t ck = utf8_key(u);
+  int32_t e = ne_lookup(k, n, ck);
   if (e >= 0) {
     *cut |= k->ne_dep_n[e] > 0;
     return e;
@@ -517,12 +584,12 @@ static int32_t ne_get(gr_masker *k, int32_t n, int *cut) {
   for (int depth = 1;; depth *= 4) {
     int32_t x = gr_truncate(&k->m, n, depth);
     if (x < 0) return -1;
-    e = ne_lookup(k, x);
-    if (e < 0 && (e = ne_make(k, x, base)) < 0) return -1;
+    e = ne_lookup(k, x, ck);
+    if (e < 0 && (e = ne_make(k, x, base, u)) < 0) return -1;
     if (x == n || k->ne_dep_n[e] <= NE_FEW_DEPS || depth >= GR_MAX_CUT) break;
     base = e;
   }
-  if (e != ne_lookup(k, n) && ne_bind(k, n, e)) return -1;
+  if (e != ne_lookup(k, n, ck) && ne_bind(k, n, ck, e)) return -1;
   *cut |= k->ne_dep_n[e] > 0;
   return e;
 }
@@ -532,8 +599,33 @@ static int32_t ne_get(gr_masker *k, int32_t n, int *cut) {
  * them all (and then walk again). */
 static int ne_fits(const gr_masker *k) {
   size_t half = (size_t)GR_NODE_BYTES / 2;
-  return k->ne_n + 5 <= k->ne_cap / 2 && k->n_ne_deps <= half / sizeof *k->ne_deps &&
+  return k->ne_n + 5 <= k->ne_cap / 2 && k->ne_slots + 5 <= k->ne_slot_cap / 2 &&
+         4 * (k->pe_n + 10) <= k->pe_cap && k->n_ne_deps <= half / sizeof *k->ne_deps &&
          k->n_ne_toks <= half / sizeof *k->ne_toks;
+}
+
+/* The representatives of the classes of unfinished characters (see
+ * gr_utf8_class): a stack whose set takes every character of one has an
+ * entry for it made ahead. */
+static const uint8_t UTF8_REPS[][3] = {{0xC2}, {0xE0}, {0xED}, {0xE1},       {0xE1, 0x80},
+                                       {0xF0}, {0xF4}, {0xF1}, {0xF1, 0x80}, {0xF1, 0x80, 0x80}};
+static const uint8_t UTF8_REP_N[] = {1, 1, 1, 1, 2, 1, 1, 1, 2, 3};
+
+/* Node n's entries for each class whose characters its set all takes. */
+static int precompute_partial(gr_masker *k, int32_t n) {
+  const brisk_grammar *g = k->m.g;
+  uint32_t set = g->elems[k->m.nodes[n].pos].value;
+  if (!(k->lead_live[2 * set] | k->lead_live[2 * set + 1])) return 0; /* ASCII only */
+  for (size_t r = 0; r < sizeof UTF8_REP_N; r++) {
+    gr_utf8 u = {0};
+    uint32_t cp, lo, hi;
+    for (int i = 0; i < UTF8_REP_N[r]; i++) gr_utf8_step(&u, UTF8_REPS[r][i], &cp, &lo, &hi);
+    if (!gr_utf8_range(&u, &lo, &hi) || !gr_set_covers(g, set, lo, hi)) continue;
+    if (!ne_fits(k)) return 0;
+    int cut = 0;
+    if (ne_get(k, n, &u, &cut) < 0) return -1;
+  }
+  return 0;
 }
 
 /* The entries of every stack a generation can reach, made ahead: a
@@ -586,7 +678,7 @@ static int precompute_reach(gr_masker *k) {
     int32_t n = r.queue[r.head++];
     int cut = 0;
     gr_dfa_clear_if_full(&k->dfa);
-    if (ne_get(k, n, &cut) < 0) goto out;
+    if (ne_get(k, n, &(gr_utf8){0}, &cut) < 0 || precompute_partial(k, n)) goto out;
     const int32_t *succ;
     int c = gr_successors(m, n, &succ);
     if (c < 0) goto out;
@@ -610,12 +702,14 @@ brisk_status gr_masker_precompute(gr_masker *k) {
   if (pool_room(k, 2 * (size_t)GR_MAX_SET)) goto fail;
   for (size_t p = 0; p < g->n_elems; p++) {
     if (g->elems[p].type != GR_SET) continue;
-    if (k->ne_n + 5 > k->ne_cap) break; /* the budget: the rest on demand */
+    if (k->ne_n + 5 > k->ne_cap || k->ne_slots + 5 > k->ne_slot_cap ||
+        2 * (k->pe_n + 10) > k->pe_cap)
+      break; /* the budget: the rest on demand */
     gr_dfa_clear_if_full(&k->dfa);
     int32_t x = gr_node_id(&k->m, (int32_t)p, GR_SENT);
     if (x < 0) goto fail;
-    if (ne_lookup(k, x) >= 0) continue;
-    if (ne_room(k) || ne_make(k, x, -1) < 0) goto fail;
+    if (ne_lookup(k, x, 0) >= 0) continue;
+    if (ne_room(k) || ne_make(k, x, -1, &(gr_utf8){0}) < 0) goto fail;
   }
   if (precompute_reach(k)) goto fail;
   return BRISK_OK;
@@ -647,14 +741,15 @@ static size_t merge(const int32_t *a, size_t na, const int32_t *b, size_t nb, in
  * Each stack of s contributes its node entry: the tokens it accepts
  * whatever lies below its top frames, OR-ed together, and its
  * context-dependent tokens, which are matched from s itself (only those
- * not already allowed). A state with an unfinished character walks the
- * trie from s (few subtrees survive a continuation byte). */
-static int32_t fill(gr_masker *k, const gr_state *s, uint32_t *mask) {
+ * not already allowed). A state inside a character does the same with
+ * entries for its class when canon (see canon_partial), and otherwise
+ * walks the trie from s (few subtrees survive a continuation byte). */
+static int32_t fill(gr_masker *k, const gr_state *s, int canon, uint32_t *mask) {
   memset(mask, 0, (size_t)k->n_words * sizeof *mask);
   if (s->ended) return add_eog(k, s, mask);
   gr_dfa_clear_if_full(&k->dfa);
   if (pool_room(k, 2 * (size_t)GR_MAX_SET)) return -1;
-  if (s->utf8.n != 0) {
+  if (s->utf8.n != 0 && !canon) {
     int32_t ws = gr_dfa_intern(&k->dfa, s->set, (uint32_t)s->n, &s->utf8);
     if (ws < 0 || walk_trie(k, ws, mask, 0) < 0) return -1;
     return popcount_mask(mask, k->n_words);
@@ -667,17 +762,11 @@ static int32_t fill(gr_masker *k, const gr_state *s, uint32_t *mask) {
   }
   for (int i = 0; i < s->n; i++) {
     if (s->set[i] < GR_FIRST_NODE) continue;
-    int32_t e = ne_get(k, s->set[i], &cut);
+    int32_t e = ne_get(k, s->set[i], &s->utf8, &cut);
     if (e < 0) return -1;
     if (k->ne_seen[e] == k->ne_stamp) continue; /* stacks often share an entry */
     k->ne_seen[e] = k->ne_stamp;
-    if (k->ne_tok_n[e] != UINT32_MAX) {
-      /* An empty list may sit on a NULL array: no pointer arithmetic then. */
-      for (uint32_t j = 0; j < k->ne_tok_n[e]; j++) set_bit(mask, k->ne_toks[k->ne_tok_off[e] + j]);
-    } else {
-      const uint32_t *em = k->ne_mask + (size_t)e * (size_t)k->n_words;
-      for (int32_t w = 0; w < k->n_words; w++) mask[w] |= em[w];
-    }
+    ne_or(k, e, mask);
     size_t n = k->ne_dep_n[e];
     if (n == 0) continue;
     const int32_t *d = k->ne_deps + k->ne_dep_off[e];
@@ -753,7 +842,7 @@ brisk_status gr_mask(gr_masker *k, const gr_state *s, const uint32_t **out, int3
   if (!k->scratch && !(k->scratch = brisk_malloc((size_t)k->n_words * sizeof *k->scratch)))
     return brisk_error_oom();
   k->m.err = BRISK_OK;
-  int32_t allowed = fill(k, s, k->scratch);
+  int32_t allowed = fill(k, s, r, k->scratch);
   if (allowed >= 0) {
     e = add_entry(k, h, s->set, s->n, tag, s->utf8.byte, s->utf8.n);
     if (e < 0) allowed = -1;
