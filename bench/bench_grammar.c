@@ -24,6 +24,9 @@
  * to run time), then as brisk_constraint_create makes it. "entries" is
  * the node entries' memory after creation; "c" marks a creation whose
  * budget ran out. */
+#ifndef _GNU_SOURCE
+#  define _GNU_SOURCE /* RUSAGE_THREAD */
+#endif
 #include "grammar/grammar.h" /* the cache counters */
 
 #include "core/alloc.h"
@@ -31,6 +34,7 @@
 #include "core/error.h"
 
 #include <math.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +185,8 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
         int partial = k->s.utf8.n != 0;
         uint64_t made0 = k->k->n_entries_made, miss0 = k->k->n_misses;
         uint64_t dep0 = k->k->n_dep_tokens, tr0 = k->k->dfa.tr_n;
+        struct rusage ru0, ru1;
+        getrusage(RUSAGE_THREAD, &ru0);
         uint64_t a = cpu_ns();
         if (brisk_constraint_mask(k, &mask, &n)) return 1;
         uint64_t dt = cpu_ns() - a;
@@ -190,6 +196,7 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
           warm[n_warm++] = dt;
           steps_warm++;
           if (dt > slow_ns) { /* what the slow warm calls did */
+            getrusage(RUSAGE_THREAD, &ru1);
             int cls = k->k->n_misses == miss0         ? 0
                       : partial                       ? 1
                       : k->k->n_entries_made != made0 ? 2
@@ -197,9 +204,10 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
             slow_n[cls]++;
             slow_t[cls] += dt;
             if (profile > 1)
-              printf("    %.0f us: class %d, %d stacks, %llu dependent tokens, %lld transitions\n",
+              printf("    %.0f us: class %d, %d stacks, %llu dependent tokens, %lld transitions, "
+                     "%ld page faults\n",
                      (double)dt / 1e3, cls, k->s.n, (unsigned long long)(k->k->n_dep_tokens - dep0),
-                     (long long)(k->k->dfa.tr_n - tr0));
+                     (long long)(k->k->dfa.tr_n - tr0), ru1.ru_minflt - ru0.ru_minflt);
           }
         }
         if (n == 0) break;

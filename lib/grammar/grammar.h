@@ -306,7 +306,6 @@ typedef struct gr_masker {
   size_t cap_pool;
   uint32_t *d_off, *d_n;
   int32_t *tok_entry; /* [n_vocab] sorted entry of each token, -1 = none; made on first accept */
-  uint32_t *scratch;  /* [n_words] a mask being filled */
   gr_dfa dfa;
   uint64_t n_hits, n_misses;
   uint64_t n_cut;          /* state misses settled through node entries with a cut stack */
@@ -359,7 +358,10 @@ void gr_masker_release(gr_masker *k);
  * preprocessing. Costs one trie walk per position. Then the entries of
  * the stacks a generation can reach (their deeper cuts), breadth first
  * from the start state, within k->pre_nodes stacks and k->pre_work
- * tokens matched (k->pre_capped says whether that budget ran out). */
+ * tokens matched (k->pre_capped says whether that budget ran out).
+ * Last, the state-mask cache's pages are written, so that generation
+ * pays no page faults for new entries (its budget is resident from
+ * then: GR_CACHE_BYTES). */
 brisk_status gr_masker_precompute(gr_masker *k);
 
 brisk_status gr_state_init(gr_masker *k, gr_state *s);

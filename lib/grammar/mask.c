@@ -119,7 +119,6 @@ void gr_masker_release(gr_masker *k) {
   brisk_free(k->d_off);
   brisk_free(k->d_n);
   brisk_free(k->tok_entry);
-  brisk_free(k->scratch);
   brisk_free(k->cset);
   brisk_free(k->lead_live);
   brisk_free(k->pe_key);
@@ -365,20 +364,28 @@ static int32_t find(const gr_masker *k, uint64_t h, const int32_t *set, int n, i
   return -1;
 }
 
+/* The state masks' storage: the whole budget at once, never moved (a
+ * doubling copy of megabytes would land on one unlucky step). With
+ * touch, every page is written now (at creation), so that no step pays
+ * the page faults of a fresh entry (about five per entry at 150k tokens);
+ * without, pages are touched as entries are made. -1 on OOM. */
+static int masks_alloc(gr_masker *k, int touch) {
+  size_t bytes = k->cap_entries * (size_t)k->n_words * sizeof *k->masks;
+  if (!k->masks) {
+    if (!(k->masks = brisk_malloc(bytes))) return -1;
+    k->masks_cap = k->cap_entries;
+    if (touch) memset(k->masks, 0, bytes);
+  }
+  return 0;
+}
+
 /* A new state entry for a key (room made); its index, or -1 on OOM. May
  * clear the cache first. */
 static int32_t add_entry(gr_masker *k, uint64_t h, const int32_t *set, int n, int tag,
                          const uint8_t *bytes, int nb) {
   if (k->n_entries == k->cap_entries) clear_cache(k);
   size_t e = k->n_entries;
-  if (!k->masks) {
-    /* The whole budget at once, never moved: a doubling copy of megabytes
-     * would land on one unlucky step. Pages are touched only as entries
-     * are made, so what stays resident is what the entries use. */
-    if (!(k->masks = brisk_malloc(k->cap_entries * (size_t)k->n_words * sizeof *k->masks)))
-      return -1;
-    k->masks_cap = k->cap_entries;
-  }
+  if (masks_alloc(k, 0)) return -1;
   size_t key_len = (size_t)n + 1 + (size_t)nb;
   if (brisk_grow((void **)&k->key_sets, &k->cap_key_sets, k->n_key_sets + key_len,
                  sizeof *k->key_sets))
@@ -711,7 +718,7 @@ brisk_status gr_masker_precompute(gr_masker *k) {
     if (ne_lookup(k, x, 0) >= 0) continue;
     if (ne_room(k) || ne_make(k, x, -1, &(gr_utf8){0}) < 0) goto fail;
   }
-  if (precompute_reach(k)) goto fail;
+  if (precompute_reach(k) || masks_alloc(k, 1)) goto fail;
   return BRISK_OK;
 fail:;
   brisk_status st = k->m.err ? k->m.err : brisk_error_oom();
@@ -838,11 +845,14 @@ brisk_status gr_mask(gr_masker *k, const gr_state *s, const uint32_t **out, int3
     return BRISK_OK;
   }
   k->n_misses++;
-  /* Filled in scratch first: filling may add (and clear) cache entries. */
-  if (!k->scratch && !(k->scratch = brisk_malloc((size_t)k->n_words * sizeof *k->scratch)))
-    return brisk_error_oom();
+  /* Filled in place, in the slot the new entry takes (filling makes no
+   * state entries, and the cache is cleared first if full), so that a miss
+   * writes its mask once. */
+  if (k->n_entries == k->cap_entries) clear_cache(k);
+  if (masks_alloc(k, 0)) return brisk_error_oom();
+  uint32_t *mask = k->masks + k->n_entries * (size_t)k->n_words;
   k->m.err = BRISK_OK;
-  int32_t allowed = fill(k, s, r, k->scratch);
+  int32_t allowed = fill(k, s, r, mask);
   if (allowed >= 0) {
     e = add_entry(k, h, s->set, s->n, tag, s->utf8.byte, s->utf8.n);
     if (e < 0) allowed = -1;
@@ -852,8 +862,6 @@ brisk_status gr_mask(gr_masker *k, const gr_state *s, const uint32_t **out, int3
     k->m.err = BRISK_OK;
     return st;
   }
-  uint32_t *mask = k->masks + (size_t)e * (size_t)k->n_words;
-  memcpy(mask, k->scratch, (size_t)k->n_words * sizeof *mask);
   k->n_allowed[e] = allowed;
   *out = mask;
   *n_allowed = allowed;
