@@ -159,6 +159,7 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
       return 1;
     }
     double create_ms = (double)(cpu_ns() - t0) / 1e6;
+    double work_walks = (double)k->k->n_work / (double)(k->k->v.n_tnodes ? k->k->v.n_tnodes : 1);
     size_t pre_kib =
         (k->k->ne_slots * (size_t)k->k->n_words * 4 + (k->k->n_ne_deps + k->k->n_ne_toks) * 4) >>
         10;
@@ -247,11 +248,11 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
     if (profile)
       printf("  slow warm calls (> %.0f us): %llu hits %.0f us, %llu partial-character states "
              "%.0f us, %llu with entries made %.0f us, %llu dependent matches %.0f us; entries "
-             "made %llu\n",
+             "made %llu, walks at creation %.1f, stacks visited %zu\n",
              (double)slow_ns / 1e3, (unsigned long long)slow_n[0], (double)slow_t[0] / 1e3,
              (unsigned long long)slow_n[1], (double)slow_t[1] / 1e3, (unsigned long long)slow_n[2],
              (double)slow_t[2] / 1e3, (unsigned long long)slow_n[3], (double)slow_t[3] / 1e3,
-             (unsigned long long)k->k->n_entries_made);
+             (unsigned long long)k->k->n_entries_made, work_walks, k->k->n_pre_nodes);
     brisk_sampler_free(plain);
     brisk_sampler_free(masked);
     brisk_constraint_free(k);

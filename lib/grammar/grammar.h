@@ -314,7 +314,8 @@ typedef struct gr_masker {
   /* Made ahead by gr_masker_precompute: the budget (stacks visited, and
    * tokens matched for their deeper cuts; set at init, lowered by tests),
    * whether it ran out (then the rest is made on demand), stacks visited;
-   * n_work counts tokens matched by every entry's walk. */
+   * n_work counts the automaton steps of every walk (the trie has
+   * v.n_tnodes nodes: a whole walk is at most that many). */
   uint32_t pre_nodes;
   uint64_t pre_work;
   int pre_capped;
@@ -358,7 +359,7 @@ void gr_masker_release(gr_masker *k);
  * preprocessing. Costs one trie walk per position. Then the entries of
  * the stacks a generation can reach (their deeper cuts), breadth first
  * from the start state, within k->pre_nodes stacks and k->pre_work
- * tokens matched (k->pre_capped says whether that budget ran out).
+ * automaton steps (k->pre_capped says whether that budget ran out).
  * Last, the state-mask cache's pages are written, so that generation
  * pays no page faults for new entries (its budget is resident from
  * then: GR_CACHE_BYTES). */

@@ -23,10 +23,10 @@
 #define GR_CACHE_BYTES (16u << 20)
 #define GR_NODE_BYTES (32u << 20)
 /* Made ahead at creation (precompute_reach): at most this many reachable
- * stacks, and deeper-cut matching worth this many walks of the whole
- * vocabulary. */
+ * stacks, and walks worth this many of the whole vocabulary's trie
+ * (automaton steps: a walk that skips dead subtrees costs less). */
 #define GR_PRE_NODES (1u << 15)
-#define GR_PRE_WALKS 1024u
+#define GR_PRE_WALKS 160u
 
 static brisk_status init_common(gr_masker *k) {
   k->n_words = (k->v.n_vocab + 31) / 32;
@@ -49,7 +49,7 @@ static brisk_status init_common(gr_masker *k) {
   k->pe_val = brisk_calloc(k->pe_cap, sizeof *k->pe_val);
   k->ne_slot = brisk_calloc(ne_cap, sizeof *k->ne_slot);
   k->pre_nodes = GR_PRE_NODES;
-  k->pre_work = (uint64_t)GR_PRE_WALKS * (uint64_t)(k->v.n_sorted > 1024 ? k->v.n_sorted : 1024);
+  k->pre_work = (uint64_t)GR_PRE_WALKS * (uint64_t)(k->v.n_tnodes > 4096 ? k->v.n_tnodes : 4096);
   k->keys = brisk_calloc(k->table_cap, sizeof *k->keys);
   k->key_entry = brisk_calloc(k->table_cap, sizeof *k->key_entry);
   k->key_set = brisk_calloc(cap, sizeof *k->key_set);
@@ -258,6 +258,7 @@ static int32_t walk_trie(gr_masker *k, int32_t ws0, uint32_t *mask, int dep) {
   ws[0] = (uint32_t)ws0;
   sent[0] = k->dfa.st[ws0].sent;
   int32_t allowed = 0;
+  uint64_t steps = 0;
   for (uint32_t x = 0; x < v->n_tnodes;) {
     uint32_t d = v->t_depth[x];
     int32_t next = gr_dfa_step(k, (int32_t)ws[d], v->t_byte[x]);
@@ -269,6 +270,7 @@ static int32_t walk_trie(gr_masker *k, int32_t ws0, uint32_t *mask, int dep) {
     }
     ws[d + 1] = (uint32_t)next;
     sent[d + 1] = sent[d] | k->dfa.st[next].sent;
+    steps++;
     /* Tokens ending here: the entry that made the node, if this is its last
      * byte, and any entries with the same text after it. */
     for (int32_t i = v->t_ent[x]; i < v->n_sorted && v->off[i + 1] - v->off[i] == d + 1 &&
@@ -279,6 +281,7 @@ static int32_t walk_trie(gr_masker *k, int32_t ws0, uint32_t *mask, int dep) {
     }
     x++;
   }
+  k->n_work += steps;
   return allowed;
 }
 
@@ -318,6 +321,7 @@ static int32_t walk_list(gr_masker *k, int32_t ws0, const int32_t *only, size_t 
       ws[have + 1] = (uint32_t)next;
       sent[have + 1] = sent[have] | k->dfa.st[next].sent;
       have++;
+      k->n_work++;
     }
     if (dead == UINT32_MAX) {
       set_bit(mask, v->id[i]);
@@ -527,7 +531,6 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base, const gr_utf8 *u) 
   if (base < 0 || (size_t)k->ne_dep_n[base] > (size_t)k->v.n_sorted / 4) {
     memset(mask, 0, (size_t)k->n_words * sizeof *mask);
     if (walk_trie(k, ws, mask, 1) < 0) return -1;
-    k->n_work += (uint64_t)k->v.n_sorted;
   } else {
     memset(mask, 0, (size_t)k->n_words * sizeof *mask);
     ne_or(k, base, mask);
@@ -538,7 +541,6 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base, const gr_utf8 *u) 
       memcpy(k->dtmp, k->ne_deps + k->ne_dep_off[base], n * sizeof *k->dtmp);
       dep0 = k->n_ne_deps;
       if (walk_list(k, ws, k->dtmp, n, mask, 1) < 0) return -1;
-      k->n_work += n;
     }
   }
   /* A sparse entry keeps only its tokens as a list, which a state ORs in
@@ -643,7 +645,7 @@ static int precompute_partial(gr_masker *k, int32_t n) {
  * maxLength: a handful per position), so generation then finds every
  * entry made; a recursive one (JSON mode) is covered from the shallowest
  * stacks up to the budget: k->pre_nodes stacks visited, k->pre_work
- * tokens matched for deeper cuts, and half the node-entry memory. Past
+ * automaton steps of walks, and half the node-entry memory. Past
  * it, the rest is made on demand as before. 0, or -1 on failure. */
 typedef struct reach {
   int32_t *queue;

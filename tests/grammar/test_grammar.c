@@ -400,7 +400,7 @@ static void reach_case(const brisk_grammar *g, test_rng *rng, const char *name, 
     assert_int_equal(gr_masker_init_vocab(&k[i], g, &v), BRISK_OK);
     if (i == 1) { /* runs out: a few stacks, about two walks of matching */
       k[i].pre_nodes = 6;
-      k[i].pre_work = 2 * (uint64_t)k[i].v.n_sorted;
+      k[i].pre_work = 2 * (uint64_t)k[i].v.n_tnodes;
     }
     if (i == 2) k[i].pre_nodes = 0; /* grammar positions only */
     assert_int_equal(gr_masker_precompute(&k[i]), BRISK_OK);
