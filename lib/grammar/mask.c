@@ -570,8 +570,11 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base, const gr_utf8 *u) 
 }
 
 /* Context-dependent tokens an entry may leave to the state's own match;
- * past it, a deeper cut of the stack is tried. */
-#define NE_FEW_DEPS 32u
+ * past it, a deeper cut of the stack is tried. Low: a deeper cut made from
+ * an entry with few such tokens matches only those (cheap, and made at
+ * creation for the stacks reached), while each one left costs every new
+ * state a match through automaton states not yet built. */
+#define NE_FEW_DEPS 4u
 
 /* The entry of node n of a state (its id bound to it once found), with
  * the unfinished character u (a class representative; n = 0: none). The
