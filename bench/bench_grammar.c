@@ -1,6 +1,7 @@
 /* Cost of decoding constraints per generated token.
  *
- *   bench_grammar [--gens N] [--steps N] VOCAB.gguf... [--model MODEL.gguf]
+ *   bench_grammar [--gens N] [--steps N] [--profile] [--compare] VOCAB.gguf...
+ *                 [--model MODEL.gguf]
  *
  * For each vocabulary (loaded without weights) and each constraint (JSON
  * mode and three schemas), N generations walk the constraint by drawing a
@@ -14,12 +15,26 @@
  * ratio. With --model, whole generations through the engine: tokens/s
  * unconstrained against constrained (one schema), same prompt and seed.
  * Per-call times are the thread's CPU time (clock_gettime adds about
- * 0.1 us to each). */
+ * 0.1 us to each). --profile sorts the warm calls over 50 us by what they
+ * did (read from the masker's counters around the call, outside the
+ * library): a cache hit, a state inside an unfinished character, node
+ * entries made, or only the match of context-dependent tokens. --compare
+ * runs each constraint twice on the same tokens: "(pos)" with only the
+ * grammar positions' entries made at creation (the reachable stacks left
+ * to run time), then as brisk_constraint_create makes it. "entries" is
+ * the node entries' memory after creation; "c" marks a creation whose
+ * budget ran out. */
+#ifndef _GNU_SOURCE
+#  define _GNU_SOURCE /* RUSAGE_THREAD */
+#endif
 #include "grammar/grammar.h" /* the cache counters */
 
+#include "core/alloc.h"
 #include "core/clock.h"
+#include "core/error.h"
 
 #include <math.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +100,33 @@ static brisk_grammar *compile(int c) {
   return g;
 }
 
+/* --profile: classify the warm calls slower than slow_ns (the p99's). */
+static int profile, compare;
+static uint64_t slow_ns = 50000;
+
+/* brisk_constraint_create, or (ahead 0, --compare) the same with only the
+ * grammar positions' entries made at creation, as before the reachable
+ * stacks were made ahead. */
+static brisk_status make_constraint(const brisk_model *m, const brisk_grammar *g, int ahead,
+                                    brisk_constraint **out) {
+  if (ahead) return brisk_constraint_create(m, g, out);
+  brisk_constraint *c = brisk_calloc(1, sizeof *c);
+  brisk_status st = brisk_error_oom();
+  if (!c || !(c->k = brisk_calloc(1, sizeof *c->k)) ||
+      !(c->refs = brisk_calloc(1, sizeof *c->refs)))
+    goto fail;
+  if ((st = gr_masker_init(c->k, g, m))) goto fail;
+  c->k->pre_nodes = 0;
+  if ((st = gr_masker_precompute(c->k))) goto fail;
+  *c->refs = 1;
+  if ((st = gr_state_init(c->k, &c->s))) goto fail;
+  *out = c;
+  return BRISK_OK;
+fail:
+  brisk_constraint_free(c);
+  return st;
+}
+
 static int bench_vocab(const char *path, int gens, int max_steps) {
   brisk_model_params mp;
   brisk_model_params_init(&mp);
@@ -96,25 +138,31 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
   }
   int32_t n_vocab = brisk_model_n_vocab(m);
   printf("\n%s: %d tokens\n", path, n_vocab);
-  printf("%-14s %8s | %9s %9s | %9s %9s %6s | %9s | %9s %9s %6s\n", "constraint", "create",
-         "cold p50", "cold p99", "warm p50", "warm p99", "hits", "accept", "sample", "+mask",
-         "ratio");
+  printf("%-20s %8s %7s  | %9s %9s | %9s %9s %6s | %9s | %9s %9s %6s\n", "constraint", "create",
+         "entries", "cold p50", "cold p99", "warm p50", "warm p99", "hits", "accept", "sample",
+         "+mask", "ratio");
   size_t cap = (size_t)gens * (size_t)max_steps;
   uint64_t *cold = malloc(cap * sizeof *cold), *warm = malloc(cap * sizeof *warm);
   uint64_t *acc = malloc(cap * sizeof *acc);
   float *logits = malloc((size_t)n_vocab * sizeof *logits);
   if (!cold || !warm || !acc || !logits) return 1;
   for (int32_t t = 0; t < n_vocab; t++) logits[t] = (float)(next_rand() % 1000) / 100.0f;
-  for (int c = 0; c < N_CONSTRAINTS; c++) {
+  for (int row = 0; row < N_CONSTRAINTS * (compare ? 2 : 1); row++) {
+    int c = compare ? row / 2 : row, ahead = !compare || row % 2;
+    rng = 0x1234567 + (uint64_t)c; /* both variants of a constraint draw the same tokens */
     brisk_grammar *g = compile(c);
     if (!g) return 1;
     brisk_constraint *k;
     uint64_t t0 = cpu_ns();
-    if (brisk_constraint_create(m, g, &k)) {
+    if (make_constraint(m, g, ahead, &k)) {
       fprintf(stderr, "%s\n", brisk_last_error());
       return 1;
     }
     double create_ms = (double)(cpu_ns() - t0) / 1e6;
+    double work_walks = (double)k->k->n_work / (double)(k->k->v.n_tnodes ? k->k->v.n_tnodes : 1);
+    size_t pre_kib =
+        (k->k->ne_slots * (size_t)k->k->n_words * 4 + (k->k->n_ne_deps + k->k->n_ne_toks) * 4) >>
+        10;
     size_t n_cold = 0, n_warm = 0, n_acc = 0, steps_warm = 0, n_sampled = 0;
     uint64_t hits0 = 0, misses0 = 0;
     /* Sampler side by side: the same rows with and without the constraint. */
@@ -125,6 +173,7 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
     brisk_sampler_create(m, &sp, &masked);
     brisk_sampler_set_constraint(masked, k);
     uint64_t t_plain = 0, t_masked = 0;
+    uint64_t slow_n[4] = {0}, slow_t[4] = {0};
     for (int gi = 0; gi < gens; gi++) {
       if (gi == 1) {
         hits0 = k->k->n_hits;
@@ -134,6 +183,11 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
       for (int s = 0; s < max_steps; s++) {
         const uint32_t *mask;
         int32_t n;
+        int partial = k->s.utf8.n != 0;
+        uint64_t made0 = k->k->n_entries_made, miss0 = k->k->n_misses;
+        uint64_t dep0 = k->k->n_dep_tokens, tr0 = k->k->dfa.tr_n;
+        struct rusage ru0, ru1;
+        getrusage(RUSAGE_THREAD, &ru0);
         uint64_t a = cpu_ns();
         if (brisk_constraint_mask(k, &mask, &n)) return 1;
         uint64_t dt = cpu_ns() - a;
@@ -142,6 +196,20 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
         } else {
           warm[n_warm++] = dt;
           steps_warm++;
+          if (dt > slow_ns) { /* what the slow warm calls did */
+            getrusage(RUSAGE_THREAD, &ru1);
+            int cls = k->k->n_misses == miss0         ? 0
+                      : partial                       ? 1
+                      : k->k->n_entries_made != made0 ? 2
+                                                      : 3;
+            slow_n[cls]++;
+            slow_t[cls] += dt;
+            if (profile > 1)
+              printf("    %.0f us: class %d, %d stacks, %llu dependent tokens, %lld transitions, "
+                     "%ld page faults\n",
+                     (double)dt / 1e3, cls, k->s.n, (unsigned long long)(k->k->n_dep_tokens - dep0),
+                     (long long)(k->k->dfa.tr_n - tr0), ru1.ru_minflt - ru0.ru_minflt);
+          }
         }
         if (n == 0) break;
         /* A random allowed token; every 4th step the shortest-id allowed
@@ -169,12 +237,22 @@ static int bench_vocab(const char *path, int gens, int max_steps) {
     double per_plain = n_sampled ? (double)t_plain / (double)n_sampled / 1e3 : 0;
     double per_masked = n_sampled ? (double)t_masked / (double)n_sampled / 1e3 : 0;
     uint64_t h = k->k->n_hits - hits0, mi = k->k->n_misses - misses0;
-    printf("%-14s %6.1fms | %7.1fus %7.1fus | %7.2fus %7.1fus %5.1f%% | %7.2fus | %7.1fus %7.1fus "
-           "%6.3f\n",
-           NAMES[c], create_ms, pct(cold, n_cold, 0.5), pct(cold, n_cold, 0.99),
-           pct(warm, n_warm, 0.5), pct(warm, n_warm, 0.99),
+    char name[32];
+    snprintf(name, sizeof name, "%s%s", NAMES[c], ahead ? "" : " (pos)");
+    printf("%-20s %6.1fms %6zuK %s| %7.1fus %7.1fus | %7.2fus %7.1fus %5.1f%% | %7.2fus | %7.1fus "
+           "%7.1fus %6.3f\n",
+           name, create_ms, pre_kib, k->k->pre_capped ? "c" : " ", pct(cold, n_cold, 0.5),
+           pct(cold, n_cold, 0.99), pct(warm, n_warm, 0.5), pct(warm, n_warm, 0.99),
            h + mi ? 100.0 * (double)h / (double)(h + mi) : 0, pct(acc, n_acc, 0.5), per_plain,
            per_masked, ratio);
+    if (profile)
+      printf("  slow warm calls (> %.0f us): %llu hits %.0f us, %llu partial-character states "
+             "%.0f us, %llu with entries made %.0f us, %llu dependent matches %.0f us; entries "
+             "made %llu, walks at creation %.1f, stacks visited %zu\n",
+             (double)slow_ns / 1e3, (unsigned long long)slow_n[0], (double)slow_t[0] / 1e3,
+             (unsigned long long)slow_n[1], (double)slow_t[1] / 1e3, (unsigned long long)slow_n[2],
+             (double)slow_t[2] / 1e3, (unsigned long long)slow_n[3], (double)slow_t[3] / 1e3,
+             (unsigned long long)k->k->n_entries_made, work_walks, k->k->n_pre_nodes);
     brisk_sampler_free(plain);
     brisk_sampler_free(masked);
     brisk_constraint_free(k);
@@ -271,6 +349,10 @@ int main(int argc, char **argv) {
       steps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--model") && i + 1 < argc)
       model = argv[++i];
+    else if (!strcmp(argv[i], "--profile"))
+      profile++;
+    else if (!strcmp(argv[i], "--compare"))
+      compare = 1;
   }
   if (gens < 2 || steps < 1) {
     fprintf(stderr, "usage: bench_grammar [--gens N>=2] [--steps N] VOCAB.gguf... [--model M]\n");
@@ -285,6 +367,7 @@ int main(int argc, char **argv) {
       i++;
       continue;
     }
+    if (!strcmp(argv[i], "--profile") || !strcmp(argv[i], "--compare")) continue;
     rc |= bench_vocab(argv[i], gens, steps);
   }
   if (model) rc |= bench_model(model);

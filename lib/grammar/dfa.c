@@ -102,13 +102,29 @@ static void dead_bytes(gr_masker *k, const gr_dstate *s, int32_t *row) {
     ascii[1] |= g->set_ascii[2 * set_id + 1];
   }
   for (int b = 0; b < 128; b++) row[b] = ascii[b >> 6] >> (b & 63) & 1 ? GR_DFA_UNKNOWN : -1;
-  for (int b = 128; b < 256; b++) {
-    gr_utf8 u = {0};
-    uint32_t cp, lo, hi;
-    int live = gr_utf8_step(&u, (uint8_t)b, &cp, &lo, &hi) == 0 &&
-               gr_can_take(&k->m, set, (int)s->n, lo, hi);
-    row[b] = live ? GR_DFA_UNKNOWN : -1;
+  uint64_t lead[2] = {0, 0};
+  for (uint32_t i = 0; i < s->n; i++) {
+    if (set[i] < GR_FIRST_NODE) continue;
+    uint32_t set_id = g->elems[k->m.nodes[set[i]].pos].value;
+    lead[0] |= k->lead_live[2 * set_id];
+    lead[1] |= k->lead_live[2 * set_id + 1];
   }
+  for (int b = 128; b < 256; b++)
+    row[b] = lead[(b - 128) >> 6] >> ((b - 128) & 63) & 1 ? GR_DFA_UNKNOWN : -1;
+}
+
+brisk_status gr_dfa_lead_bytes(gr_masker *k) {
+  const brisk_grammar *g = k->m.g;
+  k->lead_live = brisk_calloc(2 * (g->n_sets ? g->n_sets : 1), sizeof *k->lead_live);
+  if (!k->lead_live) return brisk_error_oom();
+  for (size_t s = 0; s < g->n_sets; s++)
+    for (int b = 128; b < 256; b++) {
+      gr_utf8 u = {0};
+      uint32_t cp, lo, hi;
+      if (gr_utf8_step(&u, (uint8_t)b, &cp, &lo, &hi) == 0 && gr_set_meets(g, (uint32_t)s, lo, hi))
+        k->lead_live[2 * s + ((b - 128) >> 6)] |= 1ull << ((b - 128) & 63);
+    }
+  return BRISK_OK;
 }
 
 /* The state after byte b from state ws: its id, -1 when b is not allowed,

@@ -581,6 +581,23 @@ int gr_set_has(const brisk_grammar *g, uint32_t s, uint32_t cp) {
   return lo < g->set_start[s + 1] && g->ranges[lo].lo <= cp;
 }
 
+int gr_set_covers(const brisk_grammar *g, uint32_t s, uint32_t lo, uint32_t hi) {
+  size_t a = g->set_start[s], b = g->set_start[s + 1];
+  while (a < b) { /* the first range ending at or after lo */
+    size_t mid = a + (b - a) / 2;
+    if (g->ranges[mid].hi < lo)
+      a = mid + 1;
+    else
+      b = mid;
+  }
+  /* Ranges may touch: follow them while they leave no gap. */
+  for (uint32_t at = lo; a < g->set_start[s + 1] && g->ranges[a].lo <= at; a++) {
+    if (g->ranges[a].hi >= hi) return 1;
+    at = g->ranges[a].hi + 1;
+  }
+  return 0;
+}
+
 int gr_set_meets(const brisk_grammar *g, uint32_t s, uint32_t lo, uint32_t hi) {
   size_t a = g->set_start[s], b = g->set_start[s + 1];
   while (a < b) { /* the first range ending at or after lo */

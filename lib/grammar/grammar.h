@@ -78,6 +78,8 @@ void gr_free(brisk_grammar *g);
 int gr_set_has(const brisk_grammar *g, uint32_t s, uint32_t cp);
 /* Whether set s holds any code point of [lo, hi]. */
 int gr_set_meets(const brisk_grammar *g, uint32_t s, uint32_t lo, uint32_t hi);
+/* Whether set s holds every code point of [lo, hi]. */
+int gr_set_covers(const brisk_grammar *g, uint32_t s, uint32_t lo, uint32_t hi);
 
 /* A growable NUL-terminated string the front ends write GBNF into. The
  * first allocation failure sets `oom` and later appends do nothing. */
@@ -150,6 +152,10 @@ void gr_matcher_release(gr_matcher *m);
 int gr_advance(gr_matcher *m, const int32_t *in, int n, uint32_t cp, int32_t *out);
 /* The id of node (pos, parent), made if new; -1 on failure (m->err). */
 int32_t gr_node_id(gr_matcher *m, int32_t pos, int32_t parent);
+/* The nodes that follow once node n's character set took a code point
+ * (whichever: they depend only on n): *out (valid until the matcher
+ * grows) and their count; 0 for nodes 0 and GR_SENT, -1 on failure. */
+int gr_successors(gr_matcher *m, int32_t n, const int32_t **out);
 /* Node n's stack cut to its top `depth` frames (at most GR_MAX_CUT) over
  * GR_SENT (n itself when it is no deeper); -1 on failure. */
 int32_t gr_truncate(gr_matcher *m, int32_t n, int depth);
@@ -169,6 +175,15 @@ typedef struct gr_utf8 {
  * more bytes are needed (then [*lo, *hi] is the range it can still become),
  * -1 for a byte that cannot continue valid UTF-8. */
 int gr_utf8_step(gr_utf8 *u, uint8_t b, uint32_t *cp, uint32_t *lo, uint32_t *hi);
+/* The valid characters an unfinished one (u->rem > 0) can still become:
+ * [*lo, *hi] and 1, or 0 when none. */
+int gr_utf8_range(const gr_utf8 *u, uint32_t *lo, uint32_t *hi);
+/* The representative of u's class (same length and bytes seen): the
+ * prefix whose every continuation is valid exactly when u's is, E0, ED,
+ * F0, F4 kept as they restrict the next byte, others replaced by C2, E1
+ * or F1 and continuation bytes by 0x80. Two prefixes of one class differ
+ * for a mask only in which characters they can become. */
+void gr_utf8_class(const gr_utf8 *u, gr_utf8 *rep);
 
 /* ---- vocabulary and masks ---- */
 
@@ -266,8 +281,9 @@ typedef struct gr_masker {
   uint32_t *masks;
   int32_t *n_allowed; /* [cap_entries] */
   size_t table_cap, n_entries, cap_entries, masks_cap;
-  /* Node entries: ne_of[node] (-1 = none; [cap_ne_of]) indexes ne_mask
-   * ([ne_cap][n_words], allocated as they come) and ne_dep_off/ne_dep_n,
+  /* Node entries: ne_of[node] (-1 = none; [cap_ne_of]) indexes the
+   * entry arrays ([ne_cap]): its mask (ne_slot into ne_mask,
+   * [ne_slot_cap][n_words], or a token list) and ne_dep_off/ne_dep_n,
    * the entry's context-dependent sorted entries in ne_deps. */
   int32_t *ne_of;
   size_t cap_ne_of;
@@ -290,11 +306,32 @@ typedef struct gr_masker {
   size_t cap_pool;
   uint32_t *d_off, *d_n;
   int32_t *tok_entry; /* [n_vocab] sorted entry of each token, -1 = none; made on first accept */
-  uint32_t *scratch;  /* [n_words] a mask being filled */
   gr_dfa dfa;
   uint64_t n_hits, n_misses;
   uint64_t n_cut;          /* state misses settled through node entries with a cut stack */
   uint64_t n_entries_made; /* node entries computed (walks) */
+  uint64_t n_dep_tokens;   /* context-dependent tokens matched from states */
+  /* Made ahead by gr_masker_precompute: the budget (stacks visited, and
+   * tokens matched for their deeper cuts; set at init, lowered by tests),
+   * whether it ran out (then the rest is made on demand), stacks visited;
+   * n_work counts the automaton steps of every walk (the trie has
+   * v.n_tnodes nodes: a whole walk is at most that many). */
+  uint32_t pre_nodes;
+  uint64_t pre_work;
+  int pre_capped;
+  size_t n_pre_nodes;
+  uint64_t n_work;
+  /* Entry e's mask slot in ne_mask (UINT32_MAX: sparse, none), slots
+   * used and their budget; entries of stacks inside a character keyed
+   * (node, class) in pe_key / pe_val (open addressing, 0 = empty). */
+  uint32_t *ne_slot;
+  size_t ne_slots, ne_slot_cap;
+  uint64_t *pe_key;
+  int32_t *pe_val;
+  size_t pe_n, pe_cap;
+  uint64_t *lead_live; /* [n_sets][2] bit b - 128: set s meets what lead byte b can start */
+  int32_t *cset;       /* the canonical state of a state inside a character (gr_mask) */
+  size_t cap_cset;
 } gr_masker;
 
 /* The automaton: the id of state (set, u) (-1 on OOM); the state after
@@ -304,6 +341,9 @@ int32_t gr_dfa_intern(gr_dfa *d, const int32_t *set, uint32_t n, const gr_utf8 *
 int32_t gr_dfa_step(gr_masker *k, int32_t ws, uint8_t b);
 void gr_dfa_clear_if_full(gr_dfa *d);
 void gr_dfa_release(gr_dfa *d);
+/* Fills k->lead_live (a new state's row then finds its dead lead bytes
+ * by OR-ing bitmaps, not by 128 range searches per state). */
+brisk_status gr_dfa_lead_bytes(gr_masker *k);
 /* Takes byte b from node set in[0, n) with decoder *u into out (capacity
  * GR_MAX_SET): the new count, 0 when b is not allowed, -1 on failure. */
 int gr_masker_step_byte(gr_masker *k, const int32_t *in, int n, gr_utf8 *u, uint8_t b,
@@ -316,7 +356,13 @@ void gr_masker_release(gr_masker *k);
 /* Makes the entry of every grammar position (each character set element
  * with nothing known below it) now, up to the node-entry budget, so that
  * generation meets only the context-dependent work: XGrammar's
- * preprocessing. Costs one trie walk per position. */
+ * preprocessing. Costs one trie walk per position. Then the entries of
+ * the stacks a generation can reach (their deeper cuts), breadth first
+ * from the start state, within k->pre_nodes stacks and k->pre_work
+ * automaton steps (k->pre_capped says whether that budget ran out).
+ * Last, the state-mask cache's pages are written, so that generation
+ * pays no page faults for new entries (its budget is resident from
+ * then: GR_CACHE_BYTES). */
 brisk_status gr_masker_precompute(gr_masker *k);
 
 brisk_status gr_state_init(gr_masker *k, gr_state *s);

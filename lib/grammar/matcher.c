@@ -156,6 +156,13 @@ static int successors(gr_matcher *m, int32_t n) {
   return 0;
 }
 
+int gr_successors(gr_matcher *m, int32_t n, const int32_t **out) {
+  if (n < GR_FIRST_NODE) return 0;
+  if (successors(m, n)) return -1;
+  *out = m->succ + m->succ_off[n];
+  return m->succ_len[n];
+}
+
 brisk_status gr_matcher_init(gr_matcher *m, const brisk_grammar *g) {
   memset(m, 0, sizeof *m);
   m->g = g;
@@ -305,6 +312,10 @@ int gr_utf8_step(gr_utf8 *u, uint8_t b, uint32_t *cp, uint32_t *lo, uint32_t *hi
       return 1;
     }
   }
+  return gr_utf8_range(u, lo, hi) ? 0 : -1;
+}
+
+int gr_utf8_range(const gr_utf8 *u, uint32_t *lo, uint32_t *hi) {
   /* The characters this prefix can still become, clipped to valid ones. */
   uint32_t shift = 6u * u->rem;
   uint32_t a = u->acc << shift, z = a | ((1u << shift) - 1);
@@ -316,8 +327,24 @@ int gr_utf8_step(gr_utf8 *u, uint8_t b, uint32_t *cp, uint32_t *lo, uint32_t *hi
     if (a >= 0xD800 && a <= 0xDFFF) a = 0xE000;
     if (z >= 0xD800 && z <= 0xDFFF) z = 0xD7FF;
   }
-  if (a > z) return -1;
+  if (a > z) return 0;
   *lo = a;
   *hi = z;
-  return 0;
+  return 1;
+}
+
+void gr_utf8_class(const gr_utf8 *u, gr_utf8 *rep) {
+  /* After the second byte every continuation is valid; before it, E0, ED,
+   * F0 and F4 restrict the next byte, the other lead bytes of a length do
+   * not. */
+  uint8_t b0 = u->byte[0], bytes[3] = {0x80, 0x80, 0x80};
+  if (u->len == 2)
+    bytes[0] = 0xC2;
+  else if (u->len == 3)
+    bytes[0] = u->n == 1 && (b0 == 0xE0 || b0 == 0xED) ? b0 : 0xE1;
+  else
+    bytes[0] = u->n == 1 && (b0 == 0xF0 || b0 == 0xF4) ? b0 : 0xF1;
+  memset(rep, 0, sizeof *rep);
+  uint32_t cp, lo, hi;
+  for (int i = 0; i < u->n; i++) gr_utf8_step(rep, bytes[i], &cp, &lo, &hi);
 }

@@ -376,6 +376,218 @@ static void test_mask_property(void **state) {
   assert_true(n_cut_total > 0); /* the cut-stack path was checked too */
 }
 
+/* The entries made ahead for reachable stacks (gr_masker_precompute) give
+ * the masks of the run-time path bit for bit: three maskers over one
+ * random vocabulary step through the same strings (cut at random bytes,
+ * inside characters too): one made ahead with the default budget, one
+ * with a budget that runs out after a few stacks, and one with only the
+ * grammar positions made ahead (entries of deeper cuts on demand, as
+ * before); each mask is also checked against the naive reference, every
+ * token's bytes fed to the matcher. For a grammar without recursion the
+ * default budget covers every stack: generation makes no entry. */
+static void reach_case(const brisk_grammar *g, test_rng *rng, const char *name, int finite) {
+  gen_ctx G;
+  assert_int_equal(gen_init(&G, g, test_rng_u64(rng)), 0);
+  tvocab tv;
+  int32_t n_vocab = 1200, eog = n_vocab - 1;
+  make_vocab(&tv, &G, rng, n_vocab);
+  gr_masker k[3];
+  gr_state s[3];
+  for (int i = 0; i < 3; i++) {
+    gr_vocab v;
+    assert_int_equal(
+        gr_vocab_build_texts(n_vocab, (const char *const *)tv.text, tv.len, &eog, 1, &v), BRISK_OK);
+    assert_int_equal(gr_masker_init_vocab(&k[i], g, &v), BRISK_OK);
+    if (i == 1) { /* runs out: a few stacks, about two walks of matching */
+      k[i].pre_nodes = 6;
+      k[i].pre_work = 2 * (uint64_t)k[i].v.n_tnodes;
+    }
+    if (i == 2) k[i].pre_nodes = 0; /* grammar positions only */
+    assert_int_equal(gr_masker_precompute(&k[i]), BRISK_OK);
+    assert_int_equal(gr_state_init(&k[i], &s[i]), BRISK_OK);
+  }
+  if (finite) assert_false(k[0].pre_capped);
+  assert_true(k[1].pre_capped);
+  assert_true(k[0].n_pre_nodes > k[1].n_pre_nodes);
+  assert_true(k[0].n_entries_made > k[2].n_entries_made);
+  uint64_t made0 = k[0].n_entries_made;
+  gr_state probe;
+  assert_int_equal(gr_state_init(&k[0], &probe), BRISK_OK);
+  int n_states = 0;
+  for (int round = 0; round < 16; round++) {
+    size_t len;
+    const char *str = gen_string(&G, 120, &len);
+    char *copy = malloc(len + 1);
+    memcpy(copy, str, len + 1);
+    for (int i = 0; i < 3; i++) gr_state_reset(&k[i], &s[i]);
+    for (size_t cut = 0;;) {
+      const uint32_t *mask[3];
+      int32_t n[3];
+      for (int i = 0; i < 3; i++)
+        assert_int_equal(gr_mask(&k[i], &s[i], &mask[i], &n[i]), BRISK_OK);
+      for (int32_t t = 0; t < n_vocab; t++) {
+        int want;
+        if (t == eog) {
+          want = gr_state_accepting(&s[0]);
+        } else {
+          assert_int_equal(gr_state_copy(&probe, &s[0]), BRISK_OK);
+          want = gr_state_feed(&k[0], &probe, tv.text[t], tv.len[t]) == 1 && tv.len[t] > 0;
+        }
+        for (int i = 0; i < 3; i++)
+          if (bit(mask[i], t) != want)
+            fail_msg("%s: masker %d, token %d ('%.*s'): mask %d, reference %d, after '%.*s'", name,
+                     i, t, (int)tv.len[t], tv.text[t], bit(mask[i], t), want, (int)cut, copy);
+      }
+      assert_int_equal(n[0], n[1]);
+      assert_int_equal(n[0], n[2]);
+      n_states++;
+      if (cut == len) break;
+      size_t step = 1 + test_rng_u64(rng) % 4;
+      if (step > len - cut) step = len - cut;
+      for (int i = 0; i < 3; i++)
+        assert_int_equal(gr_state_feed(&k[i], &s[i], copy + cut, step), 1);
+      cut += step;
+    }
+    free(copy);
+  }
+  assert_true(n_states > 40);
+  /* Made ahead, the whole of a finite grammar: the states met made none
+   * (the reference's probes share k[0]'s matcher, not its entries). */
+  if (finite) assert_int_equal(k[0].n_entries_made, made0);
+  assert_true(k[1].n_entries_made > 0);
+  gr_state_release(&probe);
+  for (int i = 0; i < 3; i++) {
+    gr_state_release(&s[i]);
+    gr_masker_release(&k[i]);
+  }
+  free_vocab(&tv);
+  gen_release(&G);
+}
+
+static void test_precompute_reach(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded(__func__);
+  brisk_grammar *g =
+      compile(BRISK_CONSTRAINT_GBNF, "root ::= \"<\" [a-d é]{12,60} \">\" [0-9]{2,9}");
+  reach_case(g, &rng, "counted repetition", 1);
+  brisk_grammar_free(g);
+  g = compile(BRISK_CONSTRAINT_JSON_SCHEMA,
+              "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\","
+              "\"maxLength\":24},\"where\":{\"anyOf\":[{\"type\":\"null\"},{\"type\":"
+              "\"array\",\"items\":{\"type\":\"string\",\"maxLength\":6},\"maxItems\":3}]},"
+              "\"n\":{\"type\":\"integer\",\"minimum\":-5,\"maximum\":120}},\"required\":["
+              "\"title\",\"n\"]}");
+  reach_case(g, &rng, "schema with maxLength", 1);
+  brisk_grammar_free(g);
+  g = compile(BRISK_CONSTRAINT_JSON, NULL); /* recursive: covered up to the budget */
+  reach_case(g, &rng, "json", 0);
+  brisk_grammar_free(g);
+}
+
+/* States inside a character, keyed by their class (gr_utf8_class): for
+ * every lead byte with the surrogate and overlong edges (E0, ED, F0, F4)
+ * and each number of continuation bytes seen, the mask equals the naive
+ * reference (every token's bytes fed to the matcher), in a grammar whose
+ * strings take every character (the class path) and in one that leaves a
+ * block of CJK out (the exact walk); in the first, prefixes of one class
+ * share a cache entry. The vocabulary is every byte, continuation-byte
+ * runs, with ASCII and quotes after them, and whole characters. */
+static void test_partial_classes(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded(__func__);
+  static const char *const grammars[] = {
+      "root ::= \"\\\"\" [^\"\\\\]* \"\\\"\" [0-9]?",
+      "root ::= \"\\\"\" [^\"\\\\\\u4e00-\\u4e0f]* \"\\\"\"",
+  };
+  static const uint8_t leads[] = {0xC2, 0xC3, 0xDF, 0xE0, 0xE1, 0xE4, 0xEC,
+                                  0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4};
+  int32_t n_vocab = 900, eog = n_vocab - 1;
+  char **text = calloc((size_t)n_vocab, sizeof *text);
+  uint32_t *len = calloc((size_t)n_vocab, sizeof *len);
+  for (int32_t t = 0; t < n_vocab; t++) {
+    uint8_t b[8];
+    uint32_t l = 0;
+    if (t < 256) {
+      b[l++] = (uint8_t)t;
+    } else if (t % 3) { /* continuation bytes, then maybe ASCII or a quote */
+      for (uint32_t r = 1 + (uint32_t)(test_rng_u64(&rng) % 3); r > 0; r--)
+        b[l++] = (uint8_t)(0x80 + test_rng_u64(&rng) % 64);
+      if (test_rng_u64(&rng) % 2) b[l++] = "ab\"1"[test_rng_u64(&rng) % 4];
+    } else { /* a whole character */
+      uint32_t cp = 0x80 + (uint32_t)(test_rng_u64(&rng) % 0x10FF80);
+      if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0x4E05;
+      if (cp < 0x800) {
+        b[l++] = (uint8_t)(0xC0 | cp >> 6);
+      } else if (cp < 0x10000) {
+        b[l++] = (uint8_t)(0xE0 | cp >> 12);
+        b[l++] = (uint8_t)(0x80 | (cp >> 6 & 63));
+      } else {
+        b[l++] = (uint8_t)(0xF0 | cp >> 18);
+        b[l++] = (uint8_t)(0x80 | (cp >> 12 & 63));
+        b[l++] = (uint8_t)(0x80 | (cp >> 6 & 63));
+      }
+      b[l++] = (uint8_t)(0x80 | (cp & 63));
+    }
+    text[t] = malloc(l);
+    memcpy(text[t], b, l);
+    len[t] = l;
+  }
+  for (size_t gi = 0; gi < 2; gi++) {
+    brisk_grammar *g = compile(BRISK_CONSTRAINT_GBNF, grammars[gi]);
+    gr_vocab v;
+    assert_int_equal(gr_vocab_build_texts(n_vocab, (const char *const *)text, len, &eog, 1, &v),
+                     BRISK_OK);
+    gr_masker k;
+    assert_int_equal(gr_masker_init_vocab(&k, g, &v), BRISK_OK);
+    assert_int_equal(gr_masker_precompute(&k), BRISK_OK);
+    gr_state s, probe;
+    assert_int_equal(gr_state_init(&k, &s), BRISK_OK);
+    assert_int_equal(gr_state_init(&k, &probe), BRISK_OK);
+    uint64_t hits0 = k.n_hits;
+    for (size_t li = 0; li < sizeof leads; li++)
+      for (int seen = 1; seen <= 3; seen++) {
+        uint8_t pre[5] = {'"', 'x', leads[li]};
+        int np = 3, need = leads[li] >= 0xF0 ? 4 : leads[li] >= 0xE0 ? 3 : 2;
+        if (seen >= need) continue;
+        for (int c = 1; c < seen; c++) { /* valid continuations, edges included */
+          uint8_t lo = 0x80, hi = 0xBF;
+          if (c == 1 && leads[li] == 0xE0) lo = 0xA0;
+          if (c == 1 && leads[li] == 0xED) hi = 0x9F;
+          if (c == 1 && leads[li] == 0xF0) lo = 0x90;
+          if (c == 1 && leads[li] == 0xF4) hi = 0x8F;
+          pre[np++] = (uint8_t)(lo + test_rng_u64(&rng) % (uint64_t)(hi - lo + 1));
+        }
+        gr_state_reset(&k, &s);
+        assert_int_equal(gr_state_feed(&k, &s, (const char *)pre, (size_t)np), 1);
+        const uint32_t *mask;
+        int32_t n_allowed, count = 0;
+        assert_int_equal(gr_mask(&k, &s, &mask, &n_allowed), BRISK_OK);
+        for (int32_t t = 0; t < n_vocab; t++) {
+          int want = 0;
+          if (t != eog) {
+            assert_int_equal(gr_state_copy(&probe, &s), BRISK_OK);
+            want = gr_state_feed(&k, &probe, text[t], len[t]) == 1;
+          }
+          if (bit(mask, t) != want)
+            fail_msg("grammar %zu, prefix %02X + %d: token %d (%u bytes, %02X..): mask %d, "
+                     "reference %d",
+                     gi, leads[li], seen - 1, t, len[t], (uint8_t)text[t][0], bit(mask, t), want);
+          count += want;
+        }
+        assert_int_equal(count, n_allowed);
+      }
+    /* 14 lead bytes, 2-3 depths each, 10 classes: most were hits. */
+    if (gi == 0) assert_true(k.n_hits - hits0 >= 10);
+    gr_state_release(&s);
+    gr_state_release(&probe);
+    gr_masker_release(&k);
+    brisk_grammar_free(g);
+  }
+  for (int32_t t = 0; t < n_vocab; t++) free(text[t]);
+  free(text);
+  free(len);
+}
+
 /* A real vocabulary (llama SPM, 32k tokens): generation by picking random
  * allowed tokens always reaches a whole JSON object, and the public API's
  * mask agrees with accept. */
@@ -545,10 +757,11 @@ static void test_sampler_mask(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_llama_grammars), cmocka_unit_test(test_accept_reject),
-      cmocka_unit_test(test_errors),         cmocka_unit_test(test_mask_property),
-      cmocka_unit_test(test_spm_vocab),      cmocka_unit_test(test_oom),
-      cmocka_unit_test(test_sampler_mask),
+      cmocka_unit_test(test_llama_grammars),  cmocka_unit_test(test_accept_reject),
+      cmocka_unit_test(test_errors),          cmocka_unit_test(test_mask_property),
+      cmocka_unit_test(test_spm_vocab),       cmocka_unit_test(test_oom),
+      cmocka_unit_test(test_sampler_mask),    cmocka_unit_test(test_precompute_reach),
+      cmocka_unit_test(test_partial_classes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
