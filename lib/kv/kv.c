@@ -9,8 +9,13 @@
 typedef struct kv_seq {
   int32_t len;      /* tokens held */
   int32_t n_blocks; /* always ceil(len / block_size) */
+  /* Blocks held for tokens not yet written (brisk_kv_seq_reserve), stored
+   * after the table: blocks[n_blocks .. n_blocks + n_spare). They are not
+   * part of the table, so readers of it (snapshots, swap) never see them. */
+  int32_t n_spare;
+  int32_t promise; /* blocks promised for its later growth (kv->n_promised counts them) */
   size_t cap;
-  int32_t *blocks; /* [cap] block table */
+  int32_t *blocks; /* [cap] block table, then the spare blocks */
 } kv_seq;
 
 struct brisk_kv {
@@ -20,6 +25,7 @@ struct brisk_kv {
   bool prefix;           /* prefix caching on: full blocks are published */
   brisk_prefix_cache pc; /* allocated only when prefix is set */
   kv_seq *seqs;          /* [n_seq_max] */
+  int64_t n_promised;    /* sum of the sequences' promises */
   int32_t *next;         /* [n_seq_max] scratch: next expected position while reserving */
   int32_t *touched;      /* [n_seq_max] scratch: sequences in the batch, in first-seen order */
   int32_t *cow_sources;  /* [n_seq_max] scratch: blocks replaced by copies, released last */
@@ -121,8 +127,10 @@ static bool needs_cow(const brisk_kv *kv, const kv_seq *s) {
   return kv->pool.ref[last] > 1 || brisk_prefix_cache_is_published(&kv->pc, last);
 }
 
-/* A block for new tokens; one evicted from the prefix cache is forgotten. */
-static int32_t take_block(brisk_kv *kv) {
+/* A block for new tokens of s: one of its spare blocks (the last), else a
+ * block of the pool; one evicted from the prefix cache is forgotten. */
+static int32_t take_block(brisk_kv *kv, kv_seq *s) {
+  if (s->n_spare > 0) return s->blocks[s->n_blocks + --s->n_spare];
   bool evicted;
   int32_t b = brisk_block_pool_alloc(&kv->pool, &evicted);
   if (evicted) brisk_prefix_cache_unpublish(&kv->pc, b);
@@ -132,6 +140,30 @@ static int32_t take_block(brisk_kv *kv) {
 /* Drops one holder; a published block then stays cached for reuse. */
 static void release_block(brisk_kv *kv, int32_t block) {
   brisk_block_pool_decref(&kv->pool, block, brisk_prefix_cache_is_published(&kv->pc, block));
+}
+
+/* Returns s's spare blocks to the pool (never published: they go free). */
+static void release_spares(brisk_kv *kv, kv_seq *s) {
+  while (s->n_spare > 0) release_block(kv, s->blocks[s->n_blocks + --s->n_spare]);
+}
+
+static void set_promise(brisk_kv *kv, kv_seq *s, int32_t blocks) {
+  kv->n_promised += blocks - s->promise;
+  s->promise = blocks;
+}
+
+static int64_t blocks_for64(const brisk_kv *kv, int64_t len) {
+  return (len + kv->block_size - 1) / kv->block_size;
+}
+
+/* Blocks s needs, beyond those it holds (table and spares), to take tokens
+ * up to length `to`: the new blocks and the copy of a shared or published
+ * last block. */
+static int32_t blocks_short(const brisk_kv *kv, const kv_seq *s, int64_t to) {
+  if (to <= s->len) return 0;
+  int64_t want = ((to + kv->block_size - 1) / kv->block_size) + (needs_cow(kv, s) ? 1 : 0);
+  int64_t have = (int64_t)s->n_blocks + s->n_spare;
+  return want > have ? (int32_t)(want - have) : 0;
 }
 
 brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t n, const int32_t *seq, const int32_t *pos,
@@ -165,8 +197,9 @@ brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t n, const int32_t *seq, const
   for (int32_t t = 0; t < n_touched; t++) {
     kv_seq *s = &kv->seqs[kv->touched[t]];
     int32_t want = blocks_for(kv, kv->next[kv->touched[t]]);
-    need += want - s->n_blocks + (needs_cow(kv, s) ? 1 : 0);
-    if (brisk_grow((void **)&s->blocks, &s->cap, (size_t)want, sizeof *s->blocks))
+    need += blocks_short(kv, s, kv->next[kv->touched[t]]);
+    if (brisk_grow((void **)&s->blocks, &s->cap, (size_t)want + (size_t)s->n_spare,
+                   sizeof *s->blocks))
       return brisk_error_oom();
   }
   int32_t avail = brisk_block_pool_available(&kv->pool);
@@ -181,7 +214,7 @@ brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t n, const int32_t *seq, const
     int32_t id = kv->touched[t];
     kv_seq *s = &kv->seqs[id];
     if (needs_cow(kv, s)) {
-      int32_t old = s->blocks[s->n_blocks - 1], fresh = take_block(kv);
+      int32_t old = s->blocks[s->n_blocks - 1], fresh = take_block(kv, s);
       copies[*n_copies] = (brisk_kv_copy){old, fresh};
       kv->cow_sources[(*n_copies)++] = old;
       memcpy(kv->tokens + (size_t)fresh * (size_t)kv->block_size,
@@ -190,7 +223,13 @@ brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t n, const int32_t *seq, const
       s->blocks[s->n_blocks - 1] = fresh;
     }
     int32_t want = blocks_for(kv, kv->next[id]);
-    while (s->n_blocks < want) s->blocks[s->n_blocks++] = take_block(kv);
+    /* A spare sits right after the table: taking the last one and
+     * appending it keeps the rest of them after the table. */
+    while (s->n_blocks < want) {
+      int32_t b = take_block(kv, s);
+      if (s->n_spare > 0) s->blocks[s->n_blocks + s->n_spare] = s->blocks[s->n_blocks];
+      s->blocks[s->n_blocks++] = b;
+    }
     s->len = kv->next[id];
   }
   for (int32_t c = 0; c < *n_copies; c++) release_block(kv, kv->cow_sources[c]);
@@ -234,6 +273,7 @@ brisk_status brisk_kv_match_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok
   if (max_blocks == 0) return BRISK_OK;
   if (brisk_grow((void **)&s->blocks, &s->cap, (size_t)max_blocks, sizeof *s->blocks))
     return brisk_error_oom();
+  release_spares(kv, s); /* the table takes their place */
   uint64_t parent = BRISK_PREFIX_ROOT_HASH;
   int32_t k = 0;
   while (k < max_blocks) {
@@ -249,6 +289,79 @@ brisk_status brisk_kv_match_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok
   return BRISK_OK;
 }
 
+brisk_status brisk_kv_seq_reserve(brisk_kv *kv, int32_t seq, const brisk_kv_ask *ask) {
+  brisk_status st = check_seq(kv, seq);
+  if (st) return st;
+  kv_seq *s = &kv->seqs[seq];
+  if (ask->n_tokens < 0 || ask->n_known < 0 || ask->n_grow < 0 || ask->n_forks < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "KV reserve for sequence %d: negative count (tokens %d, known %d, grow "
+                       "%d, forks %d)",
+                       seq, ask->n_tokens, ask->n_known, ask->n_grow, ask->n_forks);
+  /* Held now up to hold_to; the forks split off at fork_at; each copy
+   * grows to grow_to. */
+  int64_t hold_to = (int64_t)s->len + ask->n_tokens, fork_at = hold_to + ask->n_known,
+          grow_to = fork_at + ask->n_grow;
+  if (grow_to > INT32_MAX)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "KV reserve for sequence %d: %lld tokens exceed the maximum length", seq,
+                       (long long)grow_to);
+  int32_t hold = blocks_short(kv, s, hold_to);
+  /* What reaching grow_to takes beyond hold_to, plus the forks' own blocks:
+   * each copies the shared last block (when partly filled) and grows. */
+  int64_t reach = blocks_short(kv, s, grow_to) - (int64_t)hold;
+  int64_t per_fork = blocks_for64(kv, grow_to) - blocks_for64(kv, fork_at) +
+                     (fork_at % kv->block_size != 0 ? 1 : 0);
+  int64_t promise = reach + (int64_t)ask->n_forks * per_fork;
+  int32_t avail = brisk_block_pool_available(&kv->pool);
+  if (hold > avail)
+    return brisk_error(BRISK_E_KV_FULL,
+                       "KV cache full: sequence %d needs %d blocks for %d tokens, %d are available",
+                       seq, hold, ask->n_tokens, avail);
+  if (ask->admit) {
+    /* The promises of the others stand; this one counts whole, but at most
+     * the pool: a sequence larger than it is admitted into an empty pool. */
+    int64_t others = kv->n_promised - s->promise;
+    int64_t mine = (int64_t)hold + promise;
+    int64_t held = (int64_t)s->n_blocks + s->n_spare;
+    if (held + mine > kv->pool.n_blocks) mine = kv->pool.n_blocks - held;
+    if (mine < hold) mine = hold;
+    if (mine + others > avail)
+      return brisk_error(BRISK_E_KV_FULL,
+                         "KV cache full: admitting sequence %d takes %lld blocks, %d are "
+                         "available and %lld promised to others",
+                         seq, (long long)mine, avail, (long long)others);
+  }
+  if (brisk_grow((void **)&s->blocks, &s->cap, (size_t)(s->n_blocks + s->n_spare + hold),
+                 sizeof *s->blocks))
+    return brisk_error_oom();
+  for (int32_t i = 0; i < hold; i++) {
+    bool evicted;
+    int32_t b = brisk_block_pool_alloc(&kv->pool, &evicted);
+    if (evicted) brisk_prefix_cache_unpublish(&kv->pc, b);
+    s->blocks[s->n_blocks + s->n_spare++] = b;
+  }
+  set_promise(kv, s, promise > INT32_MAX ? INT32_MAX : (int32_t)promise);
+  return BRISK_OK;
+}
+
+int64_t brisk_kv_seq_room(const brisk_kv *kv, int32_t seq) {
+  if (seq < 0 || seq >= kv->n_seq_max) return 0;
+  const kv_seq *s = &kv->seqs[seq];
+  int64_t blocks = (int64_t)s->n_spare + brisk_block_pool_available(&kv->pool);
+  int64_t slack = (int64_t)s->n_blocks * kv->block_size - s->len;
+  if (needs_cow(kv, s)) {
+    /* The partly filled last block is copied first: its slack costs a block. */
+    if (blocks < 1) return 0;
+    blocks--;
+  }
+  int64_t room = slack + blocks * kv->block_size;
+  int64_t left = (int64_t)INT32_MAX - s->len;
+  return room < left ? room : left;
+}
+
+int64_t brisk_kv_n_promised(const brisk_kv *kv) { return kv->n_promised; }
+
 brisk_status brisk_kv_seq_truncate(brisk_kv *kv, int32_t seq, int32_t len) {
   brisk_status st = check_seq(kv, seq);
   if (st) return st;
@@ -257,9 +370,11 @@ brisk_status brisk_kv_seq_truncate(brisk_kv *kv, int32_t seq, int32_t len) {
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "cannot truncate sequence %d of %d tokens to %d tokens", seq, s->len, len);
   int32_t keep = blocks_for(kv, len);
+  release_spares(kv, s);
   /* Last block first: the LRU then evicts a chain's tail before its head. */
   while (s->n_blocks > keep) release_block(kv, s->blocks[--s->n_blocks]);
   s->len = len;
+  if (len == 0) set_promise(kv, s, 0);
   return BRISK_OK;
 }
 
@@ -279,6 +394,7 @@ brisk_status brisk_kv_seq_fork(brisk_kv *kv, int32_t src, int32_t dst) {
                        d->len);
   if (brisk_grow((void **)&d->blocks, &d->cap, (size_t)s->n_blocks, sizeof *d->blocks))
     return brisk_error_oom();
+  release_spares(kv, d); /* the table takes their place */
   for (int32_t b = 0; b < s->n_blocks; b++) {
     d->blocks[b] = s->blocks[b];
     brisk_block_pool_incref(&kv->pool, s->blocks[b]);

@@ -29,7 +29,8 @@ void brisk_kv_free(brisk_kv *kv);
 
 int32_t brisk_kv_block_size(const brisk_kv *kv);
 int32_t brisk_kv_n_blocks(const brisk_kv *kv);
-/* Blocks available to new tokens: free plus cached (evicted on demand). */
+/* Blocks available to new tokens: free plus cached (evicted on demand);
+ * spare blocks a sequence holds (brisk_kv_seq_reserve) are not. */
 int32_t brisk_kv_n_free_blocks(const brisk_kv *kv);
 /* Blocks no sequence holds that the prefix cache keeps. */
 int32_t brisk_kv_n_cached_blocks(const brisk_kv *kv);
@@ -45,13 +46,49 @@ void brisk_kv_seq_tokens(const brisk_kv *kv, int32_t seq, int32_t *tokens);
 /* The sequence's block table: block ids for positions 0, bs, 2 bs, ... */
 const int32_t *brisk_kv_block_table(const brisk_kv *kv, int32_t seq, int32_t *n_blocks);
 
+/* What a scheduler asks for one sequence of length len (vLLM's
+ * allocate_slots): blocks held now for n_tokens more tokens, and room
+ * promised for n_known more after those (tokens it already has, such as the
+ * rest of a prompt fed in chunks), then n_grow more of output. n_forks
+ * copies of the sequence are to be made (brisk_kv_seq_fork) at
+ * len + n_tokens + n_known; each is promised its own n_grow tokens and the
+ * copy of a shared, partly filled last block. */
+typedef struct brisk_kv_ask {
+  int32_t n_tokens, n_known, n_grow, n_forks;
+  /* Admission: also refuse unless the pool still covers every sequence's
+   * promise afterwards (this one's capped at the pool, so that a sequence
+   * larger than the pool is admitted into an empty one). Without it the
+   * held blocks may use room promised to others: growth of running
+   * sequences goes first, and the scheduler preempts when it runs out. */
+  bool admit;
+} brisk_kv_ask;
+
+/* Holds the blocks seq needs for ask->n_tokens more tokens, the copy of a
+ * shared or published partly filled last block included, as spare blocks
+ * the next brisk_kv_reserve of those tokens uses (so it cannot fail for
+ * lack of blocks), and records seq's promise (replacing its previous one).
+ * All or nothing: BRISK_E_KV_FULL (the pool cannot hold them, or with
+ * admit, the promises would not fit), BRISK_E_INVALID_ARGUMENT or
+ * BRISK_E_OUT_OF_MEMORY leave everything as it was. Spare blocks are
+ * released by brisk_kv_seq_truncate (any length, its current one
+ * included), fork onto the sequence, match_prefix and free; a promise ends
+ * when the sequence is freed. */
+brisk_status brisk_kv_seq_reserve(brisk_kv *kv, int32_t seq, const brisk_kv_ask *ask);
+/* Tokens seq can take now: the rest of its last block (unless that must be
+ * copied first, which takes a block), its spare blocks and every available
+ * block; 0 for a bad id. Promises do not count against it. */
+int64_t brisk_kv_seq_room(const brisk_kv *kv, int32_t seq);
+/* Blocks promised to all sequences (brisk_kv_ask). */
+int64_t brisk_kv_n_promised(const brisk_kv *kv);
+
 /* Reserves room for a batch of n tokens, token i being token id token[i] at
  * position pos[i] of sequence seq[i]. Each sequence's tokens must continue it: positions
  * len, len+1, ... in batch order. All or nothing: on BRISK_E_KV_FULL or
  * BRISK_E_INVALID_ARGUMENT nothing changes. On success slot[i] is the
  * global slot (block * block_size + offset) where token i's K/V goes, and
  * copies[0 .. *n_copies) (capacity: the number of distinct sequences in the
- * batch, at most n) are the block copies to perform first. */
+ * batch, at most n) are the block copies to perform first. A sequence's
+ * spare blocks (brisk_kv_seq_reserve) are used before the pool's. */
 brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t n, const int32_t *seq, const int32_t *pos,
                               const int32_t *token, int64_t *slot, brisk_kv_copy *copies,
                               int32_t *n_copies);
