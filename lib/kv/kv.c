@@ -125,6 +125,10 @@ int32_t brisk_kv_seq_evicted(const brisk_kv *kv, int32_t seq) {
   return seq >= 0 && seq < kv->n_seq_max ? kv->seqs[seq].evicted : 0;
 }
 
+int32_t brisk_kv_seq_evicting(const brisk_kv *kv, int32_t seq) {
+  return seq >= 0 && seq < kv->n_seq_max ? kv->seqs[seq].n_limbo * kv->block_size : 0;
+}
+
 bool brisk_kv_seq_windowed(const brisk_kv *kv, int32_t seq, int32_t *sink_tokens, int32_t *window) {
   const kv_seq *s = seq >= 0 && seq < kv->n_seq_max ? &kv->seqs[seq] : NULL;
   if (sink_tokens) *sink_tokens = s ? s->sink_blocks * kv->block_size : 0;

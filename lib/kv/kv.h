@@ -48,6 +48,9 @@ int32_t brisk_kv_seq_held(const brisk_kv *kv, int32_t seq);
 /* Positions a window evicted: position p past the sinks is at table
  * position p - evicted. 0 without a window. */
 int32_t brisk_kv_seq_evicted(const brisk_kv *kv, int32_t seq);
+/* Of those, the positions evicted by batches reserved and not yet
+ * committed or aborted. */
+int32_t brisk_kv_seq_evicting(const brisk_kv *kv, int32_t seq);
 /* Whether seq has a window, its sink tokens (n_sinks rounded up to whole
  * blocks) and window; either pointer may be NULL. */
 bool brisk_kv_seq_windowed(const brisk_kv *kv, int32_t seq, int32_t *sink_tokens, int32_t *window);

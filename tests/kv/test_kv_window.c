@@ -106,7 +106,7 @@ static void test_bounded_generation(void **state) {
     sim_init(&m, bound + 1, bs, round % 2 == 0);
     assert_int_equal(brisk_kv_seq_set_window(m.kv, 0, sinks, window), BRISK_OK);
     kept k = {sink_blocks * bs, 0};
-    int32_t most = 0, total = sink_blocks * bs + 10 * window;
+    int32_t most = 0, total = sink_blocks * bs + 10 * (window + bs); /* 10x what it holds */
     while (m.len < total) {
       int32_t before = m.len;
       /* Mostly single tokens; now and then a chunk (never past the pool). */
