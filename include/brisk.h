@@ -874,7 +874,9 @@ BRISK_API brisk_status brisk_decode(brisk_context *ctx, const brisk_batch *batch
  */
 BRISK_API const float *brisk_get_logits(const brisk_context *ctx, int32_t i);
 
-/* Tokens held by sequence seq_id (0 for an empty or invalid id). */
+/* Tokens held by sequence seq_id (0 for an empty or invalid id): the
+ * position its next token takes. (A sequence with a window,
+ * brisk_seq_set_window, holds fewer.) */
 BRISK_API int32_t brisk_seq_len(const brisk_context *ctx, int32_t seq_id);
 
 /*
@@ -2146,6 +2148,39 @@ BRISK_API brisk_status brisk_seq_import(brisk_context *ctx, int32_t seq_id, cons
  * the context changes). */
 BRISK_API brisk_status brisk_seq_import_from(brisk_context *ctx, int32_t seq_id,
                                              brisk_seq_read_fn read, void *user_data);
+
+/*
+ * Attention sinks + sliding window (StreamingLLM, Xiao et al. 2023) for
+ * sequence seq_id, which must be empty: it keeps its first n_sinks tokens
+ * (rounded up to whole KV blocks) and at least its last `window` tokens
+ * (fewer than window + block_size); as it grows, each brisk_decode
+ * releases the whole blocks between them that the batch does not write,
+ * so one sequence can generate far past the KV pool in bounded memory
+ * (about n_sinks + window + 2 x block_size tokens' worth, plus the batch).
+ * Positions: the caller keeps feeding positions 0, 1, 2, ... as always
+ * (brisk_seq_len is the next one), while attention sees positions within
+ * the cache as StreamingLLM does: a query is as far from a window key as
+ * in the sequence, and from sink s as if the evicted positions were never
+ * there (the sinks' keys are rewritten rotated to s + evicted; see
+ * lib/context/stream.h). Until the first eviction (the sequence is then
+ * longer than the rounded n_sinks + window + block_size) logits are
+ * bitwise those of a sequence without a window. Models attend with RoPE
+ * (every architecture brisk loads).
+ * Such a sequence is never published to the prefix cache,
+ * brisk_seq_match_prefix attaches nothing to it, brisk_seq_fork from or to
+ * it and brisk_seq_export / brisk_seq_import return BRISK_E_UNSUPPORTED,
+ * and brisk_seq_truncate keeps 0 tokens or at least the sinks plus the
+ * evicted positions (BRISK_E_INVALID_ARGUMENT otherwise). The window stays
+ * set on the id when the sequence is freed; 0, 0 turns it off.
+ * Returns BRISK_E_INVALID_ARGUMENT for a NULL ctx, a bad id, a sequence
+ * that is not empty, n_sinks < 0, window < 0, n_sinks > 0 with window 0,
+ * or sinks (in whole blocks) above max_batch_tokens; BRISK_E_UNSUPPORTED
+ * for a tensor-parallel model; BRISK_E_OUT_OF_MEMORY (a host copy of the
+ * sinks' K and V is kept: n_sinks x n_layer x 2 x n_head_kv x head_dim
+ * floats). Not thread-safe with other calls on ctx.
+ */
+BRISK_API brisk_status brisk_seq_set_window(brisk_context *ctx, int32_t seq_id, int32_t n_sinks,
+                                            int32_t window);
 
 #endif /* BRISK_EXPERIMENTAL */
 

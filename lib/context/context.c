@@ -2,6 +2,7 @@
  * behind brisk_decode and the sequence operations. */
 #include "context/batch.h"
 #include "context/context.h"
+#include "context/stream.h"
 #include "context/swap.h"
 #include "context/tp.h"
 
@@ -52,6 +53,7 @@ struct brisk_context {
    * forward pass and KV storage run shard 0) and tp holds the followers. */
   brisk_tp *tp;
   brisk_comm *comm0;
+  brisk_stream *stream; /* windowed sequences' sinks (context/stream.h); NULL: none yet */
 };
 
 BRISK_API void brisk_context_params_init(brisk_context_params *p) {
@@ -163,6 +165,7 @@ BRISK_API void brisk_context_free(brisk_context *c) {
   if (output_backend(c)) output_backend(c)->buffer_free(output_backend(c), c->logits_dev);
   brisk_forward_free(c->fwd);
   brisk_kv_free(c->kv);
+  brisk_stream_free(c->stream);
   brisk_backend_free(c->dev_be);
   brisk_backend_free(c->be);
   brisk_threadpool_free(c->pool);
@@ -392,9 +395,14 @@ static brisk_status decode(brisk_context *c, const brisk_batch *b) {
       brisk_kv_reserve(c->kv, b->n, b->seq, b->pos, b->token, c->slot, c->copies, &n_copies);
   if (st) return st;
   int32_t max_blocks = 0;
+  brisk_forward_batch fb = {0};
   if (!(st = copy_blocks(c, n_copies)) && !(st = build_tables(c, n_seqs, &max_blocks))) {
-    brisk_forward_batch fb = {b->n,      b->token, b->pos,     c->seq_row, c->slot,
-                              c->tables, n_seqs,   max_blocks, n_out,      c->out_rows};
+    fb = (brisk_forward_batch){b->n,      b->token, b->pos,     c->seq_row, c->slot,
+                               c->tables, n_seqs,   max_blocks, n_out,      c->out_rows,
+                               NULL,      0,        NULL,       NULL,       NULL};
+    st = brisk_stream_begin(c->stream, c->kv, c->fwd, &c->storage, b->seq, b->pos, b->n, &fb);
+  }
+  if (!st) {
     /* The followers run the same step. A pass of several ranks is not
      * stopped between layers (the ranks would disagree where): the host's
      * abort is asked once, before the step. */
@@ -413,10 +421,11 @@ static brisk_status decode(brisk_context *c, const brisk_batch *b) {
                                      (size_t)n_out * hp->n_vocab * sizeof(float));
   if (st) {
     /* Undo the reservation: the context is as before the call. */
-    for (int32_t r = 0; r < n_seqs; r++)
-      brisk_kv_seq_truncate(c->kv, c->roll_seq[r], c->old_len[r]);
+    for (int32_t r = 0; r < n_seqs; r++) brisk_kv_abort(c->kv, c->roll_seq[r], c->old_len[r]);
+    brisk_stream_undo(c->stream, c->kv, c->fwd, &c->storage);
     return st;
   }
+  brisk_stream_end(c->stream, b->seq, &fb);
   /* The K/V is written: the blocks it filled join the prefix cache. */
   for (int32_t r = 0; r < n_seqs; r++) brisk_kv_commit(c->kv, c->roll_seq[r], c->old_len[r]);
   for (int32_t i = 0; i < b->n; i++) c->logit_row[i] = -1;
@@ -451,6 +460,20 @@ BRISK_API brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t
 BRISK_API brisk_status brisk_seq_free(brisk_context *c, int32_t seq) {
   if (!c) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_seq_free: context is NULL");
   return brisk_kv_seq_free(c->kv, seq);
+}
+
+BRISK_API brisk_status brisk_seq_set_window(brisk_context *c, int32_t seq, int32_t n_sinks,
+                                            int32_t window) {
+  if (!c) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_seq_set_window: context is NULL");
+  if (c->tp && window > 0)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "brisk_seq_set_window: not with tensor parallelism (every rank's sinks "
+                       "would move)");
+  brisk_mem_account *outer = brisk_mem_enter(c->mem);
+  brisk_status st = brisk_stream_set(&c->stream, c->kv, c->model, c->params.n_seq_max,
+                                     c->params.max_batch_tokens, seq, n_sinks, window);
+  brisk_mem_leave(outer);
+  return st;
 }
 
 BRISK_API brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst) {

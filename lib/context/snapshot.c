@@ -169,6 +169,14 @@ static brisk_status check_ctx_seq(const brisk_context *c, int32_t seq, const cha
   if (seq < 0 || seq >= n_seq)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: sequence id %d is outside [0, %d)", what, seq,
                        n_seq);
+  brisk_kv *kv;
+  brisk_forward_kv *st;
+  brisk_context_kv_parts((brisk_context *)c, &kv, &st);
+  if (brisk_kv_seq_windowed(kv, seq, NULL, NULL))
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "%s: sequence %d has a window (attention sinks); a snapshot holds a whole "
+                       "sequence",
+                       what, seq);
   return BRISK_OK;
 }
 

@@ -61,6 +61,8 @@ brisk_status brisk_seq_swap_out(brisk_context *c, int32_t seq, brisk_seq_swap *o
   if (seq < 0 || seq >= brisk_kv_n_seq_max(kv))
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "swap out: sequence id %d is outside [0, %d)", seq,
                        brisk_kv_n_seq_max(kv));
+  if (brisk_kv_seq_windowed(kv, seq, NULL, NULL))
+    return brisk_error(BRISK_E_UNSUPPORTED, "swap out: sequence %d has a window", seq);
   int32_t len = brisk_kv_seq_len(kv, seq), n_blocks;
   const int32_t *table = brisk_kv_block_table(kv, seq, &n_blocks);
   size_t bytes = brisk_seq_swap_bytes(c, len);

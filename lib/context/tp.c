@@ -138,7 +138,12 @@ static brisk_status follow_step(tp_rank *r, const tp_header *h) {
                             (int32_t)h->n_seqs,
                             (int32_t)h->max_blocks,
                             (int32_t)h->n_out,
-                            v.out_rows};
+                            v.out_rows,
+                            NULL,
+                            0,
+                            NULL,
+                            NULL,
+                            NULL};
   return brisk_forward_run(r->fwd, &r->kv, &fb, r->logits, NULL, NULL);
 }
 

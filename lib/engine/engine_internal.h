@@ -36,9 +36,6 @@ typedef struct brisk_engine_request {
   void *user_data;
   int stop_at_eog;
   int32_t n_logprobs; /* top alternatives per token event; 0 = off */
-  /* Its sequence may share a partly filled last block (after a fork):
-   * the next write copies that block first. */
-  int cow_pending;
   /* The prompt followed by the generated tokens: [n_prompt + max_tokens].
    * tokens[0 .. n_computed) are in the KV cache; the rest are fed next, and
    * the logits of the last one give the next token. */

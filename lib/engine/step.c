@@ -8,9 +8,18 @@
  * make its continuation identical. In swap mode a preempted request's KV
  * is kept in host memory and restored on admission instead (engine/swap.c).
  * With a step time budget, each request's share is cut to what the cost
- * model (engine/budget.c) predicts still fits. */
+ * model (engine/budget.c) predicts still fits.
+ *
+ * The scheduler asks and the KV manager decides (kv/kv.h,
+ * brisk_kv_seq_reserve): a running pass holds the blocks of every running
+ * request's share in rank order, preempting the lowest-ranked one that
+ * holds none this step when the pool is full; then, unless that pass
+ * preempted, a waiting pass admits requests whose tokens and growth the
+ * pool can promise on top of every running request's promise. The batch
+ * is then decoded into blocks already held. */
 #include "engine/engine_internal.h"
 
+#include "context/sched.h"
 #include "core/abi.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -23,15 +32,6 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-
-static int32_t blocks_for(const brisk_engine *e, int32_t n_tokens) {
-  return (int32_t)(((int64_t)n_tokens + e->block_size - 1) / e->block_size);
-}
-
-static int32_t free_blocks(const brisk_engine *e) {
-  brisk_kv_stats ks = {.struct_size = sizeof ks};
-  return brisk_context_kv_stats(e->ctx, &ks) ? 0 : ks.n_free_blocks;
-}
 
 static void remove_running(brisk_engine *e, brisk_engine_request *r) {
   int32_t i = 0;
@@ -91,7 +91,6 @@ static void preempt(brisk_engine *e, brisk_engine_request *r) {
   remove_running(e, r);
   r->state = BRISK_REQ_WAITING;
   r->n_computed = 0;
-  r->cow_pending = 0;
   r->n_preemptions++;
   e->n_waiting++;
   e->n_preemptions++;
@@ -146,102 +145,100 @@ static int take_in(brisk_engine *e) {
   }
 }
 
-/* Blocks r would add over its next reserve_blocks blocks' worth of tokens,
- * capped at its max_tokens; completions still to fork it count as copies,
- * each with its own copy of a shared last block (as does r when it shares
- * one now). */
-static int32_t growth_blocks(const brisk_engine *e, const brisk_engine_request *r) {
-  if (e->reserve_blocks == 0) return 0;
-  int64_t cap = (int64_t)r->n_prompt + r->max_tokens;
-  int64_t to = (int64_t)r->n_tokens + (int64_t)e->reserve_blocks * e->block_size;
-  int32_t g = blocks_for(e, (int32_t)(to < cap ? to : cap)) - blocks_for(e, r->n_tokens);
+/* The output tokens r is promised room for beyond its known ones:
+ * reserve_blocks blocks' worth, capped at its max_tokens. Without such a
+ * promise admission fills the pool with prompts that decoding then
+ * preempts and recomputes a few steps later (thrash under
+ * oversubscription). */
+static int32_t growth_tokens(const brisk_engine *e, const brisk_engine_request *r) {
+  int64_t left = (int64_t)r->n_prompt + r->max_tokens - r->n_tokens;
+  int64_t g = (int64_t)e->reserve_blocks * e->block_size;
+  return (int32_t)(g < left ? g : left);
+}
+
+/* Completions still waiting to fork r's sequence once its prompt is done. */
+static int32_t pending_forks(const brisk_engine_request *r) {
   int32_t forks = 0;
   const brisk_engine_request *f = r->next;
   for (int32_t k = 1; r->index == 0 && k < r->n_completions; k++, f = f->next)
     forks += f->state == BRISK_REQ_FORK_WAIT;
-  return g + (g + 1) * forks + r->cow_pending;
+  return forks;
 }
 
-/* Blocks admission keeps free for the running requests' growth: without
- * it, admission fills the pool with prompts that decoding then preempts and
- * recomputes a few steps later (thrash under oversubscription). */
-static int32_t growth_reserve(const brisk_engine *e) {
-  int32_t sum = 0;
-  for (int32_t i = 0; i < e->n_running; i++) sum += growth_blocks(e, e->running[i]);
-  return sum;
+/* Asks the KV manager to hold blocks for r's next c tokens and to promise
+ * room for the rest of its known tokens, its growth and its forks' (with
+ * admit: only if every other promise still fits). BRISK_E_KV_FULL when it
+ * cannot, with nothing changed. */
+static brisk_status ask(brisk_engine *e, const brisk_engine_request *r, int32_t c, bool admit) {
+  int32_t known = r->n_tokens - r->n_computed - c;
+  brisk_kv_ask a = {.n_tokens = c,
+                    .n_known = known > 0 ? known : 0,
+                    .n_grow = growth_tokens(e, r),
+                    .n_forks = pending_forks(r),
+                    .admit = admit};
+  return brisk_context_seq_reserve(e->ctx, r->seq, &a);
 }
 
-/* Blocks admitting r takes: its tokens and its growth, at most the whole
- * pool (so that it is admitted once the pool is empty). */
-static int32_t admit_need(const brisk_engine *e, const brisk_engine_request *r) {
-  int64_t need = (int64_t)blocks_for(e, r->n_tokens) + growth_blocks(e, r);
-  return need < e->n_blocks ? (int32_t)need : e->n_blocks;
+/* Gives back the blocks r holds for tokens it will not feed this step. */
+static void unhold(brisk_engine *e, brisk_engine_request *r) {
+  brisk_seq_truncate(e->ctx, r->seq, r->n_computed);
 }
 
-/* Admits waiting requests by rank while a sequence id is free and the KV
- * pool can hold all their known tokens on top of what the running ones
- * still need for theirs. A request first attaches the longest cached
- * prefix of its known tokens (prompt, plus generated ones after a
- * preemption) and needs blocks only for the rest; attaching may take cached
- * blocks out of the available count, so that is read again after it.
- * Stops at the first that does not fit (FCFS), detaching its prefix. */
-static void admit(brisk_engine *e) {
-  int32_t committed = 0;
-  for (int32_t i = 0; i < e->n_running; i++) {
-    const brisk_engine_request *r = e->running[i];
-    committed += blocks_for(e, r->n_tokens) - blocks_for(e, r->n_computed);
-  }
-  const int32_t reserve = growth_reserve(e);
-  while (e->n_waiting > 0 && e->n_free_seqs > 0) {
-    brisk_engine_request *best = NULL;
-    for (brisk_engine_request *r = e->head; r; r = r->next)
-      if (r->state == BRISK_REQ_WAITING && (!best || brisk_engine_ranks_before(r, best))) best = r;
-    int32_t seq = e->free_seqs[e->n_free_seqs - 1], reused = 0;
-    /* A request with a host copy of its KV (swap preemption) takes that
-     * instead. On failure (out of memory) it just computes everything. */
-    if (!best->swap.data &&
-        brisk_seq_match_prefix(e->ctx, seq, best->tokens, best->n_tokens, &reused))
-      reused = 0;
-    int32_t need = admit_need(e, best) - blocks_for(e, reused);
-    if (need > free_blocks(e) - committed - reserve) {
-      brisk_seq_free(e->ctx, seq);
-      return;
-    }
-    committed += need;
-    if (e->prefix_cache && !best->swap.data) e->n_prefix_lookup_tokens += (uint64_t)best->n_tokens;
-    e->n_prefix_hit_tokens += (uint64_t)reused;
-    best->state = BRISK_REQ_RUNNING;
-    best->seq = seq;
-    e->n_free_seqs--;
-    if (best->swap.data)
-      brisk_engine_swap_in(e, best); /* its KV comes back from host memory */
-    else
-      best->n_computed = reused;
-    if (!best->t_admit) {
-      best->t_admit = brisk_now_ns();
-      best->n_cached = reused;
-    }
-    e->n_waiting--;
-    int32_t at = e->n_running;
-    while (at > 0 && brisk_engine_ranks_before(best, e->running[at - 1])) at--;
-    memmove(e->running + at + 1, e->running + at, (size_t)(e->n_running - at) * sizeof *e->running);
-    e->running[at] = best;
-    e->n_running++;
+/* Holds blocks for r's next c tokens; while the pool is full, preempts the
+ * lowest-ranked running request holding none this step (r itself at the
+ * latest). BRISK_E_KV_FULL when r went; another error (out of memory)
+ * as the KV manager returned it. */
+static brisk_status hold(brisk_engine *e, brisk_engine_request *r, int32_t c, uint64_t stamp,
+                         int32_t *n_preempted) {
+  for (;;) {
+    brisk_status st = ask(e, r, c, false);
+    if (st != BRISK_E_KV_FULL) return st;
+    int32_t v = e->n_running - 1;
+    while (e->running[v]->sched_stamp == stamp) v--; /* stops at r at the latest */
+    brisk_engine_request *victim = e->running[v];
+    preempt(e, victim);
+    (*n_preempted)++;
+    if (victim == r) return BRISK_E_KV_FULL;
   }
 }
 
-/* Tokens sequence r can still take without new blocks, plus whole blocks.
- * A shared partly filled last block takes one free block to copy first. */
-static int64_t room_for(const brisk_engine *e, const brisk_engine_request *r, int32_t n_free) {
-  if (r->cow_pending && n_free-- < 1) return 0;
-  int64_t slack = (int64_t)blocks_for(e, r->n_computed) * e->block_size - r->n_computed;
-  return slack + (int64_t)n_free * e->block_size;
-}
-
-/* Blocks a generating request's next token takes (a new block, or the copy
- * of a shared last block). */
-static int32_t next_token_blocks(const brisk_engine *e, const brisk_engine_request *r) {
-  return blocks_for(e, r->n_computed + 1) - blocks_for(e, r->n_computed) + r->cow_pending;
+/* Admits the best-ranked waiting request if a sequence id is free and the
+ * KV manager can promise room for all its known tokens and its growth on
+ * top of every running request's promise. It first attaches the longest
+ * cached prefix of its known tokens (prompt, plus generated ones after a
+ * preemption) and asks only for the rest; a request with a host copy of its
+ * KV (swap preemption) takes that instead. Returns it, or NULL (FCFS: the
+ * first that does not fit stops admission, its prefix detached). */
+static brisk_engine_request *admit_one(brisk_engine *e) {
+  if (e->n_waiting == 0 || e->n_free_seqs == 0) return NULL;
+  brisk_engine_request *best = NULL;
+  for (brisk_engine_request *r = e->head; r; r = r->next)
+    if (r->state == BRISK_REQ_WAITING && (!best || brisk_engine_ranks_before(r, best))) best = r;
+  int32_t seq = e->free_seqs[e->n_free_seqs - 1], reused = 0;
+  /* On failure (out of memory) it just computes everything. */
+  if (!best->swap.data &&
+      brisk_seq_match_prefix(e->ctx, seq, best->tokens, best->n_tokens, &reused))
+    reused = 0;
+  best->seq = seq;
+  best->n_computed = reused;
+  if (ask(e, best, 0, true)) {
+    brisk_seq_free(e->ctx, seq);
+    best->seq = -1;
+    best->n_computed = 0;
+    return NULL;
+  }
+  if (e->prefix_cache && !best->swap.data) e->n_prefix_lookup_tokens += (uint64_t)best->n_tokens;
+  e->n_prefix_hit_tokens += (uint64_t)reused;
+  best->state = BRISK_REQ_RUNNING;
+  e->n_free_seqs--;
+  if (best->swap.data) brisk_engine_swap_in(e, best); /* its KV comes back from host memory */
+  if (!best->t_admit) {
+    best->t_admit = brisk_now_ns();
+    best->n_cached = reused;
+  }
+  e->n_waiting--;
+  insert_running(e, best);
+  return best;
 }
 
 /* Draft model: up to k drafts for r into r->draft, their distributions
@@ -260,22 +257,19 @@ static int32_t draft_with_model(const brisk_engine *e, brisk_engine_request *r, 
   return (int32_t)m;
 }
 
-/* Prompt lookup drafts for generating request r into r->draft; returns how
- * many. Drafts only use what the generating requests after it do not need
- * for their own next tokens (dec_left tokens of the budget, dec_blocks
- * blocks), and never more than max_tokens leaves room to keep. */
-static int32_t draft_tokens(const brisk_engine *e, brisk_engine_request *r, int32_t budget,
-                            int32_t n_free, int32_t dec_left, int32_t dec_blocks) {
+/* Drafts for generating request r, whose pending token holds its block,
+ * into r->draft; returns how many. Drafts only use what the generating
+ * requests after it do not need for their own next tokens: dec_left
+ * tokens of the budget, and the blocks, which those hold already. Never
+ * more than max_tokens leaves room to keep. */
+static int32_t draft_tokens(brisk_engine *e, brisk_engine_request *r, int32_t budget,
+                            int32_t dec_left) {
   if (r->spec_k == 0 || r->n_generated == 0) return 0;
   int64_t cap = r->spec_cur;
   int64_t left = (int64_t)r->max_tokens - r->n_generated - 1;
   if (left < cap) cap = left;
   if ((int64_t)budget - 1 - dec_left < cap) cap = (int64_t)budget - 1 - dec_left;
-  /* Room after the pending token: the rest of its block, then spare blocks. */
-  int32_t after = r->n_computed + 1;
-  int64_t spare = (int64_t)n_free - next_token_blocks(e, r) - dec_blocks;
-  int64_t room = (int64_t)blocks_for(e, after) * e->block_size - after;
-  if (spare > 0) room += spare * e->block_size;
+  int64_t room = brisk_context_seq_room(e->ctx, r->seq) - 1; /* after the pending token */
   if (room < cap) cap = room;
   if (cap <= 0) return 0;
   if (r->spec_use_draft) return draft_with_model(e, r, (size_t)cap);
@@ -293,77 +287,112 @@ static void add_entries(brisk_engine *e, const brisk_engine_request *r, int32_t 
   }
 }
 
-/* Fills the batch: first every generating request's next token (and its
- * drafts), then prompt chunks, each in rank order, within the token budget
- * and the free blocks. A request that finds no room at all preempts the
- * lowest-ranked running request not yet in the batch (possibly itself).
- * Returns the number of scheduled requests. */
+/* The share of r the step's budgets allow: at most c tokens, cut by the
+ * cost model with a step time budget (0: none fits). */
+static int32_t fit(brisk_engine *e, const brisk_engine_request *r, int32_t c, bool logits) {
+  if (e->budget_ns <= 0) return c;
+  return brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, r->n_computed, c, logits);
+}
+
+/* Adds r's share of c entries (m of them drafts), whose blocks it holds,
+ * to the batch. */
+static void add_share(brisk_engine *e, brisk_engine_request *r, int32_t c, int32_t m, bool logits,
+                      int32_t *n_sched, int32_t *budget) {
+  brisk_step_plan_add(&e->plan, r->n_computed, c, logits);
+  *budget -= c;
+  brisk_engine_sched *s = &e->sched[(*n_sched)++];
+  s->req = r;
+  s->first = brisk_batch_size(e->batch);
+  s->count = c;
+  s->n_draft = m;
+  add_entries(e, r, c);
+}
+
+/* A prompt chunk for r (its next tokens, up to the budget, the prefill
+ * chunk and its room). With may_preempt, no room preempts the
+ * lowest-ranked request holding nothing this step and returns 0 with r
+ * unscheduled (the caller retries whoever is then at r's place); else it
+ * leaves r for a later step. Returns 1 when r was looked at, 0 to retry. */
+static int chunk(brisk_engine *e, brisk_engine_request *r, uint64_t stamp, bool may_preempt,
+                 int32_t *n_sched, int32_t *budget, int32_t *n_preempted) {
+  int32_t remaining = r->n_tokens - r->n_computed;
+  int64_t room = brisk_context_seq_room(e->ctx, r->seq);
+  if (room < 1) {
+    if (!may_preempt) return 1;
+    int32_t v = e->n_running - 1;
+    while (e->running[v]->sched_stamp == stamp) v--; /* stops at r at the latest */
+    preempt(e, e->running[v]);
+    (*n_preempted)++;
+    return 0;
+  }
+  int32_t c = remaining < *budget ? remaining : *budget;
+  if (e->prefill_chunk > 0 && c > e->prefill_chunk) c = e->prefill_chunk;
+  if (c > room) c = (int32_t)room;
+  c = fit(e, r, c, c == remaining);
+  if (c == 0 || ask(e, r, c, false)) return 1; /* within its room: only out of memory fails */
+  r->sched_stamp = stamp;
+  add_share(e, r, c, 0, c == remaining, n_sched, budget);
+  return 1;
+}
+
+/* Fills the batch. The running pass: first every generating request's next
+ * token holds its block in rank order (preempting as hold does), then
+ * each of those adds its drafts, then the running prompts their chunks in
+ * rank order, each within the token budget. The waiting pass, unless the
+ * running pass preempted: admission (admit_one), each admitted request's
+ * first chunk within what the budget has left. Returns the number of
+ * scheduled requests; -1 when the KV manager ran out of memory (what the
+ * step held is given back; its preemptions stand). */
 static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
-  int32_t budget = e->max_batch_tokens, n_free = free_blocks(e), n_sched = 0;
+  int32_t budget = e->max_batch_tokens, n_sched = 0, n_dec = 0;
   uint64_t stamp = e->n_steps_total;
   brisk_batch_clear(e->batch);
   brisk_step_plan_begin(&e->plan);
-  /* Generating requests not yet scheduled and the blocks their next tokens
-   * take: drafts leave these alone (an upper bound once some are preempted). */
-  int32_t dec_left = 0, dec_blocks = 0;
-  for (int32_t i = 0; i < e->n_running; i++) {
-    const brisk_engine_request *r = e->running[i];
-    if (r->n_tokens - r->n_computed != 1) continue;
-    dec_left++;
-    dec_blocks += next_token_blocks(e, r);
-  }
-  for (int phase = 0; phase < 2 && budget > 0; phase++) {
-    for (int32_t i = 0; i < e->n_running && budget > 0;) {
-      brisk_engine_request *r = e->running[i];
-      int32_t remaining = r->n_tokens - r->n_computed;
-      if (r->sched_stamp == stamp || (phase == 0) != (remaining == 1)) {
-        i++;
-        continue;
-      }
-      int64_t room = room_for(e, r, n_free);
-      if (room < 1) {
-        int32_t v = e->n_running - 1;
-        while (e->running[v]->sched_stamp == stamp) v--; /* stops at i at the latest */
-        /* n_free already excludes what this step's batch will take; add
-         * what the victim gives back (less than it held if it shared). */
-        int32_t before = free_blocks(e);
-        preempt(e, e->running[v]);
-        n_free += free_blocks(e) - before;
-        (*n_preempted)++;
-        continue; /* retry r, or its successor if r itself went */
-      }
-      int32_t c = remaining < budget ? remaining : budget, m = 0;
-      if (phase == 0) {
-        dec_left--;
-        dec_blocks -= next_token_blocks(e, r);
-        m = draft_tokens(e, r, budget, n_free, dec_left, dec_blocks);
-        c += m;
-      }
-      if (phase == 1 && e->prefill_chunk > 0 && c > e->prefill_chunk) c = e->prefill_chunk;
-      if (c > room) c = (int32_t)room;
-      if (e->budget_ns > 0) {
-        c = brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, r->n_computed, c,
-                                c == remaining || phase == 0);
-        if (c == 0) {
-          i++;
-          continue;
-        }
-      }
-      if (phase == 0) m = c - 1; /* the budget may have cut drafts */
-      brisk_step_plan_add(&e->plan, r->n_computed, c, c == remaining || phase == 0);
-      n_free -= blocks_for(e, r->n_computed + c) - blocks_for(e, r->n_computed) + r->cow_pending;
-      budget -= c;
-      brisk_engine_sched *s = &e->sched[n_sched++];
-      s->req = r;
-      s->first = brisk_batch_size(e->batch);
-      s->count = c;
-      s->n_draft = m;
-      add_entries(e, r, c);
-      r->sched_stamp = stamp;
+  for (int32_t i = 0; i < e->n_running && n_dec < budget;) {
+    brisk_engine_request *r = e->running[i];
+    if (r->n_tokens - r->n_computed != 1) {
       i++;
+      continue;
     }
+    brisk_status st = hold(e, r, 1, stamp, n_preempted);
+    if (st == BRISK_E_KV_FULL) continue; /* r went: its successor is at i */
+    if (st) goto fail;
+    r->sched_stamp = stamp;
+    n_dec++;
+    i++;
   }
+  /* Drafts use the room left after every next token is held. */
+  int32_t dec_left = n_dec;
+  for (int32_t i = 0; i < e->n_running; i++) {
+    brisk_engine_request *r = e->running[i];
+    if (r->sched_stamp != stamp) continue;
+    dec_left--;
+    int32_t m = draft_tokens(e, r, budget, dec_left);
+    int32_t c = fit(e, r, 1 + m, true);
+    if (c == 0) { /* the time budget is spent: it goes next step */
+      unhold(e, r);
+      r->sched_stamp = 0;
+      continue;
+    }
+    if (c > 1 && ask(e, r, c, false)) c = 1; /* within its room: only out of memory fails */
+    add_share(e, r, c, c - 1, true, &n_sched, &budget);
+  }
+  for (int32_t i = 0; i < e->n_running && budget > 0;) {
+    brisk_engine_request *r = e->running[i];
+    if (r->sched_stamp == stamp || r->n_tokens - r->n_computed == 1) {
+      i++;
+      continue;
+    }
+    i += chunk(e, r, stamp, true, &n_sched, &budget, n_preempted);
+  }
+  if (*n_preempted > 0) return n_sched;
+  for (brisk_engine_request *r; (r = admit_one(e));)
+    if (budget > 0) chunk(e, r, stamp, false, &n_sched, &budget, n_preempted);
   return n_sched;
+fail:
+  for (int32_t i = 0; i < e->n_running; i++)
+    if (e->running[i]->sched_stamp == stamp) unhold(e, e->running[i]);
+  return -1;
 }
 
 /* Appends the text the stopper releases for tok to the pending text, and,
@@ -512,7 +541,6 @@ static void accept_verified(brisk_engine *e, brisk_engine_request *r, int32_t en
  * or whose fork fails, prefills on its own after admission instead. */
 static void fork_completions(brisk_engine *e, brisk_engine_request *leader) {
   brisk_engine_request *f = leader->next;
-  int shared_tail = leader->n_computed % e->block_size != 0;
   uint64_t now = brisk_now_ns();
   for (int32_t i = 1; i < leader->n_completions; i++, f = f->next) {
     if (f->state != BRISK_REQ_FORK_WAIT) continue;
@@ -522,8 +550,6 @@ static void fork_completions(brisk_engine *e, brisk_engine_request *leader) {
       f->seq = seq;
       f->state = BRISK_REQ_RUNNING;
       f->n_computed = leader->n_computed;
-      f->cow_pending = shared_tail;
-      leader->cow_pending |= shared_tail;
       f->t_admit = now;
       insert_running(e, f);
     } else {
@@ -548,7 +574,6 @@ static int32_t after_decode(brisk_engine *e, const brisk_engine_sched *s) {
   brisk_engine_request *r = s->req;
   int32_t m = s->n_draft;
   r->n_computed += s->count - m; /* drafts count once kept */
-  r->cow_pending = 0;
   if (r->n_computed < r->n_tokens) return 0;
   int32_t entry = s->first + s->count - 1 - m;
   if (m > 0) {
@@ -576,8 +601,8 @@ static int32_t after_decode(brisk_engine *e, const brisk_engine_sched *s) {
  * logits are bitwise those it had in the batch), and a share that still
  * fails finishes its request with that error; with completions still
  * waiting to fork its prompt, those fail with it (they would feed the same
- * tokens). A share that meets a transient failure (memory, KV room) alone
- * is kept as it was and scheduled again next step. */
+ * tokens). A share that runs out of memory alone is kept as it was and
+ * scheduled again next step. */
 static void decode_alone(brisk_engine *e, int32_t n_sched, brisk_engine_step_info *si) {
   int32_t n_tokens = 0;
   for (int32_t k = 0; k < n_sched; k++) {
@@ -588,7 +613,7 @@ static void decode_alone(brisk_engine *e, int32_t n_sched, brisk_engine_step_inf
     one.first = 0;
     add_entries(e, r, one.count);
     brisk_status st = brisk_decode(e->ctx, e->batch);
-    if (st == BRISK_E_OUT_OF_MEMORY || st == BRISK_E_KV_FULL) continue;
+    if (st == BRISK_E_OUT_OF_MEMORY) continue;
     if (st) {
       brisk_engine_request *f = r->next;
       int32_t n_forks = r->index == 0 ? r->n_completions - 1 : 0;
@@ -630,8 +655,8 @@ static brisk_status engine_step(brisk_engine *e, brisk_engine_step_info *info) {
   uint64_t finished_before = e->n_finished, out_before = e->n_swapped_out,
            in_before = e->n_swapped_in;
   if (take_in(e)) return brisk_error_oom();
-  admit(e);
   int32_t n_sched = schedule(e, &si.n_preempted);
+  if (n_sched < 0) return brisk_error_oom(); /* nothing changed: the step can be retried */
   si.n_tokens = brisk_batch_size(e->batch);
   if (si.n_tokens > 0) {
     /* An event per scheduled completion, and per completion that may fork. */
@@ -641,18 +666,16 @@ static brisk_status engine_step(brisk_engine *e, brisk_engine_step_info *info) {
       if (e->sched[k].n_draft > 0)
         n_ev += (size_t)e->sched[k].n_draft + 1; /* + a failed truncate */
     }
-    if (brisk_engine_reserve_events(e, n_ev)) return brisk_error_oom();
+    if (brisk_engine_reserve_events(e, n_ev)) {
+      for (int32_t k = 0; k < n_sched; k++) unhold(e, e->sched[k].req);
+      return brisk_error_oom();
+    }
     si.predicted_ns = (uint64_t)brisk_step_cost_predict(&e->cost, &e->plan);
     uint64_t t_run = brisk_now_ns();
+    /* Every share holds its blocks: the pool cannot be full here. */
     brisk_status st = brisk_decode(e->ctx, e->batch);
-    if (st == BRISK_E_KV_FULL) {
-      /* The block accounting above should prevent this; recover anyway by
-       * making room, and run nothing this step. */
-      preempt(e, e->running[e->n_running - 1]);
-      si.n_preempted++;
-      si.n_tokens = 0;
-    } else if (st == BRISK_E_OUT_OF_MEMORY) {
-      return st; /* nothing changed: the step can be retried */
+    if (st == BRISK_E_OUT_OF_MEMORY) {
+      return st; /* nothing changed (the held blocks went back): the step can be retried */
     } else if (!st) {
       e->n_steps++;
       e->n_computed += (uint64_t)si.n_tokens;

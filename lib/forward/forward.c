@@ -376,6 +376,23 @@ static brisk_status rowpar(brisk_forward *f, const brisk_weight *whole, const br
   return brisk_rowpar_finish(&f->rp, be, n, f->cur->proj);
 }
 
+/* Copies the batch's keep_rows of K (before RoPE) and V of layer il to the
+ * host (attention sinks). */
+static brisk_status keep_kv(brisk_forward *f, int32_t il, const brisk_forward_batch *b) {
+  const brisk_hparams *hp = &f->model->hp;
+  fwd_dev *a = f->cur;
+  size_t kvd = (size_t)hp->n_head_kv * hp->head_dim, bytes = kvd * sizeof(float);
+  for (int32_t j = 0; j < b->n_keep; j++) {
+    size_t at = ((size_t)il * (size_t)b->n_keep + (size_t)j) * kvd;
+    size_t row = (size_t)b->keep_rows[j] * kvd;
+    brisk_status st;
+    if ((st = a->be->download(a->be, b->keep_k + at, a->k + row, bytes)) ||
+        (st = a->be->download(a->be, b->keep_v + at, a->v + row, bytes)))
+      return st;
+  }
+  return BRISK_OK;
+}
+
 static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv, int32_t il,
                                     const brisk_forward_batch *b) {
   const brisk_hparams *hp = &f->model->hp;
@@ -396,9 +413,11 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
       ((st = be->rmsnorm(be, a->q, ly->q_norm.data, n * qd / qn, qn, hp->rms_eps, a->q)) ||
        (st = be->rmsnorm(be, a->k, ly->k_norm.data, n * kvd / kn, kn, hp->rms_eps, a->k))))
     return st;
+  if (b->n_keep > 0 && (st = keep_kv(f, il, b))) return st;
   const brisk_rope_params *rope = ly->sliding_window ? &f->rope_local : &f->rope;
-  if ((st = be->rope(be, a->q, n, qd, (int32_t)hp->n_head, hd, b->pos, rope)) ||
-      (st = be->rope(be, a->k, n, kvd, (int32_t)hp->n_head_kv, hd, b->pos, rope)) ||
+  const int32_t *rpos = b->rope_pos ? b->rope_pos : b->pos;
+  if ((st = be->rope(be, a->q, n, qd, (int32_t)hp->n_head, hd, rpos, rope)) ||
+      (st = be->rope(be, a->k, n, kvd, (int32_t)hp->n_head_kv, hd, rpos, rope)) ||
       (st = be->kv_write(be, &kv->layout, kv->k[il], kv->v[il], a->k, a->v, b->slot, n)))
     return st;
   brisk_attn_batch ab = {n, b->pos, b->seq_row, b->block_tables, b->n_seqs, b->max_blocks};
@@ -502,11 +521,37 @@ brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
   const brisk_model *m = f->model;
   brisk_backend *dev = f->n_dev > 1 ? f->dev[1].be : NULL;
   if (!dev || !dev->step_begin || m->n_dev_layers < (int32_t)m->hp.n_layer ||
-      !m->output_on_device || m->hp.n_expert || b->n_tokens < 1 || b->n_tokens > f->max_tokens)
+      !m->output_on_device || m->hp.n_expert || b->n_tokens < 1 || b->n_tokens > f->max_tokens ||
+      b->n_keep > 0) /* reads K/V back to the host mid-pass */
     return forward_pass(f, kv, b, logits, abort_fn, abort_user_data);
   brisk_status st = dev->step_begin(dev, b->n_tokens);
   if (st) return st;
   st = forward_pass(f, kv, b, logits, abort_fn, abort_user_data);
   brisk_status end = dev->step_end(dev, st == BRISK_OK);
   return st ? st : end;
+}
+
+brisk_status brisk_forward_rewrite_kv(brisk_forward *f, const brisk_forward_kv *kv, int32_t n,
+                                      const float *k, const float *v, const int32_t *rope_pos,
+                                      const int64_t *slot) {
+  const brisk_model *m = f->model;
+  const brisk_hparams *hp = &m->hp;
+  if (n < 1 || n > f->max_tokens)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "rewrite of %d tokens' K/V; this pass takes 1..%d",
+                       n, f->max_tokens);
+  int32_t hd = (int32_t)hp->head_dim;
+  int64_t kvd = (int64_t)hp->n_head_kv * hd;
+  size_t bytes = (size_t)n * (size_t)kvd * sizeof(float);
+  for (int32_t il = 0; il < (int32_t)hp->n_layer; il++) {
+    fwd_dev *d = &f->dev[brisk_forward_layer_device(m, il)];
+    brisk_backend *be = d->be;
+    const brisk_rope_params *rope = m->layers[il].sliding_window ? &f->rope_local : &f->rope;
+    size_t at = (size_t)il * (size_t)n * (size_t)kvd;
+    brisk_status st;
+    if ((st = be->upload(be, d->k, k + at, bytes)) || (st = be->upload(be, d->v, v + at, bytes)) ||
+        (st = be->rope(be, d->k, n, kvd, (int32_t)hp->n_head_kv, hd, rope_pos, rope)) ||
+        (st = be->kv_write(be, &kv->layout, kv->k[il], kv->v[il], d->k, d->v, slot, n)))
+      return st;
+  }
+  return BRISK_OK;
 }

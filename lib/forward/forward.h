@@ -33,6 +33,15 @@ typedef struct brisk_forward_batch {
   int32_t max_blocks;
   int32_t n_out;
   const int32_t *out_rows; /* [n_out] */
+  /* Attention sinks (context/stream.c), both optional. rope_pos[n_tokens]:
+   * the positions RoPE rotates by where they differ from pos (a windowed
+   * sequence's pos are its table positions); NULL: pos. keep_rows[n_keep]:
+   * batch rows whose K before RoPE and V each layer copies to host
+   * keep_k / keep_v [n_layer][n_keep][n_head_kv * head_dim]. */
+  const int32_t *rope_pos;
+  int32_t n_keep;
+  const int32_t *keep_rows;
+  float *keep_k, *keep_v;
 } brisk_forward_batch;
 
 /* Abort check between layers: nonzero stops the pass with BRISK_E_CANCELLED. */
@@ -72,5 +81,14 @@ void brisk_forward_set_observer(brisk_forward *f, brisk_forward_observe_fn fn, v
 brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
                                const brisk_forward_batch *batch, float *logits,
                                brisk_forward_abort_fn abort_fn, void *abort_user_data);
+
+/* Writes the K/V of n tokens again, every layer on its backend: k rows as
+ * they were before RoPE (keep_k above) rotated to rope_pos[n], v rows as
+ * they were (host [n_layer][n][n_head_kv * head_dim] each), to global
+ * slots slot[n]: a windowed sequence's sinks, moved next to its window
+ * (context/stream.c). n in 1 .. max_tokens. */
+brisk_status brisk_forward_rewrite_kv(brisk_forward *f, const brisk_forward_kv *kv, int32_t n,
+                                      const float *k, const float *v, const int32_t *rope_pos,
+                                      const int64_t *slot);
 
 #endif

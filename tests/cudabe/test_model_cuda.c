@@ -363,11 +363,69 @@ static void test_graphs(void **state) {
   assert_int_equal(brisk_cuda_emu_pinned_in_use(), pinned_before);
 }
 
+/* Attention sinks + sliding window on the device (all layers there, and
+ * split with the host): over 10x the window, in a pool a fraction of the
+ * sequence, every step against the float64 StreamingLLM reference, which
+ * rotates keys at attention time (the device rewrites its sink keys). */
+static void test_window(void **state) {
+  (void)state;
+  test_model_spec s = test_model_default("llama");
+  char path[256];
+  write_model(&s, "window", path, sizeof path);
+  brisk_model *host = load(path, "cpu", 0);
+  test_rng r = test_rng_seeded("cuda_window_tokens");
+  enum { SINKS = 4, BS = 4, WINDOW = 8, N = SINKS + 10 * WINDOW };
+  int32_t toks[N];
+  random_tokens(&r, (int32_t)s.n_vocab, toks, N);
+  const int32_t splits[] = {-1, 1};
+  for (size_t k = 0; k < sizeof splits / sizeof *splits; k++) {
+    brisk_model *m = load(path, device_name(), splits[k]);
+    brisk_context_params p;
+    brisk_context_params_init(&p);
+    p.kv_type = BRISK_KV_F32;
+    p.kv_tokens = SINKS + WINDOW + 3 * BS;
+    p.block_size = BS;
+    p.n_threads = 2;
+    p.max_batch_tokens = 16;
+    p.n_seq_max = 1;
+    brisk_context *c = NULL;
+    if (brisk_context_create(m, &p, &c)) fail_msg("context: %s", brisk_last_error());
+    assert_int_equal(brisk_seq_set_window(c, 0, SINKS, WINDOW), BRISK_OK);
+    ref_model *ref = ref_create(host, N);
+    ref_set_stream(ref, SINKS, WINDOW, BS);
+    const int32_t nv = brisk_model_n_vocab(m);
+    double *want = malloc((size_t)nv * sizeof *want), worst = 0;
+    brisk_batch *b;
+    assert_int_equal(brisk_batch_create(1, &b), BRISK_OK);
+    for (int32_t i = 0; i < N; i++) {
+      brisk_batch_clear(b);
+      assert_int_equal(brisk_batch_add(b, toks[i], i, 0, 1), BRISK_OK);
+      if (brisk_decode(c, b)) fail_msg("decode %d: %s", i, brisk_last_error());
+      ref_eval(ref, toks[i], want);
+      double e = rel_l2(brisk_get_logits(c, 0), want, nv);
+      if (e > worst) worst = e;
+    }
+    fprintf(stderr, "window on %s, n_gpu_layers %d: %d tokens in a %d-token pool, worst %.2e\n",
+            device_name(), splits[k], N, p.kv_tokens, worst);
+    assert_true(worst < 1e-4);
+    free(want);
+    ref_free(ref);
+    brisk_batch_free(b);
+    brisk_context_free(c);
+    brisk_model_free(m);
+  }
+  brisk_model_free(host);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_architectures), cmocka_unit_test(test_weight_types),
-      cmocka_unit_test(test_splits),        cmocka_unit_test(test_device_memory_limit),
-      cmocka_unit_test(test_graphs),        cmocka_unit_test(test_gemm_prefill),
+      cmocka_unit_test(test_window),
+      cmocka_unit_test(test_architectures),
+      cmocka_unit_test(test_weight_types),
+      cmocka_unit_test(test_splits),
+      cmocka_unit_test(test_device_memory_limit),
+      cmocka_unit_test(test_graphs),
+      cmocka_unit_test(test_gemm_prefill),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

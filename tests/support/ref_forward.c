@@ -9,6 +9,7 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,15 @@ struct ref_model {
   double *kcache; /* [n_layer][n_ctx][n_head_kv * head_dim] */
   double *vcache; /* [n_layer][n_ctx][n_head_kv * head_dim] */
   int64_t n_past;
+  int64_t sink, window, bs, first; /* streaming: window > 0; keys kept from `first` on */
 };
+
+void ref_set_stream(ref_model *r, int64_t sink_tokens, int64_t window, int64_t block_size) {
+  r->sink = sink_tokens;
+  r->window = window;
+  r->bs = block_size;
+  r->first = 0;
+}
 
 ref_model *ref_create(const brisk_model *m, int64_t n_ctx) {
   ref_model *r = calloc(1, sizeof *r);
@@ -106,6 +115,15 @@ void ref_eval(ref_model *r, int32_t token, double *logits) {
   double *o = malloc((size_t)d * sizeof(double)),
          *scores = malloc((size_t)(pos + 1) * sizeof(double));
   float *row = malloc((size_t)d * sizeof(float));
+  double *kr = malloc((size_t)hd * sizeof(double));
+  /* Streaming: the window moves before this token attends; evicted
+   * positions [sink, first) are skipped and close up. */
+  int64_t shift = 0;
+  if (r->window > 0) {
+    if (pos + 1 > r->sink && r->first < r->sink) r->first = r->sink;
+    while (pos + 1 - r->first - r->bs >= r->window && r->first + r->bs <= pos) r->first += r->bs;
+    if (r->first > r->sink) shift = r->first - r->sink;
+  }
   row_f32(&m->token_embd, token, row);
   for (int64_t i = 0; i < d; i++) x[i] = row[i];
   const float *ff = m->rope_freqs.data;
@@ -119,12 +137,12 @@ void ref_eval(ref_model *r, int32_t token, double *logits) {
     matvec(&ly->wv, &ly->bv, h, vc + pos * kvd);
     for (int64_t hh = 0; hh < nh; hh++) {
       if (ly->q_norm.data) rmsnorm(q + hh * hd, q + hh * hd, &ly->q_norm, hd, hp->rms_eps);
-      rope(q + hh * hd, pos, hp, ff);
+      rope(q + hh * hd, pos - shift, hp, ff);
     }
     for (int64_t hh = 0; hh < nkv; hh++) {
       double *k = kc + pos * kvd + hh * hd;
       if (ly->k_norm.data) rmsnorm(k, k, &ly->k_norm, hd, hp->rms_eps);
-      rope(k, pos, hp, ff);
+      if (r->window == 0) rope(k, pos, hp, ff); /* streaming: at attention time */
     }
     int64_t first = ly->sliding_window ? pos - ly->sliding_window + 1 : 0;
     if (first < 0) first = 0;
@@ -132,15 +150,23 @@ void ref_eval(ref_model *r, int32_t token, double *logits) {
       int64_t kh = hh / (nh / nkv);
       double mx = -INFINITY, sum = 0;
       for (int64_t t = first; t <= pos; t++) {
+        bool gone = r->window > 0 && t >= r->sink && t < r->first;
+        const double *k = kc + t * kvd + kh * hd;
+        if (r->window > 0 && !gone) { /* rotated by its index within the cache */
+          memcpy(kr, k, (size_t)hd * sizeof *kr);
+          rope(kr, t < r->sink ? t : t - shift, hp, ff);
+          k = kr;
+        }
         double s = 0;
-        for (int64_t i = 0; i < hd; i++) s += q[hh * hd + i] * kc[t * kvd + kh * hd + i];
-        scores[t] = s / sqrt((double)hd);
+        for (int64_t i = 0; !gone && i < hd; i++) s += q[hh * hd + i] * k[i];
+        scores[t] = gone ? -INFINITY : s / sqrt((double)hd);
         if (scores[t] > mx) mx = scores[t];
       }
       for (int64_t t = first; t <= pos; t++) sum += (scores[t] = exp(scores[t] - mx));
       for (int64_t i = 0; i < hd; i++) {
         double a = 0;
-        for (int64_t t = first; t <= pos; t++) a += scores[t] / sum * vc[t * kvd + kh * hd + i];
+        for (int64_t t = first; t <= pos; t++)
+          if (scores[t] > 0) a += scores[t] / sum * vc[t * kvd + kh * hd + i];
         att[hh * hd + i] = a;
       }
     }
@@ -190,4 +216,5 @@ void ref_eval(ref_model *r, int32_t token, double *logits) {
   free(o);
   free(scores);
   free(row);
+  free(kr);
 }

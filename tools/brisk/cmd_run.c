@@ -29,6 +29,7 @@ typedef struct run_opts {
   const char *prompt, *file, *system, *tmpl;
   int n_gen, n_ctx;
   int kv_type, kv_tokens;  /* --kv-type (a brisk_kv_type), --kv-tokens (0: the context) */
+  int sinks, window;       /* --sinks S --window W (attention sinks; window 0: off) */
   const char *save, *load; /* --chat: --save FILE, --load FILE */
   bool chat, raw, json;
   const char *stops[RUN_MAX_STOPS];
@@ -195,6 +196,14 @@ static int parse(run_opts *o, int argc, char **argv) {
       {CLI_KV_TYPE_OPT(&o->kv_type, CLI_KV_TYPE_HELP "\n(default f16)")},
       {CLI_INT_OPT(0, "kv-tokens", &o->kv_tokens, "N",
                    "KV pool in tokens (default: the context, -c)", 1, RUN_MAX_TOKENS)},
+      {CLI_INT_OPT(0, "sinks", &o->sinks, "S",
+                   "with --window: keep the first S tokens too\n(attention sinks, default 4)", 0,
+                   RUN_MAX_TOKENS)},
+      {CLI_INT_OPT(0, "window", &o->window, "W",
+                   "StreamingLLM: attend to the sinks and the last W\ntokens only, releasing "
+                   "older KV blocks, so the\ngeneration runs past the KV pool (default pool:\n"
+                   "sinks + W + 3 blocks + a batch)",
+                   1, RUN_MAX_TOKENS)},
   };
   cli_group groups[5] = {
       cli_model_group(
@@ -222,13 +231,14 @@ static int parse(run_opts *o, int argc, char **argv) {
                 "examples:\n"
                 "  brisk run -p \"Write a haiku about the sea\"\n"
                 "  brisk run -m model.gguf --raw -p \"Once upon a time\" -n 128 --temp 0.7\n"
-                "  brisk run --chat --system \"Answer briefly.\"",
+                "  brisk run --chat --system \"Answer briefly.\"\n"
+                "  brisk run -p \"Tell a long story\" -n 20000 --window 1024 --sinks 4",
   };
   return cli_parse(&spec, argc, argv);
 }
 
 int cmd_run(int argc, char **argv) {
-  run_opts o = {.n_gen = 64};
+  run_opts o = {.n_gen = 64, .sinks = -1};
   brisk_sampler_params_init(&o.sp);
   o.sp.temperature = 0.0f; /* greedy unless asked */
   int prc = parse(&o, argc, argv);
@@ -238,6 +248,10 @@ int cmd_run(int argc, char **argv) {
     return cli_usage_error("run", "--chat does not combine with --json or --raw");
   if ((o.save || o.load) && !o.chat)
     return cli_usage_error("run", "--save and --load go with --chat");
+  if (o.sinks >= 0 && !o.window) return cli_usage_error("run", "--sinks goes with --window");
+  if (o.window && o.chat)
+    return cli_usage_error("run", "--window goes with one prompt (not --chat) for now");
+  if (o.window && o.sinks < 0) o.sinks = 4; /* StreamingLLM's choice */
   /* Any sampling flag means sampling: without --temp it gets the default. */
   if (o.sampling_given && !o.temp_given) o.sp.temperature = RUN_DEFAULT_TEMP;
   brisk_grammar *grammar = NULL;
@@ -319,6 +333,8 @@ int cmd_run(int argc, char **argv) {
   {
     int64_t want = o.chat ? r.cap_kv : (int64_t)n_prompt + o.n_gen;
     if (o.n_ctx && !o.chat && want > o.n_ctx) want = o.n_ctx;
+    /* A window keeps positions within the cache. */
+    if (o.window && want > (int64_t)o.sinks + o.window) want = (int64_t)o.sinks + o.window;
     if (want > n_train)
       fprintf(stderr,
               "brisk run: warning: %s %lld tokens runs past the model's training context of %d "
@@ -330,12 +346,19 @@ int cmd_run(int argc, char **argv) {
   cp.n_threads = o.model.threads;
   cp.n_seq_max = 1;
   cp.kv_tokens = o.kv_tokens ? o.kv_tokens : r.cap_kv;
+  if (o.window && !o.kv_tokens) {
+    /* What a window holds: the sinks and the window, rounded up to whole
+     * blocks, a block it may run past by, and one batch of the prompt. */
+    int64_t pool = (int64_t)o.sinks + o.window + 3 * cp.block_size + cp.max_batch_tokens;
+    if (pool < cp.kv_tokens) cp.kv_tokens = (int32_t)pool;
+  }
   cp.kv_type = (brisk_kv_type)o.kv_type;
   cp.abort_callback = run_abort_cb;
   r.max_batch = cp.max_batch_tokens;
   r.show_progress = isatty(STDERR_FILENO) && !o.json;
   r.kv_tokens = malloc((size_t)r.cap_kv * sizeof *r.kv_tokens);
   if (!r.kv_tokens || brisk_context_create(r.m, &cp, &r.ctx) != BRISK_OK ||
+      (o.window && brisk_seq_set_window(r.ctx, 0, o.sinks, o.window) != BRISK_OK) ||
       brisk_batch_create(cp.max_batch_tokens, &r.batch) != BRISK_OK ||
       brisk_sampler_create(r.m, &o.sp, &r.sampler) != BRISK_OK ||
       (grammar && (brisk_constraint_create(r.m, grammar, &r.constraint) != BRISK_OK ||

@@ -519,6 +519,11 @@ class Context:
     def seq_free(self, seq_id: int) -> None:
         _check(_lib.brisk_seq_free(self._h, seq_id))
 
+    def seq_set_window(self, seq_id: int, n_sinks: int, window: int) -> None:
+        """Experimental: attention sinks + sliding window (StreamingLLM) for
+        an empty sequence; see brisk_seq_set_window in brisk.h."""
+        _check(_lib.brisk_seq_set_window(self._h, seq_id, n_sinks, window))
+
     def kv_stats(self) -> Dict[str, int]:
         s = _ffi.KVStats(struct_size=ctypes.sizeof(_ffi.KVStats))
         _check(_lib.brisk_context_kv_stats(self._h, byref(s)))

@@ -196,6 +196,7 @@ FUNCTIONS = {
     "brisk_seq_len": (c_int32, [P, c_int32]),
     "brisk_seq_truncate": (c_status, [P, c_int32, c_int32]),
     "brisk_seq_free": (c_status, [P, c_int32]),
+    "brisk_seq_set_window": (c_status, [P, c_int32, c_int32, c_int32]),
     "brisk_sampler_params_init": (None, [POINTER(SamplerParams)]),
     "brisk_sampler_create": (c_status, [P, POINTER(SamplerParams), POINTER(P)]),
     "brisk_sampler_free": (None, [P]),

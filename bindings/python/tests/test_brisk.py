@@ -124,6 +124,27 @@ class AgainstC(unittest.TestCase):
             with self.assertRaises(brisk.InvalidArgumentError):
                 ctx.logits(0)  # no logits asked for entry 0
 
+    def test_seq_set_window(self):
+        # Until the first eviction a windowed sequence's logits equal a
+        # plain one's, bit for bit; past it the sequence holds a bounded
+        # number of tokens and its length keeps counting positions.
+        toks = self.model.tokenize(PROMPT)
+        with brisk.Context(self.model) as ctx:
+            ctx.seq_set_window(1, 4, 16)
+            with self.assertRaises(brisk.InvalidArgumentError):
+                ctx.seq_set_window(2, 4, 0)
+            b = brisk.Batch(1)
+            for p, t in enumerate((toks * 8)[:64]):
+                got = []
+                for seq in (0, 1):
+                    b.clear()
+                    b.add(t, p, seq, True)
+                    ctx.decode(b)
+                    got.append([float(x) for x in ctx.logits(0)])
+                if p + 1 < 4 + 16 + ctx.kv_stats()["block_size"]:
+                    self.assertEqual(got[0], got[1])
+            self.assertEqual(ctx.seq_len(1), 64)
+
     def _decode_loop(self, **sampling):
         toks = self.model.tokenize(PROMPT)
         out = []

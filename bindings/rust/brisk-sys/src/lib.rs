@@ -440,6 +440,13 @@ extern "C" {
     pub fn brisk_seq_len(ctx: *const brisk_context, seq_id: i32) -> i32;
     pub fn brisk_seq_truncate(ctx: *mut brisk_context, seq_id: i32, len: i32) -> brisk_status;
     pub fn brisk_seq_free(ctx: *mut brisk_context, seq_id: i32) -> brisk_status;
+    /// Experimental: attention sinks + sliding window (brisk.h).
+    pub fn brisk_seq_set_window(
+        ctx: *mut brisk_context,
+        seq_id: i32,
+        n_sinks: i32,
+        window: i32,
+    ) -> brisk_status;
 
     pub fn brisk_sampler_params_init(params: *mut brisk_sampler_params);
     pub fn brisk_sampler_create(
