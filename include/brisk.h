@@ -330,6 +330,15 @@ typedef struct brisk_model_params {
    * a model that cannot be cut fails the load with BRISK_E_UNSUPPORTED
    * saying why. */
   int32_t tp_size;
+  /* Pipeline parallelism in this process (docs/parallelism.md): 0 or 1
+   * (default) runs whole; 2..16 cuts the layers into that many stages of
+   * consecutive layers, each run by its own rank thread (with tp_size
+   * ranks of its own each: a tp_size x pp_size grid), the activations
+   * passed between stages and a batch's tokens cut into micro-batches so
+   * that stages overlap. Logits are bit for bit those of pp_size 1. At most
+   * the model's layer count; CPU device only (BRISK_E_UNSUPPORTED
+   * otherwise). */
+  int32_t pp_size;
 } brisk_model_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -2146,6 +2155,22 @@ BRISK_API brisk_status brisk_seq_import(brisk_context *ctx, int32_t seq_id, cons
  * the context changes). */
 BRISK_API brisk_status brisk_seq_import_from(brisk_context *ctx, int32_t seq_id,
                                              brisk_seq_read_fn read, void *user_data);
+
+/*
+ * Pipeline parallelism (brisk_model_params.pp_size, docs/parallelism.md):
+ * what the context's decodes so far measured. *n_stages: the model's
+ * stages (1 without PP); *n_micro_batches: micro-batches run through the
+ * pipeline; *bubble: the share of stage time spent waiting, 1 - (time the
+ * stages computed) / (stages x wall time of the decodes), in [0, 1);
+ * *ideal_bubble: what a pipeline of equal stages would lose for the same
+ * micro-batch counts, (S - 1) / (M + S - 1) averaged over the decodes.
+ * All 0 (n_stages 1) without PP or before the first decode.
+ * Returns BRISK_E_INVALID_ARGUMENT for a NULL argument. Call it from the
+ * thread that decodes on ctx (or when no decode runs).
+ */
+BRISK_API brisk_status brisk_context_pipeline_stats(const brisk_context *ctx, int32_t *n_stages,
+                                                    uint64_t *n_micro_batches, double *bubble,
+                                                    double *ideal_bubble);
 
 #endif /* BRISK_EXPERIMENTAL */
 

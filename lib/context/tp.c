@@ -45,6 +45,7 @@ struct brisk_tp {
   const brisk_model *model;
   int size;
   int32_t max_tokens;
+  int32_t layer_begin, layer_end; /* the pipeline stage's layers (all without PP) */
   tp_rank ranks[BRISK_TP_MAX];
   brisk_comm *comm[BRISK_TP_MAX];
   unsigned char *msg; /* rank 0's payload */
@@ -84,7 +85,8 @@ static brisk_status alloc_kv(tp_rank *r, uint32_t dtype, int32_t n_blocks, int32
   r->kv.k = brisk_calloc(hp->n_layer, sizeof(void *));
   r->kv.v = brisk_calloc(hp->n_layer, sizeof(void *));
   if (!r->kv.k || !r->kv.v) return brisk_error_oom();
-  for (uint32_t l = 0; l < hp->n_layer; l++) {
+  /* Only the stage's layers: the others stay NULL. */
+  for (int32_t l = r->g->layer_begin; l < r->g->layer_end; l++) {
     brisk_status st;
     if ((st = r->be->buffer_alloc(r->be, bytes, &r->kv.k[l])) ||
         (st = r->be->buffer_alloc(r->be, bytes, &r->kv.v[l])))
@@ -119,11 +121,15 @@ static brisk_status follow_step(tp_rank *r, const tp_header *h) {
     r->msg_cap = bytes;
   }
   brisk_status st = brisk_comm_broadcast(r->comm, r->msg, bytes, 0);
+  /* A later pipeline stage: the stage's input activations follow. */
+  if (!st && r->g->layer_begin > 0)
+    st = brisk_comm_broadcast(r->comm, brisk_forward_residual(r->fwd),
+                              (size_t)h->n_tokens * r->shard->hp.n_embd * sizeof(float), 0);
   if (st) return st;
   if (atomic_exchange(&r->force_error, 0))
     return brisk_error(BRISK_E_INTERNAL, "rank %d: forced error (test hook)", r->rank);
   tp_views v = views_of(r->msg, h);
-  for (uint32_t l = 0; h->n_copies && l < r->shard->hp.n_layer; l++)
+  for (int32_t l = r->g->layer_begin; h->n_copies && l < r->g->layer_end; l++)
     if ((st = r->be->kv_copy_blocks(r->be, &r->kv.layout, r->kv.k[l], v.copies,
                                     (int32_t)h->n_copies)) ||
         (st = r->be->kv_copy_blocks(r->be, &r->kv.layout, r->kv.v[l], v.copies,
@@ -162,12 +168,15 @@ static void *follow(void *arg) {
 
 brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dtype,
                              int32_t n_blocks, int32_t block_size, int32_t max_tokens,
-                             brisk_tp **out, brisk_comm **comm0) {
+                             int32_t layer_begin, int32_t layer_end, brisk_tp **out,
+                             brisk_comm **comm0) {
   brisk_tp *g = brisk_calloc(1, sizeof *g);
   if (!g) return brisk_error_oom();
   g->model = m;
   g->size = m->tp_size;
   g->max_tokens = max_tokens;
+  g->layer_begin = layer_begin;
+  g->layer_end = layer_end;
   brisk_status st = brisk_comm_threads_create(g->size, g->comm);
   if (st) {
     brisk_free(g);
@@ -192,6 +201,7 @@ brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
         (st = brisk_forward_create(r->shard, r->be, NULL, max_tokens, &r->fwd)))
       break;
     brisk_forward_set_comm(r->fwd, r->comm);
+    brisk_forward_set_layers(r->fwd, layer_begin, layer_end);
     if (!(r->logits = brisk_malloc(logit_floats * sizeof(float)))) st = brisk_error_oom();
   }
   if (st) goto fail;
@@ -212,7 +222,7 @@ fail:
 }
 
 brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
-                           const brisk_forward_batch *b) {
+                           const brisk_forward_batch *b, float *x) {
   if (g->failed)
     return brisk_error(BRISK_E_CANCELLED,
                        "a tensor-parallel rank of this context failed earlier; make a new context");
@@ -235,7 +245,9 @@ brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
   memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
   brisk_status st;
   if ((st = brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) ||
-      (st = brisk_comm_broadcast(g->comm[0], g->msg, bytes, 0)))
+      (st = brisk_comm_broadcast(g->comm[0], g->msg, bytes, 0)) ||
+      (g->layer_begin > 0 &&
+       (st = brisk_comm_broadcast(g->comm[0], x, n * g->model->hp.n_embd * sizeof(float), 0))))
     g->failed = true;
   return st;
 }

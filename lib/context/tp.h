@@ -23,16 +23,21 @@ typedef struct brisk_tp brisk_tp;
 
 /* The group for a model loaded with tp_size > 1: starts the followers,
  * each with n_threads (>= 1) threads, KV storage of n_blocks blocks of
- * block_size tokens in kv_dtype, passes of up to max_tokens. *comm0 is rank
- * 0's handle, for the context's forward pass. */
+ * block_size tokens in kv_dtype, passes of up to max_tokens over layers
+ * [layer_begin, layer_end) (a pipeline stage's, context/pp.h; all of them
+ * without PP), KV storage for those layers only. *comm0 is rank 0's handle,
+ * for the leader's forward pass. */
 brisk_status brisk_tp_create(const brisk_model *model, int n_threads, uint32_t kv_dtype,
                              int32_t n_blocks, int32_t block_size, int32_t max_tokens,
-                             brisk_tp **out, brisk_comm **comm0);
+                             int32_t layer_begin, int32_t layer_end, brisk_tp **out,
+                             brisk_comm **comm0);
 
 /* Rank 0, before its own copy and pass: sends the step to the followers.
- * `copies` are {src, dst} block pairs. */
+ * `copies` are {src, dst} block pairs. A group of a later pipeline stage
+ * (layer_begin > 0) also sends x, the stage's input ([n_tokens][n_embd],
+ * the leader's brisk_forward_residual); NULL otherwise. */
 brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
-                           const brisk_forward_batch *b);
+                           const brisk_forward_batch *b, float *x);
 
 /* Rank 0 after a failure of its own: the followers stop (abort). */
 void brisk_tp_fail(brisk_tp *g);
