@@ -337,6 +337,11 @@ cli_group cli_model_group(cli_model_args *a, const char *path_help) {
                                        "4, 8), threads of this process sharing --threads;\n"
                                        "logits bit for bit those of 1 (CPU only)",
                                        0, 8)};
+  a->opts[n++] = (cli_opt){CLI_INT_OPT(0, "pp", &a->pp, "N",
+                                       "pipeline parallelism: the layers cut into N stages,\n"
+                                       "each its own rank thread (x --tp ranks), sharing\n"
+                                       "--threads; logits bit for bit those of 1 (CPU only)",
+                                       0, 16)};
   return (cli_group){"model", a->opts, n};
 }
 
@@ -389,6 +394,7 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
   if (a->n_gpu_layers_given) mp->n_gpu_layers = a->n_gpu_layers;
   brisk_set_memory_limit(a->memory_limit);
   mp->tp_size = a->tp;
+  mp->pp_size = a->pp;
 }
 
 char *cli_read_file(const char *path, size_t *len) {

@@ -138,6 +138,7 @@ typedef struct cli_model_args {
   bool n_gpu_layers_given;
   uint64_t memory_limit;            /* --memory-limit BYTES (0: none) */
   int tp;                           /* --tp N: tensor-parallel ranks (0: none) */
+  int pp;                           /* --pp N: pipeline stages (0: none) */
   cli_opt opts[CLI_MODEL_MAX_OPTS]; /* the declarations, filled by cli_model_group */
 } cli_model_args;
 
