@@ -419,7 +419,7 @@ static brisk_status decode(brisk_context *c, const brisk_batch *b) {
     if (!st && !c->pp)
       st = brisk_forward_run(c->fwd, &c->storage, &fb, c->logits_dev,
                              ranks ? NULL : c->params.abort_callback, c->params.abort_user_data);
-    if (st && sent) brisk_tp_fail(c->tp);
+    if (st && sent) brisk_tp_fail(c->tp, st);
   }
   if (!st && n_out)
     st = output_backend(c)->download(output_backend(c), c->logits, c->logits_dev,

@@ -216,7 +216,7 @@ static void *follow(void *arg) {
        * waiting. */
       BRISK_DEBUG("pipeline stage %d stops: %s", s->stage, brisk_last_error());
       brisk_comm_abort(s->comm);
-      brisk_tp_fail(s->tp);
+      brisk_tp_fail(s->tp, BRISK_E_CANCELLED);
       break;
     }
   }
@@ -345,7 +345,7 @@ brisk_status brisk_pp_run(brisk_pp *g, brisk_forward *fwd0, brisk_tp *tp0,
   return BRISK_OK;
 fail:
   pp_fail(g);
-  brisk_tp_fail(tp0);
+  brisk_tp_fail(tp0, BRISK_E_CANCELLED);
   return st;
 }
 
@@ -375,7 +375,7 @@ void brisk_pp_free(brisk_pp *g) {
   for (int s = 1; s < g->size; s++) {
     pp_stage *st = &g->stages[s];
     if (st->fwd || st->pool || st->be || st->kv.k || st->comm) {
-      if (st->tp && g->failed) brisk_tp_fail(st->tp);
+      if (st->tp && g->failed) brisk_tp_fail(st->tp, BRISK_E_CANCELLED);
       free_stage(st);
     }
   }

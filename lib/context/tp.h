@@ -17,6 +17,7 @@
 #include "forward/forward.h"
 #include "parallel/comm.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct brisk_tp brisk_tp;
@@ -39,8 +40,9 @@ brisk_status brisk_tp_create(const brisk_model *model, int n_threads, uint32_t k
 brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
                            const brisk_forward_batch *b, float *x);
 
-/* Rank 0 after a failure of its own: the followers stop (abort). */
-void brisk_tp_fail(brisk_tp *g);
+/* Rank 0 after a failure (`why`: its status; BRISK_E_CANCELLED when a
+ * collective reported another rank's): the followers stop (abort). */
+void brisk_tp_fail(brisk_tp *g, brisk_status why);
 
 /* Test hook: follower `rank` fails its next step with BRISK_E_INTERNAL
  * once it has the step, while rank 0 is already in its pass. */
@@ -49,5 +51,19 @@ void brisk_tp_force_error(brisk_tp *g, int rank);
 /* Stops the followers (a shutdown step, or abort after a failure), joins
  * them and frees everything; NULL is a no-op. */
 void brisk_tp_free(brisk_tp *g);
+
+/* Multi-process ranks (parallel/world.h): when the process has joined an
+ * MPI world of exactly tp_size processes, brisk_tp_create on its rank 0
+ * runs the group over the world (the other processes are its followers)
+ * instead of threads. A follower process serves rank 0's contexts one at
+ * a time: brisk_tp_serve waits for the next one and follows its steps
+ * until rank 0 frees it (BRISK_OK), or sets *ended when rank 0 ended the
+ * world (brisk_tp_end_world), or returns how the context failed. */
+brisk_status brisk_tp_serve(const brisk_model *model, int n_threads, bool *ended);
+brisk_status brisk_tp_end_world(void);
+/* Test hook of a follower process: the nth context it serves from now on
+ * (1: the next) fails its first step with BRISK_E_INTERNAL, after the step
+ * arrived, while rank 0 is in its pass. */
+void brisk_tp_worker_force_error(int nth);
 
 #endif

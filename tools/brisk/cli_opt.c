@@ -1,5 +1,7 @@
 #include "cli_opt.h"
 
+#include "cli.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -395,6 +397,30 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
   brisk_set_memory_limit(a->memory_limit);
   mp->tp_size = a->tp;
   mp->pp_size = a->pp;
+}
+
+static void mpi_at_exit(void) { brisk_mpi_finalize(); }
+
+int cli_mpi_follow(const char *cmd, const cli_model_args *a, const brisk_model *m) {
+  /* The launcher says the job's size: a job of the wrong size fails on
+   * every rank before any joins (a rank that joined would wait for the
+   * others). */
+  const char *env = getenv("OMPI_COMM_WORLD_SIZE");
+  if (!env) env = getenv("PMI_SIZE");
+  if (a->tp < 2 || !env) return -1;
+  long job = strtol(env, NULL, 10);
+  if (job == 1) return -1; /* one process: the ranks are threads */
+  if (job != a->tp)
+    return cli_fail(cmd,
+                    "under mpirun: --tp %d needs a job of %d processes (mpirun -np %d); it has %ld",
+                    a->tp, a->tp, a->tp, job);
+  int32_t rank = 0, size = 1;
+  if (brisk_mpi_world(&rank, &size)) return cli_fail(cmd, "under mpirun: %s", brisk_last_error());
+  atexit(mpi_at_exit);
+  if (rank == 0) return -1;
+  if (brisk_worker_run(m, a->threads))
+    return cli_fail(cmd, "rank %d: %s", (int)rank, brisk_last_error());
+  return 0;
 }
 
 char *cli_read_file(const char *path, size_t *len) {
