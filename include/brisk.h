@@ -330,6 +330,15 @@ typedef struct brisk_model_params {
    * a model that cannot be cut fails the load with BRISK_E_UNSUPPORTED
    * saying why. */
   int32_t tp_size;
+  /* Pipeline parallelism in this process (docs/parallelism.md): 0 or 1
+   * (default) runs whole; 2..16 cuts the layers into that many stages of
+   * consecutive layers, each run by its own rank thread (with tp_size
+   * ranks of its own each: a tp_size x pp_size grid), the activations
+   * passed between stages and a batch's tokens cut into micro-batches so
+   * that stages overlap. Logits are bit for bit those of pp_size 1. At most
+   * the model's layer count; CPU device only (BRISK_E_UNSUPPORTED
+   * otherwise). */
+  int32_t pp_size;
 } brisk_model_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -2175,12 +2184,76 @@ BRISK_API brisk_status brisk_seq_import_from(brisk_context *ctx, int32_t seq_id,
  * Returns BRISK_E_INVALID_ARGUMENT for a NULL ctx, a bad id, a sequence
  * that is not empty, n_sinks < 0, window < 0, n_sinks > 0 with window 0,
  * or sinks (in whole blocks) above max_batch_tokens; BRISK_E_UNSUPPORTED
- * for a tensor-parallel model; BRISK_E_OUT_OF_MEMORY (a host copy of the
+ * for a tensor- or pipeline-parallel model; BRISK_E_OUT_OF_MEMORY (a host copy of the
  * sinks' K and V is kept: n_sinks x n_layer x 2 x n_head_kv x head_dim
  * floats). Not thread-safe with other calls on ctx.
  */
 BRISK_API brisk_status brisk_seq_set_window(brisk_context *ctx, int32_t seq_id, int32_t n_sinks,
                                             int32_t window);
+
+/*
+ * Pipeline parallelism (brisk_model_params.pp_size, docs/parallelism.md):
+ * what the context's decodes so far measured. *n_stages: the model's
+ * stages (1 without PP); *n_micro_batches: micro-batches run through the
+ * pipeline; *bubble: the share of stage time spent waiting, 1 - (time the
+ * stages computed) / (stages x wall time of the decodes), in [0, 1);
+ * *ideal_bubble: what a pipeline of equal stages would lose for the same
+ * micro-batch counts, (S - 1) / (M + S - 1) averaged over the decodes.
+ * All 0 (n_stages 1) without PP or before the first decode.
+ * Returns BRISK_E_INVALID_ARGUMENT for a NULL argument. Call it from the
+ * thread that decodes on ctx (or when no decode runs).
+ */
+BRISK_API brisk_status brisk_context_pipeline_stats(const brisk_context *ctx, int32_t *n_stages,
+                                                    uint64_t *n_micro_batches, double *bubble,
+                                                    double *ideal_bubble);
+
+/*
+ * Multi-process ranks over MPI (docs/parallelism.md): tensor parallelism
+ * whose ranks are the processes of an MPI job (mpirun -np N), one rank per
+ * process, on the CPU. Every process loads the same model with tp_size N
+ * (the job's size) after brisk_mpi_world; rank 0 then creates contexts
+ * (and engines) on it as usual, one at a time, and the other ranks call
+ * brisk_worker_run, which follows rank 0's contexts step by step. Logits
+ * are bit for bit those of one process. Rank 0 ends the job's ranks with
+ * brisk_mpi_finalize, which every process calls before it exits.
+ */
+
+/*
+ * Joins the MPI job (initializing MPI, thread level SERIALIZED, unless the
+ * program did): *rank and *size receive this process's rank and the job's
+ * size. Idempotent. Returns BRISK_E_UNSUPPORTED when brisk was built
+ * without MPI (the message says so), BRISK_E_INVALID_ARGUMENT for a NULL
+ * argument, BRISK_E_INTERNAL for an MPI error. Not thread-safe: call it
+ * from the thread that will use the model, before loading it.
+ */
+BRISK_API brisk_status brisk_mpi_world(int32_t *rank, int32_t *size);
+
+/*
+ * Ranks 1..N-1: follows rank 0. Each context rank 0 creates on its model
+ * (loaded with tp_size N) gets this rank's shard, KV storage and a pass of
+ * n_threads threads (0: one per processor) here, and runs every decode
+ * with it until rank 0 frees that context; then the next one. Returns
+ * BRISK_OK when rank 0 calls brisk_mpi_finalize. A context that fails on
+ * any rank (an error of its own, or of another rank, reported by the
+ * communicator) fails on every rank: rank 0's decode returns an error, this
+ * call returns the status (BRISK_E_CANCELLED when another rank failed), and
+ * the job takes no more contexts; no rank is left waiting. A rank that
+ * dies outright is mpirun's to report (it ends the job).
+ * Returns BRISK_E_INVALID_STATE before brisk_mpi_world,
+ * BRISK_E_INVALID_ARGUMENT on rank 0, for a NULL model, a tp_size other
+ * than the job's size, pipeline stages, or n_threads outside [0, 1024].
+ * The model must outlive the call; call it on the thread that joined.
+ */
+BRISK_API brisk_status brisk_worker_run(const brisk_model *model, int32_t n_threads);
+
+/*
+ * Ends this process's part in the MPI job: on rank 0 it first releases the
+ * workers (their brisk_worker_run returns BRISK_OK), unless a context
+ * failed; then MPI is finalized if brisk_mpi_world initialized it. Free
+ * rank 0's contexts before. A no-op without brisk_mpi_world; after it,
+ * brisk_mpi_world starts over only if the program initializes MPI itself.
+ */
+BRISK_API void brisk_mpi_finalize(void);
 
 #endif /* BRISK_EXPERIMENTAL */
 

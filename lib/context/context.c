@@ -3,6 +3,7 @@
 #include "context/batch.h"
 #include "context/context.h"
 #include "context/stream.h"
+#include "context/pp.h"
 #include "context/swap.h"
 #include "context/tp.h"
 
@@ -54,6 +55,9 @@ struct brisk_context {
   brisk_tp *tp;
   brisk_comm *comm0;
   brisk_stream *stream; /* windowed sequences' sinks (context/stream.h); NULL: none yet */
+  /* A model loaded with pp_size > 1: this context is stage 0 (its KV
+   * storage holds stage 0's layers only) and pp holds the later stages. */
+  brisk_pp *pp;
 };
 
 BRISK_API void brisk_context_params_init(brisk_context_params *p) {
@@ -133,7 +137,8 @@ static brisk_status alloc_kv_storage(brisk_context *c) {
   s->k = brisk_calloc(hp->n_layer, sizeof(void *));
   s->v = brisk_calloc(hp->n_layer, sizeof(void *));
   if (!s->k || !s->v) return brisk_error_oom();
-  for (uint32_t l = 0; l < hp->n_layer; l++) {
+  /* Under pipeline parallelism, stage 0's layers only (the rest NULL). */
+  for (uint32_t l = 0; l < (uint32_t)brisk_model_stage_begin(c->model, 1); l++) {
     brisk_backend *be = brisk_context_layer_backend(c, l);
     brisk_status st;
     if ((st = be->buffer_alloc(be, layer_bytes, &s->k[l])) ||
@@ -153,6 +158,7 @@ static brisk_backend *output_backend(const brisk_context *c) {
 
 BRISK_API void brisk_context_free(brisk_context *c) {
   if (!c) return;
+  brisk_pp_free(c->pp);
   brisk_tp_free(c->tp);
   for (uint32_t l = 0; l < c->model->hp.n_layer; l++) {
     brisk_backend *be = brisk_context_layer_backend(c, l);
@@ -196,9 +202,9 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   /* Tensor parallelism: rank 0's shard, its KV heads, its share of the
    * threads (KV figures are rank 0's). */
   const brisk_model *shard = model->tp_size > 1 ? model->tp_ranks[0] : model;
-  int tp = model->tp_size > 1 ? model->tp_size : 1;
+  int tp = model->tp_size > 1 ? model->tp_size : 1, pp = model->pp_size > 1 ? model->pp_size : 1;
   int rank_threads = p.n_threads > 0 ? p.n_threads : brisk_cpu_count();
-  rank_threads = rank_threads / tp > 0 ? rank_threads / tp : 1;
+  rank_threads = rank_threads / (tp * pp) > 0 ? rank_threads / (tp * pp) : 1;
   const uint32_t kv_dtype = brisk_context_kv_dtype(p.kv_type);
   uint64_t bytes_per_block = 2ull * hp->n_layer * shard->hp.n_head_kv * (uint64_t)p.block_size *
                              brisk_kvq_row_bytes(kv_dtype, (int32_t)hp->head_dim);
@@ -239,7 +245,7 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   }
   for (int32_t i = 0; i < p.n_seq_max; i++) c->row_of_seq[i] = -1;
   brisk_device_ref host = brisk_device_cpu();
-  if ((st = brisk_threadpool_create(tp > 1 ? rank_threads : p.n_threads, &c->pool)) ||
+  if ((st = brisk_threadpool_create(tp * pp > 1 ? rank_threads : p.n_threads, &c->pool)) ||
       (st = brisk_device_backend_create(&host, c->pool, &c->be)) ||
       (model->n_dev_layers > 0 &&
        (st = brisk_device_backend_create(&model->device, c->pool, &c->dev_be))) ||
@@ -247,12 +253,16 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
       (st = alloc_kv_storage(c)) ||
       (st = brisk_forward_create(shard, c->be, c->dev_be, p.max_batch_tokens, &c->fwd)) ||
       (tp > 1 && (st = brisk_tp_create(model, rank_threads, c->storage.layout.dtype, n_blocks,
-                                       p.block_size, p.max_batch_tokens, &c->tp, &c->comm0))) ||
+                                       p.block_size, p.max_batch_tokens, 0,
+                                       brisk_model_stage_begin(model, 1), &c->tp, &c->comm0))) ||
+      (pp > 1 && (st = brisk_pp_create(model, rank_threads, c->storage.layout.dtype, n_blocks,
+                                       p.block_size, p.max_batch_tokens, &c->pp))) ||
       (st = output_backend(c)->buffer_alloc(output_backend(c), nb * nv * sizeof(float),
                                             (void **)&c->logits_dev)))
     goto fail;
   brisk_mem_leave(outer);
   if (c->tp) brisk_forward_set_comm(c->fwd, c->comm0);
+  if (c->pp) brisk_forward_set_layers(c->fwd, 0, brisk_model_stage_begin(model, 1));
   *out = c;
   return BRISK_OK;
 fail:
@@ -323,7 +333,7 @@ static brisk_status copy_blocks(brisk_context *c, int32_t n_copies) {
   _Static_assert(sizeof(brisk_kv_copy) == 2 * sizeof(int32_t), "copies are {src, dst} pairs");
   if (n_copies == 0) return BRISK_OK;
   const int32_t *pairs = (const int32_t *)c->copies;
-  for (uint32_t l = 0; l < c->model->hp.n_layer; l++) {
+  for (uint32_t l = 0; l < (uint32_t)brisk_model_stage_begin(c->model, 1); l++) {
     brisk_backend *be = brisk_context_layer_backend(c, l);
     brisk_status st;
     if ((st = be->kv_copy_blocks(be, &c->storage.layout, c->storage.k[l], pairs, n_copies)) ||
@@ -406,15 +416,18 @@ static brisk_status decode(brisk_context *c, const brisk_batch *b) {
     /* The followers run the same step. A pass of several ranks is not
      * stopped between layers (the ranks would disagree where): the host's
      * abort is asked once, before the step. */
-    bool sent = false;
-    if (c->tp && c->params.abort_callback && c->params.abort_callback(c->params.abort_user_data))
+    bool sent = false, ranks = c->tp || c->pp;
+    if (ranks && c->params.abort_callback && c->params.abort_callback(c->params.abort_user_data))
       st = brisk_error(BRISK_E_CANCELLED, "decode aborted by the host");
-    else if (c->tp && !(st = brisk_tp_step(c->tp, (const int32_t *)c->copies, n_copies, &fb)))
+    else if (c->pp)
+      st = brisk_pp_run(c->pp, c->fwd, c->tp, &c->storage, (const int32_t *)c->copies, n_copies,
+                        &fb, c->logits_dev);
+    else if (c->tp && !(st = brisk_tp_step(c->tp, (const int32_t *)c->copies, n_copies, &fb, NULL)))
       sent = true;
-    if (!st)
+    if (!st && !c->pp)
       st = brisk_forward_run(c->fwd, &c->storage, &fb, c->logits_dev,
-                             c->tp ? NULL : c->params.abort_callback, c->params.abort_user_data);
-    if (st && sent) brisk_tp_fail(c->tp);
+                             ranks ? NULL : c->params.abort_callback, c->params.abort_user_data);
+    if (st && sent) brisk_tp_fail(c->tp, st);
   }
   if (!st && n_out)
     st = output_backend(c)->download(output_backend(c), c->logits, c->logits_dev,
@@ -465,10 +478,10 @@ BRISK_API brisk_status brisk_seq_free(brisk_context *c, int32_t seq) {
 BRISK_API brisk_status brisk_seq_set_window(brisk_context *c, int32_t seq, int32_t n_sinks,
                                             int32_t window) {
   if (!c) return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_seq_set_window: context is NULL");
-  if (c->tp && window > 0)
+  if (brisk_context_is_split(c) && window > 0)
     return brisk_error(BRISK_E_UNSUPPORTED,
-                       "brisk_seq_set_window: not with tensor parallelism (every rank's sinks "
-                       "would move)");
+                       "brisk_seq_set_window: not with tensor or pipeline parallelism (every "
+                       "rank's sinks would move)");
   brisk_mem_account *outer = brisk_mem_enter(c->mem);
   brisk_status st = brisk_stream_set(&c->stream, c->kv, c->model, c->params.n_seq_max,
                                      c->params.max_batch_tokens, seq, n_sinks, window);
@@ -513,9 +526,26 @@ const brisk_context_params *brisk_context_get_params(const brisk_context *c) { r
 struct brisk_forward *brisk_context_forward(brisk_context *c) {
   return c->fwd;
 }
-bool brisk_context_is_split(const brisk_context *c) { return c->tp != NULL; }
+bool brisk_context_is_split(const brisk_context *c) { return c->tp != NULL || c->pp != NULL; }
 
 void brisk_context_tp_force_error(brisk_context *c, int rank) { brisk_tp_force_error(c->tp, rank); }
+
+void brisk_context_pp_force_error(brisk_context *c, int stage) {
+  brisk_pp_force_error(c->pp, stage);
+}
+
+BRISK_API brisk_status brisk_context_pipeline_stats(const brisk_context *c, int32_t *n_stages,
+                                                    uint64_t *n_micro_batches, double *bubble,
+                                                    double *ideal_bubble) {
+  if (!c || !n_stages || !n_micro_batches || !bubble || !ideal_bubble)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_context_pipeline_stats: context and every output must be set");
+  *n_stages = c->pp ? c->model->pp_size : 1;
+  *n_micro_batches = 0;
+  *bubble = *ideal_bubble = 0;
+  if (c->pp) brisk_pp_stats(c->pp, n_micro_batches, bubble, ideal_bubble);
+  return BRISK_OK;
+}
 
 void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_forward_kv **storage) {
   *kv = c->kv;

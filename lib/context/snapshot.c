@@ -177,6 +177,13 @@ static brisk_status check_ctx_seq(const brisk_context *c, int32_t seq, const cha
                        "%s: sequence %d has a window (attention sinks); a snapshot holds a whole "
                        "sequence",
                        what, seq);
+  /* The other ranks' K/V (their heads, or their stages' layers) is not in
+   * this context's storage. */
+  if (brisk_context_is_split(c))
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "%s: not with tensor or pipeline parallelism yet (the K/V is spread over "
+                       "the ranks)",
+                       what);
   return BRISK_OK;
 }
 

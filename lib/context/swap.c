@@ -57,7 +57,8 @@ brisk_status brisk_seq_swap_out(brisk_context *c, int32_t seq, brisk_seq_swap *o
   /* The other ranks' KV heads live in their own storage. */
   if (brisk_context_is_split(c))
     return brisk_error(BRISK_E_UNSUPPORTED,
-                       "swap out: not with tensor parallelism yet (preemption recomputes)");
+                       "swap out: not with tensor or pipeline parallelism yet (preemption "
+                       "recomputes)");
   if (seq < 0 || seq >= brisk_kv_n_seq_max(kv))
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "swap out: sequence id %d is outside [0, %d)", seq,
                        brisk_kv_n_seq_max(kv));

@@ -28,6 +28,8 @@ void brisk_context_kv_parts(brisk_context *c, brisk_kv **kv, brisk_forward_kv **
 bool brisk_context_is_split(const brisk_context *c);
 /* Test hook: follower `rank` fails its next step (context/tp.h). */
 void brisk_context_tp_force_error(brisk_context *c, int rank);
+/* Test hook: pipeline stage `stage` (>= 1) fails its next step. */
+void brisk_context_pp_force_error(brisk_context *c, int stage);
 brisk_backend *brisk_context_layer_backend(brisk_context *c, uint32_t layer);
 
 /* Host bytes a copy of n_tokens tokens takes; 0 if n_tokens < 1 or on

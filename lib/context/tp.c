@@ -10,12 +10,28 @@
 #include "core/threadpool.h"
 #include "model/model.h"
 #include "model/shard.h"
+#include "parallel/world.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
 enum { TP_OP_STEP = 1, TP_OP_SHUTDOWN = 2 };
+enum { WORLD_OP_CONTEXT = 1, WORLD_OP_END = 2 };
+
+/* What rank 0 of an MPI world sends its workers when it creates a context
+ * (WORLD_OP_CONTEXT: the KV geometry and pass size) or ends (WORLD_OP_END,
+ * brisk_mpi_finalize). */
+typedef struct world_header {
+  int64_t op, kv_dtype, n_blocks, block_size, max_tokens;
+} world_header;
+
+/* Set once a context over the world failed: its ranks have stopped, so
+ * the world takes no more contexts and rank 0 sends no end message. */
+static bool world_failed;
+/* Test hook of a worker process: the context it serves as its
+ * worker_force_at-th (counting from 1; 0: none) fails its first step. */
+static int worker_served, worker_force_at;
 
 /* The step header every rank receives first; the payload's size follows
  * from it. */
@@ -45,11 +61,15 @@ struct brisk_tp {
   const brisk_model *model;
   int size;
   int32_t max_tokens;
+  int32_t layer_begin, layer_end; /* the pipeline stage's layers (all without PP) */
   tp_rank ranks[BRISK_TP_MAX];
   brisk_comm *comm[BRISK_TP_MAX];
   unsigned char *msg; /* rank 0's payload */
   size_t msg_cap;
   bool failed;
+  /* The ranks are the processes of the MPI world (parallel/world.h):
+   * comm[0] is the world's handle, borrowed, and no thread is started. */
+  bool remote;
 };
 
 static size_t payload_bytes(const tp_header *h) {
@@ -84,7 +104,8 @@ static brisk_status alloc_kv(tp_rank *r, uint32_t dtype, int32_t n_blocks, int32
   r->kv.k = brisk_calloc(hp->n_layer, sizeof(void *));
   r->kv.v = brisk_calloc(hp->n_layer, sizeof(void *));
   if (!r->kv.k || !r->kv.v) return brisk_error_oom();
-  for (uint32_t l = 0; l < hp->n_layer; l++) {
+  /* Only the stage's layers: the others stay NULL. */
+  for (int32_t l = r->g->layer_begin; l < r->g->layer_end; l++) {
     brisk_status st;
     if ((st = r->be->buffer_alloc(r->be, bytes, &r->kv.k[l])) ||
         (st = r->be->buffer_alloc(r->be, bytes, &r->kv.v[l])))
@@ -119,11 +140,15 @@ static brisk_status follow_step(tp_rank *r, const tp_header *h) {
     r->msg_cap = bytes;
   }
   brisk_status st = brisk_comm_broadcast(r->comm, r->msg, bytes, 0);
+  /* A later pipeline stage: the stage's input activations follow. */
+  if (!st && r->g->layer_begin > 0)
+    st = brisk_comm_broadcast(r->comm, brisk_forward_residual(r->fwd),
+                              (size_t)h->n_tokens * r->shard->hp.n_embd * sizeof(float), 0);
   if (st) return st;
   if (atomic_exchange(&r->force_error, 0))
     return brisk_error(BRISK_E_INTERNAL, "rank %d: forced error (test hook)", r->rank);
   tp_views v = views_of(r->msg, h);
-  for (uint32_t l = 0; h->n_copies && l < r->shard->hp.n_layer; l++)
+  for (int32_t l = r->g->layer_begin; h->n_copies && l < r->g->layer_end; l++)
     if ((st = r->be->kv_copy_blocks(r->be, &r->kv.layout, r->kv.k[l], v.copies,
                                     (int32_t)h->n_copies)) ||
         (st = r->be->kv_copy_blocks(r->be, &r->kv.layout, r->kv.v[l], v.copies,
@@ -155,9 +180,12 @@ static void *follow(void *arg) {
     if (!st && h.op == TP_OP_SHUTDOWN) break;
     if (!st) st = follow_step(r, &h);
     if (st) {
-      /* Every other rank's collective now fails instead of waiting. */
+      /* Every other rank's collective now fails instead of waiting; a
+       * failure of this rank's own is carried to them by one more
+       * collective (MPI ranks learn of it there). */
       BRISK_DEBUG("tensor-parallel rank %d stops: %s", r->rank, brisk_last_error());
       brisk_comm_abort(r->comm);
+      if (st != BRISK_E_CANCELLED) (void)brisk_comm_barrier(r->comm);
       r->status = st;
       break;
     }
@@ -165,14 +193,49 @@ static void *follow(void *arg) {
   return NULL;
 }
 
+/* Rank 0 of an MPI world as large as the model's TP: the workers
+ * (brisk_worker_run) are told the geometry and answer in a barrier. */
+static brisk_status create_remote(brisk_tp *g, brisk_comm *w, uint32_t kv_dtype, int32_t n_blocks,
+                                  int32_t block_size, brisk_tp **out, brisk_comm **comm0) {
+  brisk_status st = BRISK_OK;
+  if (brisk_comm_rank(w) != 0)
+    st = brisk_error(BRISK_E_INVALID_STATE,
+                     "rank %d of the MPI world: rank 0 creates the contexts, this rank follows "
+                     "them through brisk_worker_run",
+                     brisk_comm_rank(w));
+  else if (world_failed)
+    st = brisk_error(BRISK_E_CANCELLED, "a rank of the MPI world failed earlier");
+  if (st) {
+    brisk_free(g);
+    return st;
+  }
+  g->remote = true;
+  g->comm[0] = w;
+  world_header h = {WORLD_OP_CONTEXT, kv_dtype, n_blocks, block_size, g->max_tokens};
+  if ((st = brisk_comm_broadcast(w, &h, sizeof h, 0)) || (st = brisk_comm_barrier(w))) {
+    world_failed = g->failed = true;
+    brisk_tp_free(g);
+    return st;
+  }
+  *comm0 = w;
+  *out = g;
+  return BRISK_OK;
+}
+
 brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dtype,
                              int32_t n_blocks, int32_t block_size, int32_t max_tokens,
-                             brisk_tp **out, brisk_comm **comm0) {
+                             int32_t layer_begin, int32_t layer_end, brisk_tp **out,
+                             brisk_comm **comm0) {
   brisk_tp *g = brisk_calloc(1, sizeof *g);
   if (!g) return brisk_error_oom();
   g->model = m;
   g->size = m->tp_size;
   g->max_tokens = max_tokens;
+  g->layer_begin = layer_begin;
+  g->layer_end = layer_end;
+  brisk_comm *w = brisk_world();
+  if (w && brisk_comm_size(w) == g->size && layer_begin == 0 && layer_end == (int32_t)m->hp.n_layer)
+    return create_remote(g, w, kv_dtype, n_blocks, block_size, out, comm0);
   brisk_status st = brisk_comm_threads_create(g->size, g->comm);
   if (st) {
     brisk_free(g);
@@ -197,6 +260,7 @@ brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
         (st = brisk_forward_create(r->shard, r->be, NULL, max_tokens, &r->fwd)))
       break;
     brisk_forward_set_comm(r->fwd, r->comm);
+    brisk_forward_set_layers(r->fwd, layer_begin, layer_end);
     if (!(r->logits = brisk_malloc(logit_floats * sizeof(float)))) st = brisk_error_oom();
   }
   if (st) goto fail;
@@ -211,13 +275,13 @@ brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
   *out = g;
   return BRISK_OK;
 fail:
-  brisk_tp_fail(g);
+  brisk_tp_fail(g, BRISK_E_CANCELLED);
   brisk_tp_free(g);
   return st;
 }
 
 brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
-                           const brisk_forward_batch *b) {
+                           const brisk_forward_batch *b, float *x) {
   if (g->failed)
     return brisk_error(BRISK_E_CANCELLED,
                        "a tensor-parallel rank of this context failed earlier; make a new context");
@@ -240,17 +304,23 @@ brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
   memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
   brisk_status st;
   if ((st = brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) ||
-      (st = brisk_comm_broadcast(g->comm[0], g->msg, bytes, 0)))
+      (st = brisk_comm_broadcast(g->comm[0], g->msg, bytes, 0)) ||
+      (g->layer_begin > 0 &&
+       (st = brisk_comm_broadcast(g->comm[0], x, n * g->model->hp.n_embd * sizeof(float), 0))))
     g->failed = true;
   return st;
 }
 
-void brisk_tp_fail(brisk_tp *g) {
+void brisk_tp_fail(brisk_tp *g, brisk_status why) {
   if (!g || g->failed) return;
   g->failed = true;
+  if (g->remote) world_failed = true;
   if (g->comm[0]) brisk_comm_abort(g->comm[0]);
   for (int q = 1; q < g->size; q++)
     if (g->ranks[q].comm) brisk_comm_abort(g->ranks[q].comm);
+  /* A failure of rank 0's own (not one a collective reported) reaches the
+   * MPI ranks in one more collective; threads ranks are woken above. */
+  if (g->comm[0] && why != BRISK_E_CANCELLED) (void)brisk_comm_barrier(g->comm[0]);
 }
 
 void brisk_tp_force_error(brisk_tp *g, int rank) {
@@ -261,13 +331,75 @@ void brisk_tp_free(brisk_tp *g) {
   if (!g) return;
   if (!g->failed) {
     tp_header h = {TP_OP_SHUTDOWN, 0, 0, 0, 0, 0};
-    if (brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) brisk_tp_fail(g);
+    if (brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) brisk_tp_fail(g, BRISK_E_CANCELLED);
   }
   for (int q = 1; q < g->size; q++)
     if (g->ranks[q].started) pthread_join(g->ranks[q].thread, NULL);
   for (int q = 1; q < g->size; q++)
     if (g->ranks[q].shard) free_rank(&g->ranks[q]);
-  for (int q = 0; q < g->size; q++) brisk_comm_free(g->comm[q]);
+  for (int q = g->remote ? 1 : 0; q < g->size; q++) brisk_comm_free(g->comm[q]);
   brisk_free(g->msg);
   brisk_free(g);
+}
+
+brisk_status brisk_tp_serve(const brisk_model *m, int n_threads, bool *ended) {
+  brisk_comm *w = brisk_world();
+  *ended = false;
+  world_header h;
+  brisk_status st = brisk_comm_broadcast(w, &h, sizeof h, 0);
+  if (st) return st;
+  if (h.op == WORLD_OP_END) {
+    *ended = true;
+    return BRISK_OK;
+  }
+  brisk_tp g = {.model = m,
+                .size = m->tp_size,
+                .max_tokens = (int32_t)h.max_tokens,
+                .layer_end = (int32_t)m->hp.n_layer,
+                .remote = true};
+  tp_rank *r = &g.ranks[brisk_comm_rank(w)];
+  r->g = &g;
+  r->rank = brisk_comm_rank(w);
+  r->shard = m->tp_ranks[r->rank];
+  r->comm = w;
+  brisk_device_ref host = brisk_device_cpu();
+  size_t logit_floats = 0;
+  if (h.max_tokens < 1 || h.max_tokens > (1 << 20) ||
+      brisk_mul_overflow_size((size_t)h.max_tokens, m->hp.n_vocab, &logit_floats))
+    st = brisk_error(BRISK_E_INVALID_ARGUMENT, "rank %d: a context of %lld tokens per pass",
+                     r->rank, (long long)h.max_tokens);
+  if (!st &&
+      ((st = brisk_threadpool_create(n_threads, &r->pool)) ||
+       (st = brisk_device_backend_create(&host, r->pool, &r->be)) ||
+       (st = alloc_kv(r, (uint32_t)h.kv_dtype, (int32_t)h.n_blocks, (int32_t)h.block_size)) ||
+       (st = brisk_forward_create(r->shard, r->be, NULL, g.max_tokens, &r->fwd))))
+    (void)0;
+  if (!st && !(r->logits = brisk_malloc(logit_floats * sizeof(float)))) st = brisk_error_oom();
+  if (!st) brisk_forward_set_comm(r->fwd, r->comm);
+  if (!st && ++worker_served == worker_force_at) atomic_store(&r->force_error, 1);
+  /* The setup's outcome, in the barrier rank 0 waits in. */
+  if (st) brisk_comm_abort(w);
+  brisk_status met = brisk_comm_barrier(w);
+  if (!st && !met) {
+    follow(r);
+    st = r->status;
+  } else if (!st) {
+    st = met;
+  }
+  if (st) world_failed = true;
+  r->comm = NULL; /* the world's, not this context's */
+  free_rank(r);
+  return st;
+}
+
+brisk_status brisk_tp_end_world(void) {
+  brisk_comm *w = brisk_world();
+  if (!w || world_failed || brisk_comm_rank(w) != 0 || brisk_comm_size(w) < 2) return BRISK_OK;
+  world_header h = {WORLD_OP_END, 0, 0, 0, 0};
+  return brisk_comm_broadcast(w, &h, sizeof h, 0);
+}
+
+void brisk_tp_worker_force_error(int nth) {
+  worker_force_at = nth;
+  worker_served = 0;
 }

@@ -23,6 +23,7 @@ static const brisk_abi_field model_params_fields[] = {
     BRISK_ABI_FIELD(brisk_model_params, n_gpu_layers),
     BRISK_ABI_FIELD(brisk_model_params, memory_limit),
     BRISK_ABI_FIELD(brisk_model_params, tp_size),
+    BRISK_ABI_FIELD(brisk_model_params, pp_size),
 };
 const brisk_abi_layout brisk_abi_model_params = {
     "brisk_model_params", sizeof(brisk_model_params), model_params_fields,

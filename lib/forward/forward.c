@@ -70,6 +70,10 @@ struct brisk_forward {
    * fixed slots, and the output by vocabulary rows (forward/rowpar.h). */
   bool split;
   brisk_rowpar rp;
+  /* A pipeline stage's pass runs layers [layer_begin, layer_end): one that
+   * begins after layer 0 takes the residual stream as left in dev[0].x by
+   * the previous stage, one that ends before the last layer stops there. */
+  int32_t layer_begin, layer_end;
 };
 
 /* An absent bias: linear() then adds nothing. */
@@ -139,6 +143,7 @@ brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
   if (!f) return brisk_error_oom();
   f->model = model;
   f->max_tokens = max_tokens;
+  f->layer_end = (int32_t)model->hp.n_layer;
   f->dev[0].be = host;
   f->n_dev = 1;
   if (device) f->dev[f->n_dev++].be = device;
@@ -465,19 +470,21 @@ static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
   f->cur = &f->dev[0];
   f->rp.top = 0; /* a failed pass may have left partial sums */
   brisk_backend *be = f->cur->be;
-  brisk_status st = be->embed(be, m->token_embd.type, m->token_embd.data, hp->n_vocab, hp->n_embd,
-                              b->tokens, b->n_tokens, f->cur->x);
-  if (!st && hp->embd_scale != 0)
+  brisk_status st = BRISK_OK;
+  if (f->layer_begin == 0)
+    st = be->embed(be, m->token_embd.type, m->token_embd.data, hp->n_vocab, hp->n_embd, b->tokens,
+                   b->n_tokens, f->cur->x);
+  if (!st && f->layer_begin == 0 && hp->embd_scale != 0)
     st = be->scale(be, f->cur->x, (int64_t)b->n_tokens * hp->n_embd, hp->embd_scale, f->cur->x);
   if (st) return st;
-  for (int32_t il = 0; il < (int32_t)hp->n_layer; il++) {
+  for (int32_t il = f->layer_begin; il < f->layer_end; il++) {
     if (abort_fn && abort_fn(abort_user_data))
       return brisk_error(BRISK_E_CANCELLED, "decode aborted by the host before layer %d", il);
     if ((st = move_to(f, brisk_forward_layer_device(m, il), b->n_tokens)) ||
         (st = attention_block(f, kv, il, b)) || (st = ffn_block(f, il, b->n_tokens)))
       return st;
   }
-  if (b->n_out == 0) return BRISK_OK;
+  if (b->n_out == 0 || f->layer_end < (int32_t)hp->n_layer) return BRISK_OK;
   if ((st = move_to(f, m->output_on_device ? 1 : 0, b->n_tokens))) return st;
   fwd_dev *a = f->cur;
   be = a->be;
@@ -505,6 +512,13 @@ void brisk_forward_set_observer(brisk_forward *f, brisk_forward_observe_fn fn, v
 }
 
 void brisk_forward_set_comm(brisk_forward *f, brisk_comm *comm) { f->rp.comm = comm; }
+
+void brisk_forward_set_layers(brisk_forward *f, int32_t begin, int32_t end) {
+  f->layer_begin = begin;
+  f->layer_end = end;
+}
+
+float *brisk_forward_residual(brisk_forward *f) { return f->dev[0].x; }
 
 int brisk_forward_layer_device(const brisk_model *m, int32_t layer) {
   return layer < m->n_dev_layers ? 1 : 0;

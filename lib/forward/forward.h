@@ -64,6 +64,15 @@ void brisk_forward_free(brisk_forward *f);
  * tp_size > 1): its row-parallel sums and output gather run over `comm`,
  * borrowed, which every rank's pass enters in the same order. */
 void brisk_forward_set_comm(brisk_forward *f, brisk_comm *comm);
+/* A pipeline stage's pass (context/pp.h): layers [begin, end) only, 0 <=
+ * begin < end <= n_layer (default: all). A pass that begins after layer 0
+ * reads its input from brisk_forward_residual instead of the embeddings;
+ * one that ends before the last layer leaves its output there and writes
+ * no logits. Host models only. */
+void brisk_forward_set_layers(brisk_forward *f, int32_t begin, int32_t end);
+/* The host residual stream, [max_tokens][n_embd] floats: the stage
+ * boundary's activations (host memory: the CPU backend's buffers are). */
+float *brisk_forward_residual(brisk_forward *f);
 /* Bytes of backend memory the activation buffers hold. */
 uint64_t brisk_forward_bytes(const brisk_forward *f);
 

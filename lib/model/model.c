@@ -41,6 +41,23 @@ static brisk_status copy_params(const brisk_model_params *in, brisk_model_params
   if (out->tp_size < 0 || out->tp_size > 8 || (out->tp_size > 1 && 8 % out->tp_size))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_model_params.tp_size %d must be 0, 1, 2, 4 or 8", (int)out->tp_size);
+  if (out->pp_size < 0 || out->pp_size > BRISK_PP_MAX)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_model_params.pp_size %d is outside [0, %d]",
+                       (int)out->pp_size, BRISK_PP_MAX);
+  return BRISK_OK;
+}
+
+/* Pipeline stages: whole layers on the CPU, at most one stage per layer. */
+static brisk_status set_stages(brisk_model *m, int32_t pp_size) {
+  m->pp_size = pp_size > 1 ? pp_size : 1;
+  if (m->pp_size == 1) return BRISK_OK;
+  if (!brisk_device_is_cpu(&m->device) || m->n_dev_layers > 0)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "pipeline parallelism (pp_size %d) runs on the CPU device only",
+                       (int)pp_size);
+  if ((uint32_t)pp_size > m->hp.n_layer)
+    return brisk_error(BRISK_E_UNSUPPORTED, "pp_size %d: the model has only %u layers to cut",
+                       (int)pp_size, m->hp.n_layer);
   return BRISK_OK;
 }
 
@@ -310,6 +327,7 @@ static brisk_status load(const load_from *from, const char *name,
       (st = brisk_model_source_bind(m, m->source, &params)) ||
       (m->layers && (st = brisk_model_split(m, params.tp_size, params.n_gpu_layers))) ||
       (m->layers && !m->tp_size && (st = brisk_model_place(m, &params))) ||
+      (m->layers && (st = set_stages(m, params.pp_size))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
     brisk_model_free(m);
     brisk_mem_leave(outer);

@@ -86,7 +86,19 @@ struct brisk_model {
   struct brisk_model **tp_ranks;
   int32_t tp_size;
   bool is_shard;
+  /* Pipeline stages (context/pp.h): 1 runs whole; stage s runs layers
+   * [brisk_model_stage_begin(m, s), brisk_model_stage_begin(m, s + 1)). */
+  int32_t pp_size;
 };
+
+/* Most pipeline stages a model may be cut into. */
+#define BRISK_PP_MAX 16
+
+/* First layer of pipeline stage s of m->pp_size (s = pp_size: n_layer):
+ * consecutive layers, the stages' sizes differing by at most one. */
+static inline int32_t brisk_model_stage_begin(const struct brisk_model *m, int32_t s) {
+  return (int32_t)(((int64_t)s * m->hp.n_layer) / (m->pp_size > 1 ? m->pp_size : 1));
+}
 
 /* Metadata access that works for both sources (GGUF keys; for Hugging Face
  * folders, config.json keys). Returns BRISK_E_NOT_FOUND when absent. */

@@ -144,7 +144,7 @@ brisk_status brisk_comm_mpi_world(brisk_comm **out) {
   bool ours = false;
   if (!inited) {
     int provided = 0;
-    if ((e = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided)) != MPI_SUCCESS)
+    if ((e = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided)) != MPI_SUCCESS)
       return mpi_fail(e, "MPI_Init_thread");
     ours = true;
   }

@@ -13,6 +13,7 @@ typedef struct bench_model_opts {
   bool no_mmap;   /* read the file instead of mapping it (use_mmap = 0) */
   int kv_type;    /* a brisk_kv_type */
   int depth;      /* tg: tokens already in the cache before the timed decodes */
+  int tp, pp;     /* tensor-parallel ranks and pipeline stages (0: none) */
 } bench_model_opts;
 
 /* brisk bench -m MODEL: pp / tg tokens/s and decode MBU. */

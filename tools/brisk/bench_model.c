@@ -60,6 +60,10 @@ typedef struct test_result {
   int reps;
   double tps[MAX_REPS]; /* tokens/s of each rep, in run order */
   bench_stats s;
+  /* With pipeline stages: micro-batches run, and the bubble fraction
+   * measured and ideal over the test's decodes (warm-up included). */
+  uint64_t n_micro;
+  double bubble, ideal_bubble;
 } test_result;
 
 /* Read/copy bandwidth on a pool of its own, freed before returning. */
@@ -172,6 +176,9 @@ static int run_test(const brisk_model *m, const bench_model_opts *o, bool pp, te
       fprintf(stderr, "#   %s%d rep %d: %.2f tok/s\n", pp ? "pp" : "tg", n, i, r->tps[i]);
   }
   if (st != BRISK_OK) return fail_ctx(ctx, b);
+  int32_t stages;
+  if (brisk_context_pipeline_stats(ctx, &stages, &r->n_micro, &r->bubble, &r->ideal_bubble))
+    return fail_ctx(ctx, b);
   double sorted[MAX_REPS];
   memcpy(sorted, r->tps, (size_t)o->reps * sizeof *sorted);
   r->s = bench_summarize(sorted, o->reps);
@@ -184,6 +191,9 @@ static void print_test_json(const char *key, const test_result *r) {
   printf(", \"%s\": {\"n_tokens\": %d, \"median_tps\": %.3f, \"min_tps\": %.3f, "
          "\"max_tps\": %.3f, ",
          key, r->n_tokens, r->s.median, r->s.min, r->s.max);
+  if (r->n_micro)
+    printf("\"micro_batches\": %" PRIu64 ", \"bubble\": %.4f, \"ideal_bubble\": %.4f, ", r->n_micro,
+           r->bubble, r->ideal_bubble);
   bench_json_array(stdout, "tps", r->tps, r->reps);
   printf("}");
 }
@@ -202,6 +212,8 @@ int bench_model_run(const bench_model_opts *o) {
   mp.progress = progress_none;
   mp.repack = !opt.no_repack;
   mp.use_mmap = !opt.no_mmap;
+  mp.tp_size = opt.tp;
+  mp.pp_size = opt.pp;
   brisk_model *m = NULL;
   if (brisk_model_load(opt.model, &mp, &m) != BRISK_OK)
     return cli_fail("bench", "%s", brisk_last_error());
@@ -237,9 +249,10 @@ int bench_model_run(const bench_model_opts *o) {
     printf(", \"architecture\": ");
     cli_json_string(stdout, brisk_model_architecture(m));
     printf(", \"n_params\": %" PRIu64 ", \"file_weight_bytes\": %" PRIu64
-           ", \"threads\": %d, \"reps\": %d, \"repack\": %s, \"load_avg_before\": \"%s\", "
-           "\"load_avg_after\": \"%s\"",
-           brisk_model_n_params(m), brisk_model_weight_bytes(m), opt.threads, opt.reps,
+           ", \"threads\": %d, \"tp_size\": %d, \"pp_size\": %d, \"reps\": %d, \"repack\": %s, "
+           "\"load_avg_before\": \"%s\", \"load_avg_after\": \"%s\"",
+           brisk_model_n_params(m), brisk_model_weight_bytes(m), opt.threads,
+           opt.tp > 1 ? opt.tp : 1, opt.pp > 1 ? opt.pp : 1, opt.reps,
            opt.no_repack ? "false" : "true", load_before, load_after);
     if (opt.p > 0) print_test_json("pp", &pp);
     if (opt.n > 0) print_test_json("tg", &tg);
@@ -271,8 +284,17 @@ int bench_model_run(const bench_model_opts *o) {
            bw1.copy_gbs.median);
     printf("%-8s %12s %12s %12s\n", "test", "median t/s", "min", "max");
     if (opt.p > 0) printf("pp%-6d %12.2f %12.2f %12.2f\n", opt.p, pp.s.median, pp.s.min, pp.s.max);
+    if (opt.p > 0 && pp.n_micro)
+      printf("pipeline %d stages: pp%d in %.0f micro-batches per decode, bubble %.1f%% "
+             "measured, %.1f%% ideal\n",
+             opt.pp, opt.p, (double)pp.n_micro / (opt.reps + 1), 100 * pp.bubble,
+             100 * pp.ideal_bubble);
     if (opt.n > 0) {
       printf("tg%-6d %12.2f %12.2f %12.2f\n", opt.n, tg.s.median, tg.s.min, tg.s.max);
+      if (tg.n_micro)
+        printf("pipeline %d stages: tg, one token per decode, bubble %.1f%% measured, %.1f%% "
+               "ideal\n",
+               opt.pp, 100 * tg.bubble, 100 * tg.ideal_bubble);
       printf("decode reads %.1f MiB/token (weights %.1f MiB + KV %.2f MiB on average): "
              "MBU %.0f%% (bandwidth bound: %.1f tok/s)\n",
              step_bytes / 1048576.0, (double)w_bytes / 1048576.0,

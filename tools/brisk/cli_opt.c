@@ -1,5 +1,7 @@
 #include "cli_opt.h"
 
+#include "cli.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -337,6 +339,11 @@ cli_group cli_model_group(cli_model_args *a, const char *path_help) {
                                        "4, 8), threads of this process sharing --threads;\n"
                                        "logits bit for bit those of 1 (CPU only)",
                                        0, 8)};
+  a->opts[n++] = (cli_opt){CLI_INT_OPT(0, "pp", &a->pp, "N",
+                                       "pipeline parallelism: the layers cut into N stages,\n"
+                                       "each its own rank thread (x --tp ranks), sharing\n"
+                                       "--threads; logits bit for bit those of 1 (CPU only)",
+                                       0, 16)};
   return (cli_group){"model", a->opts, n};
 }
 
@@ -389,6 +396,31 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
   if (a->n_gpu_layers_given) mp->n_gpu_layers = a->n_gpu_layers;
   brisk_set_memory_limit(a->memory_limit);
   mp->tp_size = a->tp;
+  mp->pp_size = a->pp;
+}
+
+static void mpi_at_exit(void) { brisk_mpi_finalize(); }
+
+int cli_mpi_follow(const char *cmd, const cli_model_args *a, const brisk_model *m) {
+  /* The launcher says the job's size: a job of the wrong size fails on
+   * every rank before any joins (a rank that joined would wait for the
+   * others). */
+  const char *env = getenv("OMPI_COMM_WORLD_SIZE");
+  if (!env) env = getenv("PMI_SIZE");
+  if (a->tp < 2 || !env) return -1;
+  long job = strtol(env, NULL, 10);
+  if (job == 1) return -1; /* one process: the ranks are threads */
+  if (job != a->tp)
+    return cli_fail(cmd,
+                    "under mpirun: --tp %d needs a job of %d processes (mpirun -np %d); it has %ld",
+                    a->tp, a->tp, a->tp, job);
+  int32_t rank = 0, size = 1;
+  if (brisk_mpi_world(&rank, &size)) return cli_fail(cmd, "under mpirun: %s", brisk_last_error());
+  atexit(mpi_at_exit);
+  if (rank == 0) return -1;
+  if (brisk_worker_run(m, a->threads))
+    return cli_fail(cmd, "rank %d: %s", (int)rank, brisk_last_error());
+  return 0;
 }
 
 char *cli_read_file(const char *path, size_t *len) {

@@ -138,6 +138,7 @@ typedef struct cli_model_args {
   bool n_gpu_layers_given;
   uint64_t memory_limit;            /* --memory-limit BYTES (0: none) */
   int tp;                           /* --tp N: tensor-parallel ranks (0: none) */
+  int pp;                           /* --pp N: pipeline stages (0: none) */
   cli_opt opts[CLI_MODEL_MAX_OPTS]; /* the declarations, filled by cli_model_group */
 } cli_model_args;
 
@@ -149,6 +150,15 @@ cli_group cli_model_group(cli_model_args *a, const char *path_help);
  * sets the process-wide memory limit from --memory-limit, which then holds
  * for everything the command does (model, contexts, engines). */
 void cli_model_params(const cli_model_args *a, brisk_model_params *mp);
+
+/* Under mpirun (Open MPI's or a PMI launcher's environment: the job's size)
+ * with --tp N > 1: joins the job, which must have N processes, and
+ * finalizes it at exit.
+ * Returns -1 where the command goes on (not under mpirun, or rank 0, which
+ * then owns the contexts), else the exit code for the command to return:
+ * ranks 1.. follow rank 0's contexts on m here (brisk_worker_run), and a
+ * job of the wrong size fails on every rank with a message. */
+int cli_mpi_follow(const char *cmd, const cli_model_args *a, const brisk_model *m);
 
 /* Parses a byte count: digits with an optional K, M, G or T suffix (powers
  * of 1024; "KiB", "MB" spellings too). CLI_CUSTOM parse function over a

@@ -92,6 +92,8 @@ int cmd_bench(int argc, char **argv) {
   o.threads = ma.threads;
   o.no_repack = ma.no_repack;
   o.no_mmap = ma.no_mmap;
+  o.tp = ma.tp;
+  o.pp = ma.pp;
   brisk_set_memory_limit(ma.memory_limit); /* for every part of the bench */
   if (tok_vocab && !tok_file) return cli_usage_error("bench", "--tokenize needs VOCAB FILE");
   if (tok_file && !tok_vocab)

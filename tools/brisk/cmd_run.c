@@ -295,6 +295,11 @@ int cmd_run(int argc, char **argv) {
   char *out_text = NULL, *prompt = NULL;
   size_t out_len = 0;
   int32_t *toks = NULL, n_prompt = 0;
+  const int worker_rc = cli_mpi_follow("run", &o.model, r.m);
+  if (worker_rc >= 0) {
+    rc = worker_rc;
+    goto done;
+  }
   const int32_t n_train = brisk_model_n_ctx_train(r.m);
   const bool has_template = o.tmpl || brisk_chat_template_name(r.m);
   const bool templated = has_template && !o.raw;

@@ -28,7 +28,7 @@ class ModelParams(Structure):
                 ("progress_user_data", c_void_p), ("use_mmap", c_int), ("vocab_only", c_int),
                 ("repack", c_int), ("device", c_char_p), ("n_gpu_layers", c_int32),
                 ("memory_limit", c_uint64),
-                ("tp_size", c_int32)]
+                ("tp_size", c_int32), ("pp_size", c_int32)]
 
 
 class TensorInfo(Structure):

@@ -85,6 +85,7 @@ pub struct brisk_model_params {
     pub n_gpu_layers: i32,
     pub memory_limit: u64,
     pub tp_size: i32,
+    pub pp_size: i32,
 }
 
 #[repr(C)]

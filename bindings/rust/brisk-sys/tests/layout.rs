@@ -36,7 +36,8 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             device,
             n_gpu_layers,
             memory_limit,
-            tp_size
+            tp_size,
+            pp_size
         }),
         layout!(brisk_tensor_info { struct_size, name, r#type, n_dims, dims, n_bytes }),
         layout!(brisk_context_params {

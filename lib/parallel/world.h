@@ -1,0 +1,21 @@
+/* This process's MPI world (multi-process ranks, docs/parallelism.md):
+ * joined once by brisk_mpi_world (lib/context/worker.c), shared by every
+ * context of the process. Built from world_mpi.c when Open MPI is
+ * installed, from world_none.c otherwise (joining then fails with
+ * BRISK_E_UNSUPPORTED saying so). Not thread-safe: join and leave from the
+ * thread that owns the process's ranks. */
+#ifndef BRISK_PARALLEL_WORLD_H
+#define BRISK_PARALLEL_WORLD_H
+
+#include "parallel/comm.h"
+
+/* Joins (initializing MPI if the program has not) or returns the joined
+ * world's handle, owned here. */
+brisk_status brisk_world_join(brisk_comm **out);
+/* The joined world, or NULL. */
+brisk_comm *brisk_world(void);
+/* Frees the handle (and finalizes MPI when the join initialized it); a
+ * no-op when not joined. */
+void brisk_world_leave(void);
+
+#endif

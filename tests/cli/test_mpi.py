@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""`mpirun -np 2 brisk run --tp 2` and `brisk logits`: the two processes'
+greedy text and logits are byte for byte those of one process; a job whose
+size is not --tp fails on every rank with one line saying so.
+Usage: test_mpi.py BRISK_BINARY SHARED_DIR MPIRUN. Exit 77 (skip) without
+../shared or mpirun."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+brisk, shared, mpirun = sys.argv[1], sys.argv[2], sys.argv[3]
+stories = os.path.join(shared, "models", "stories260K.gguf")
+tiny = os.path.join(shared, "models", "tiny-q8_0.gguf")
+if not os.path.exists(stories) or not os.path.exists(tiny):
+    print("SKIP: ../shared models are absent")
+    sys.exit(77)
+if not shutil.which(mpirun):
+    print("SKIP: mpirun is absent")
+    sys.exit(77)
+env = dict(os.environ, OMPI_MCA_btl="self,vader,tcp")
+env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+
+
+def run(*args, np=0, ok=True):
+    cmd = [brisk, *args]
+    if np:
+        cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(np), *cmd]
+    p = subprocess.run(cmd, capture_output=True, timeout=120, env=env)
+    if ok and p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed: {p.stderr.decode()}")
+    if not ok:
+        assert p.returncode != 0, f"{' '.join(cmd)} should fail"
+    return p
+
+
+with tempfile.TemporaryDirectory() as d:
+    toks = ["1", "450", "4996", "17354", "1701", "29916", "432"]
+    one, two = os.path.join(d, "one.f32"), os.path.join(d, "two.f32")
+    run("logits", "-m", tiny, "-t", "2", one, *toks)
+    run("logits", "-m", tiny, "--tp", "2", "-t", "1", two, *toks, np=2)
+    assert open(one, "rb").read() == open(two, "rb").read(), "logits over 2 processes differ"
+
+gen = ["-n", "24", "--temp", "0", "-p", "Once upon a time"]
+a = run("run", "-m", stories, "-t", "2", *gen).stdout
+b = run("run", "-m", stories, "--tp", "2", "-t", "1", *gen, np=2).stdout
+assert a == b and a, (a, b)
+
+p = run("logits", "-m", tiny, "--tp", "4", "-t", "1", os.path.join(tempfile.gettempdir(), "x.f32"),
+        "1", np=2, ok=False)
+lines = [l for l in p.stderr.decode().splitlines() if l.startswith("brisk logits:")]
+assert len(lines) == 2 and all("mpirun -np 4" in l for l in lines), p.stderr.decode()
+print("ok")

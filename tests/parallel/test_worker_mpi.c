@@ -1,0 +1,141 @@
+/* brisk_worker_run under `mpirun -np 2` and `-np 4`: every process loads
+ * the shared tiny model with tp_size = the job's size; rank 0's context
+ * gives the logits and greedy tokens of a one-process TP = 1 context bit
+ * for bit; then a worker fails the first step of the second context (a
+ * forced error while rank 0 is in its pass): rank 0's decode returns
+ * BRISK_E_CANCELLED and is rolled back, the failing worker's
+ * brisk_worker_run returns BRISK_E_INTERNAL and the others'
+ * BRISK_E_CANCELLED, and every process ends (the suite's timeout catches
+ * one left waiting). Not cmocka: each process checks and exits nonzero on
+ * the first failure, which mpirun reports. */
+#include "brisk.h"
+#include "context/tp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank_g = -1;
+
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "rank %d: %s:%d: check failed: %s (%s)\n", rank_g, __FILE__, __LINE__,       \
+              #cond, brisk_last_error());                                                          \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static brisk_model *load(const char *path, int tp) {
+  brisk_model_params mp;
+  brisk_model_params_init(&mp);
+  mp.tp_size = tp;
+  brisk_model *m = NULL;
+  CHECK(brisk_model_load(path, &mp, &m) == BRISK_OK);
+  return m;
+}
+
+static brisk_context *make_ctx(const brisk_model *m) {
+  brisk_context_params p;
+  brisk_context_params_init(&p);
+  p.kv_tokens = 128;
+  p.n_threads = 1;
+  p.max_batch_tokens = 16;
+  p.n_seq_max = 2;
+  brisk_context *c = NULL;
+  CHECK(brisk_context_create(m, &p, &c) == BRISK_OK);
+  return c;
+}
+
+enum { N_PROMPT = 7, STEPS = 4 };
+
+/* The prompt's logits (every token), then STEPS greedy decodes: all logits
+ * into out ([N_PROMPT + STEPS][n_vocab]). */
+static void run(brisk_context *c, int32_t nv, float *out) {
+  brisk_batch *b = NULL;
+  CHECK(brisk_batch_create(N_PROMPT, &b) == BRISK_OK);
+  for (int32_t i = 0; i < N_PROMPT; i++) brisk_batch_add(b, (i * 37 + 1) % nv, i, 0, true);
+  CHECK(brisk_decode(c, b) == BRISK_OK);
+  for (int32_t i = 0; i < N_PROMPT; i++)
+    memcpy(out + (size_t)i * nv, brisk_get_logits(c, i), (size_t)nv * sizeof(float));
+  for (int s = 0; s < STEPS; s++) {
+    const float *last = out + (size_t)(N_PROMPT + s - 1) * nv;
+    int32_t best = 0;
+    for (int32_t v = 1; v < nv; v++)
+      if (last[v] > last[best]) best = v;
+    brisk_batch_clear(b);
+    brisk_batch_add(b, best, N_PROMPT + s, 0, true);
+    CHECK(brisk_decode(c, b) == BRISK_OK);
+    memcpy(out + (size_t)(N_PROMPT + s) * nv, brisk_get_logits(c, 0), (size_t)nv * sizeof(float));
+  }
+  brisk_batch_free(b);
+}
+
+int main(void) {
+  const char *dir = getenv("BRISK_SHARED_DIR");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/models/tiny-q8_0.gguf", dir ? dir : "../shared");
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    printf("SKIP: %s is absent\n", path);
+    return 77;
+  }
+  fclose(f);
+  int32_t rank = 0, size = 0;
+  CHECK(brisk_mpi_world(&rank, &size) == BRISK_OK);
+  rank_g = rank;
+  CHECK(size >= 2);
+  brisk_model *m = load(path, size);
+  if (rank != 0) {
+    CHECK(brisk_worker_run(NULL, 1) == BRISK_E_INVALID_ARGUMENT);
+    if (rank == 1) brisk_tp_worker_force_error(2);
+    brisk_status st = brisk_worker_run(m, 1);
+    CHECK(st == (rank == 1 ? BRISK_E_INTERNAL : BRISK_E_CANCELLED));
+    brisk_model_free(m);
+    brisk_mpi_finalize();
+    return 0;
+  }
+  CHECK(brisk_worker_run(m, 1) == BRISK_E_INVALID_ARGUMENT); /* rank 0 owns the contexts */
+  /* The job's ranks against one process, bit for bit. */
+  brisk_model *m1 = load(path, 1);
+  const int32_t nv = brisk_model_n_vocab(m);
+  size_t floats = (size_t)(N_PROMPT + STEPS) * (size_t)nv;
+  float *ref = malloc(floats * sizeof(float)), *got = malloc(floats * sizeof(float));
+  CHECK(ref && got);
+  brisk_context *c = make_ctx(m1);
+  run(c, nv, ref);
+  brisk_context_free(c);
+  c = make_ctx(m);
+  run(c, nv, got);
+  for (size_t i = 0; i < floats; i++)
+    if (memcmp(&ref[i], &got[i], sizeof(float))) {
+      fprintf(stderr, "logit %zu: %.9g over %d processes, %.9g in one\n", i, (double)got[i],
+              (int)size, (double)ref[i]);
+      return 1;
+    }
+  brisk_context_free(c);
+  /* Rank 1 fails the first step of this second context. */
+  c = make_ctx(m);
+  brisk_batch *b = NULL;
+  CHECK(brisk_batch_create(4, &b) == BRISK_OK);
+  for (int32_t i = 0; i < 4; i++) brisk_batch_add(b, i + 3, i, 0, i == 3);
+  CHECK(brisk_decode(c, b) == BRISK_E_CANCELLED);
+  CHECK(brisk_seq_len(c, 0) == 0); /* rolled back */
+  CHECK(brisk_decode(c, b) == BRISK_E_CANCELLED);
+  CHECK(strstr(brisk_last_error(), "failed earlier") != NULL);
+  brisk_context_free(c);
+  /* The job takes no more contexts. */
+  brisk_context_params p;
+  brisk_context_params_init(&p);
+  p.kv_tokens = 64;
+  c = NULL;
+  CHECK(brisk_context_create(m, &p, &c) == BRISK_E_CANCELLED && c == NULL);
+  brisk_batch_free(b);
+  free(ref);
+  free(got);
+  brisk_model_free(m1);
+  brisk_model_free(m);
+  brisk_mpi_finalize();
+  printf("ok: %d processes\n", (int)size);
+  return 0;
+}
