@@ -398,6 +398,31 @@ static void test_add_sep(void **state) {
   }
 }
 
+/* Every name loads, with the defaults its flags give (BOS and SEP ids in the
+ * file, no add_*_token keys). */
+static void test_every_name_loads(void **state) {
+  (void)state;
+  bl_tokens();
+  brisk_set_log_callback(log_sink, NULL, BRISK_LOG_WARN);
+  for (size_t i = 0; i < brisk_pretok_n_names(); i++) {
+    const char *name = brisk_pretok_name_at(i);
+    brisk_pretok_info info;
+    assert_non_null(brisk_pretok_lookup(name, &info));
+    gguf_vocab g = {"gpt2", name, 0, g_bl_tokens, NULL, 260, g_bl_merges, 4, 257, 258, -1, -1};
+    brisk_vocab *v = NULL;
+    g_log[0] = '\0';
+    brisk_status st = load(&g, &v);
+    if (st != BRISK_OK) fprintf(stderr, "%s: %s\n", name, brisk_last_error());
+    assert_int_equal(st, BRISK_OK);
+    assert_string_equal(brisk_vocab_pre_name(v), name);
+    assert_int_equal(brisk_vocab_adds_bos(v), info.add_bos || info.force_bos);
+    assert_int_equal(brisk_vocab_adds_sep(v), info.add_sep);
+    assert_null(strstr(g_log, "unknown pre-tokenizer"));
+    brisk_vocab_free(v);
+  }
+  brisk_set_log_callback(NULL, NULL, BRISK_LOG_WARN);
+}
+
 /* ---- Every name on long, varied input ---- */
 
 typedef struct cat_ctx {
@@ -518,9 +543,13 @@ static void test_afmoe_digit_groups(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unknown_name_falls_back),  cmocka_unit_test(test_gemma4_raw_bpe),
-      cmocka_unit_test(test_whitespace_raw),           cmocka_unit_test(test_add_sep),
-      cmocka_unit_test(test_every_name_on_long_input), cmocka_unit_test(test_afmoe_digit_groups),
+      cmocka_unit_test(test_unknown_name_falls_back),
+      cmocka_unit_test(test_gemma4_raw_bpe),
+      cmocka_unit_test(test_whitespace_raw),
+      cmocka_unit_test(test_add_sep),
+      cmocka_unit_test(test_every_name_loads),
+      cmocka_unit_test(test_every_name_on_long_input),
+      cmocka_unit_test(test_afmoe_digit_groups),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
