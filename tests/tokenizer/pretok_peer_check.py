@@ -41,7 +41,8 @@ def find_source(name):
     if env and name == "llama-vocab.cpp" and os.path.exists(env):
         return env
     cache = os.environ.get("BRISK_PEER_CACHE", "/tmp/brisk-peer")
-    for pat in (f"{cache}/*/src/vendor/llama.cpp/src/{name}", f"{cache}/*/llama.cpp/src/{name}",
+    # Route B of setup.sh (llama-cpp-python's vendored copy), then route A.
+    for pat in (f"{cache}/*/src/vendor/llama.cpp/src/{name}", f"{cache}/llama.cpp/src/{name}",
                 f"{cache}/**/src/{name}"):
         hits = sorted(glob.glob(pat, recursive=True))
         if hits:

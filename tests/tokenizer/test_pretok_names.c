@@ -398,6 +398,31 @@ static void test_add_sep(void **state) {
   }
 }
 
+/* Every name loads, with the defaults its flags give (BOS and SEP ids in the
+ * file, no add_*_token keys). */
+static void test_every_name_loads(void **state) {
+  (void)state;
+  bl_tokens();
+  brisk_set_log_callback(log_sink, NULL, BRISK_LOG_WARN);
+  for (size_t i = 0; i < brisk_pretok_n_names(); i++) {
+    const char *name = brisk_pretok_name_at(i);
+    brisk_pretok_info info;
+    assert_non_null(brisk_pretok_lookup(name, &info));
+    gguf_vocab g = {"gpt2", name, 0, g_bl_tokens, NULL, 260, g_bl_merges, 4, 257, 258, -1, -1};
+    brisk_vocab *v = NULL;
+    g_log[0] = '\0';
+    brisk_status st = load(&g, &v);
+    if (st != BRISK_OK) fprintf(stderr, "%s: %s\n", name, brisk_last_error());
+    assert_int_equal(st, BRISK_OK);
+    assert_string_equal(brisk_vocab_pre_name(v), name);
+    assert_int_equal(brisk_vocab_adds_bos(v), info.add_bos || info.force_bos);
+    assert_int_equal(brisk_vocab_adds_sep(v), info.add_sep);
+    assert_null(strstr(g_log, "unknown pre-tokenizer"));
+    brisk_vocab_free(v);
+  }
+  brisk_set_log_callback(NULL, NULL, BRISK_LOG_WARN);
+}
+
 /* ---- Every name on long, varied input ---- */
 
 typedef struct cat_ctx {
@@ -516,11 +541,85 @@ static void test_afmoe_digit_groups(void **state) {
   brisk_pretok_free(p);
 }
 
+/* ---- Out of memory ---- */
+
+typedef struct oom_ctx {
+  void *data; /* a serialized GGUF vocabulary */
+  size_t size;
+  const char *text; /* tokenized after loading */
+} oom_ctx;
+
+static brisk_status op_load_tokenize(void *p) {
+  oom_ctx *c = p;
+  brisk_gguf *f = NULL;
+  brisk_vocab *v = NULL;
+  brisk_status st = brisk_gguf_open_memory(c->data, c->size, &f);
+  if (st == BRISK_OK) st = brisk_vocab_from_gguf(f, &v);
+  brisk_gguf_close(f);
+  int32_t out[64];
+  size_t n;
+  if (st == BRISK_OK)
+    st = brisk_vocab_tokenize(v, c->text, strlen(c->text), true, false, out, 64, &n);
+  brisk_vocab_free(v);
+  return st;
+}
+
+/* Loading a Gemma 4 vocabulary (the escape op, the byte tokens, the
+ * newline-run rule) and an unknown name's fallback, failing each allocation
+ * in turn: BRISK_E_OUT_OF_MEMORY and nothing leaked. */
+static void test_allocation_failures(void **state) {
+  (void)state;
+  static char bytes[256][8];
+  const char *toks[256 + 8];
+  size_t n = 0;
+  toks[n++] = "<bos>";
+  for (int b = 0; b < 256; b++) {
+    snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+    toks[n++] = bytes[b];
+  }
+  const char *more[] = {SP,
+                        "a",
+                        "b",
+                        "\n",
+                        "\n\n",
+                        "\xE2\x96\x81"
+                        "a",
+                        "a\xE2\x96\x81"
+                        "a"};
+  for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) toks[n++] = more[i];
+  const char *merges[] = {"\xE2\x96\x81 a"};
+  const char *names[] = {"gemma4", "no-such-pre"};
+  /* The fallback is byte-level: this vocabulary covers only a and b there. */
+  const char *texts[] = {"a ab\n\n\xC3\xA9 b", "aab"};
+  for (int k = 0; k < 2; k++) {
+    brisk_gguf_writer *w = NULL;
+    assert_int_equal(brisk_gguf_writer_create(3, 0, &w), BRISK_OK);
+    assert_int_equal(brisk_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"), BRISK_OK);
+    assert_int_equal(brisk_gguf_writer_set_str(w, "tokenizer.ggml.pre", names[k]), BRISK_OK);
+    assert_int_equal(brisk_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, n), BRISK_OK);
+    assert_int_equal(brisk_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1),
+                     BRISK_OK);
+    assert_int_equal(brisk_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0), BRISK_OK);
+    oom_ctx c = {NULL, 0, texts[k]};
+    assert_int_equal(brisk_gguf_writer_write_memory(w, &c.data, &c.size), BRISK_OK);
+    brisk_gguf_writer_free(w);
+    brisk_set_log_callback(log_sink, NULL, BRISK_LOG_WARN);
+    assert_true(test_every_allocation_fails(op_load_tokenize, &c) > 10);
+    brisk_set_log_callback(NULL, NULL, BRISK_LOG_WARN);
+    brisk_free(c.data);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unknown_name_falls_back),  cmocka_unit_test(test_gemma4_raw_bpe),
-      cmocka_unit_test(test_whitespace_raw),           cmocka_unit_test(test_add_sep),
-      cmocka_unit_test(test_every_name_on_long_input), cmocka_unit_test(test_afmoe_digit_groups),
+      cmocka_unit_test(test_unknown_name_falls_back),
+      cmocka_unit_test(test_gemma4_raw_bpe),
+      cmocka_unit_test(test_whitespace_raw),
+      cmocka_unit_test(test_add_sep),
+      cmocka_unit_test(test_every_name_loads),
+      cmocka_unit_test(test_every_name_on_long_input),
+      cmocka_unit_test(test_afmoe_digit_groups),
+      cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
