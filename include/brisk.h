@@ -2164,8 +2164,12 @@ BRISK_API brisk_status brisk_seq_import_from(brisk_context *ctx, int32_t seq_id,
  * (rounded up to whole KV blocks) and at least its last `window` tokens
  * (fewer than window + block_size); as it grows, each brisk_decode
  * releases the whole blocks between them that the batch does not write,
- * so one sequence can generate far past the KV pool in bounded memory
- * (about n_sinks + window + 2 x block_size tokens' worth, plus the batch).
+ * so one sequence can generate far past the KV pool in bounded memory. A
+ * batch never evicts its own tokens, and the blocks it evicts are released
+ * only once it succeeds (so a failed one is undone): fed in batches of at
+ * most `window` tokens, the sequence holds at most n_sinks + 2 x window +
+ * 3 x block_size tokens' worth of blocks at any time; generating one token
+ * at a time, fewer than n_sinks + window + 3 x block_size.
  * Positions: the caller keeps feeding positions 0, 1, 2, ... as always
  * (brisk_seq_len is the next one), while attention sees positions within
  * the cache as StreamingLLM does: a query is as far from a window key as

@@ -16,6 +16,7 @@ typedef struct sim {
   int32_t bs, n_blocks;
   int32_t *storage; /* [n_blocks * bs]: the position written in each slot */
   int32_t len;      /* positions fed to sequence 0 */
+  int32_t peak;     /* most blocks held at once */
 } sim;
 
 static void sim_init(sim *m, int32_t n_blocks, int32_t bs, bool prefix) {
@@ -46,6 +47,9 @@ static brisk_status feed(sim *m, int32_t count, bool abort) {
   brisk_status st = brisk_kv_reserve(m->kv, count, seq, pos, tok, slot, copies, &n_copies);
   if (st) return st;
   assert_int_equal(n_copies, 0);
+  /* The most blocks held at once: evicted ones wait for the commit. */
+  int32_t used = m->n_blocks - brisk_kv_n_free_blocks(m->kv);
+  if (used > m->peak) m->peak = used;
   for (int32_t i = 0; i < count; i++) m->storage[slot[i]] = pos[i];
   if (abort) {
     brisk_kv_abort(m->kv, 0, m->len);
@@ -125,6 +129,33 @@ static void test_bounded_generation(void **state) {
     assert_int_equal(brisk_kv_n_cached_blocks(m.kv), 0); /* nothing published */
     assert_int_equal(brisk_kv_seq_free(m.kv, 0), BRISK_OK);
     assert_int_equal(brisk_kv_n_free_blocks(m.kv), m.n_blocks);
+    sim_free(&m);
+  }
+}
+
+/* Batches of up to `window` tokens: the blocks held at once (evicted ones
+ * included until their batch commits) stay within sinks + 2 windows + 3
+ * blocks, the bound brisk.h states, in a pool of just that. */
+static void test_bounded_chunks(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("kv_window_chunks");
+  for (int round = 0; round < 12; round++) {
+    int32_t bs = 1 + (int32_t)(test_rng_u64(&r) % 8);
+    int32_t sinks = (int32_t)(test_rng_u64(&r) % 9), window = 1 + (int32_t)(test_rng_u64(&r) % 40);
+    int32_t sink_tokens = (sinks + bs - 1) / bs * bs;
+    int32_t bound = (sink_tokens + 2 * window + 3 * bs + bs - 1) / bs;
+    sim m;
+    sim_init(&m, bound, bs, false);
+    assert_int_equal(brisk_kv_seq_set_window(m.kv, 0, sinks, window), BRISK_OK);
+    kept k = {sink_tokens, 0};
+    while (m.len < sink_tokens + 10 * (window + bs)) {
+      int32_t before = m.len, count = 1 + (int32_t)(test_rng_u64(&r) % (uint64_t)window);
+      if (count > 64) count = 64;
+      assert_int_equal(feed(&m, count, false), BRISK_OK);
+      kept_advance(&k, bs, window, before, m.len);
+      check_held(&m, &k);
+    }
+    assert_true(m.peak <= bound);
     sim_free(&m);
   }
 }
@@ -232,6 +263,7 @@ static void test_rules(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bounded_generation),
+      cmocka_unit_test(test_bounded_chunks),
       cmocka_unit_test(test_abort_restores),
       cmocka_unit_test(test_rules),
   };

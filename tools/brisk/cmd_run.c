@@ -360,6 +360,10 @@ int cmd_run(int argc, char **argv) {
   cp.kv_type = (brisk_kv_type)o.kv_type;
   cp.abort_callback = run_abort_cb;
   r.max_batch = cp.max_batch_tokens;
+  /* A batch never evicts its own tokens, and what it evicts is released
+   * once it succeeds: prompt chunks of at most the window keep the
+   * sequence within sinks + 2 windows + a few blocks. */
+  if (o.window && o.window < r.max_batch) r.max_batch = o.window;
   r.show_progress = isatty(STDERR_FILENO) && !o.json;
   r.kv_tokens = malloc((size_t)r.cap_kv * sizeof *r.kv_tokens);
   if (!r.kv_tokens || brisk_context_create(r.m, &cp, &r.ctx) != BRISK_OK ||
