@@ -566,7 +566,7 @@ static void test_hf_unknown_arch(void **state) {
   char path[512];
   snprintf(path, sizeof path, "%s/config.json", dir);
   FILE *f = fopen(path, "w");
-  fprintf(f, "{\"model_type\": \"deepseek_v2\"}");
+  fprintf(f, "{\"model_type\": \"falcon_mamba\"}");
   fclose(f);
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   f = fopen(path, "w");
@@ -574,7 +574,7 @@ static void test_hf_unknown_arch(void **state) {
   fclose(f);
   brisk_model *m = NULL;
   assert_int_equal(brisk_model_load(dir, NULL, &m), BRISK_E_UNSUPPORTED);
-  assert_non_null(strstr(brisk_last_error(), "'deepseek_v2'"));
+  assert_non_null(strstr(brisk_last_error(), "'falcon_mamba'"));
   for (int a = 0; a < BRISK_ARCH_COUNT; a++)
     assert_non_null(strstr(brisk_last_error(), brisk_arch_get((brisk_arch)a)->name));
   test_tmpdir_remove(dir);
