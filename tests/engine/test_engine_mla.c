@@ -70,6 +70,15 @@ static void test_latent_cache(void **state) {
   brisk_context *c = NULL;
   assert_int_equal(brisk_context_create(model, &cp, &c), BRISK_E_UNSUPPORTED);
   assert_non_null(strstr(brisk_last_error(), "latent"));
+  /* Nor is it split over tensor-parallel ranks yet. */
+  char path[128];
+  snprintf(path, sizeof path, "%s/deepseek2.gguf", dir);
+  brisk_model_params mp;
+  brisk_model_params_init(&mp);
+  mp.tp_size = 2;
+  brisk_model *m = NULL;
+  assert_int_equal(brisk_model_load(path, &mp, &m), BRISK_E_UNSUPPORTED);
+  assert_non_null(strstr(brisk_last_error(), "deepseek2"));
 }
 
 /* Last-position logits after feeding tokens[0, n) in batches of `step`. */
