@@ -2,9 +2,9 @@
  * engine: the paged cache holds one latent row per token (kv_lora_rank +
  * rope values: brisk_kv_stats says so, far below per-head K/V), a prompt fed
  * in one batch or token by token gives the same logits, a quantized KV cache
- * is refused with a message, and the engine's prefix cache, recompute
- * preemption and swap-to-host preemption give exactly the tokens of an
- * uncontended run without a prefix cache. */
+ * is refused with a message, a snapshot restores bitwise, and the engine's
+ * prefix cache, recompute preemption and swap-to-host preemption give
+ * exactly the tokens of an uncontended run without a prefix cache. */
 #include "engine_harness.h"
 #include "test_models.h"
 
@@ -120,6 +120,40 @@ static void test_batch_vs_incremental(void **state) {
   free(b);
 }
 
+/* A sequence's latent rows exported and imported into a fresh context:
+ * the next logits are bitwise the original's (the snapshot carries the
+ * two halves of every latent row like any K/V pair). */
+static void test_snapshot(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("engine_mla_snapshot");
+  int32_t tokens[23];
+  for (int i = 0; i < 23; i++) tokens[i] = 3 + (int32_t)(test_rng_u64(&r) % (spec.n_vocab - 3));
+  brisk_context *a = make_context(BRISK_KV_F16), *b = make_context(BRISK_KV_F16);
+  brisk_batch *bt = NULL;
+  assert_int_equal(brisk_batch_create(64, &bt), BRISK_OK);
+  for (int32_t i = 0; i < 22; i++) assert_int_equal(brisk_batch_add(bt, tokens[i], i, 0, 0), 0);
+  assert_int_equal(brisk_decode(a, bt), BRISK_OK);
+  size_t n = 0;
+  assert_int_equal(brisk_seq_export(a, 0, NULL, 0, &n), BRISK_E_BUFFER_TOO_SMALL);
+  void *snap = malloc(n);
+  assert_int_equal(brisk_seq_export(a, 0, snap, n, &n), BRISK_OK);
+  assert_int_equal(brisk_seq_import(b, 0, snap, n), BRISK_OK);
+  float *la = malloc(spec.n_vocab * sizeof *la), *lb = malloc(spec.n_vocab * sizeof *lb);
+  brisk_context *ctx[2] = {a, b};
+  float *out[2] = {la, lb};
+  for (int k = 0; k < 2; k++) {
+    brisk_batch_clear(bt);
+    assert_int_equal(brisk_batch_add(bt, tokens[22], 22, 0, 1), BRISK_OK);
+    assert_int_equal(brisk_decode(ctx[k], bt), BRISK_OK);
+    memcpy(out[k], brisk_get_logits(ctx[k], 0), spec.n_vocab * sizeof(float));
+  }
+  assert_memory_equal(la, lb, spec.n_vocab * sizeof *la);
+  free(la), free(lb), free(snap);
+  brisk_batch_free(bt);
+  brisk_context_free(a);
+  brisk_context_free(b);
+}
+
 enum { N = 8 };
 
 static brisk_engine *make_engine(int32_t kv_tokens, int prefix_cache, brisk_preempt_mode mode) {
@@ -199,6 +233,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_latent_cache),
       cmocka_unit_test(test_batch_vs_incremental),
+      cmocka_unit_test(test_snapshot),
       cmocka_unit_test(test_engine_prefix_and_preemption),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
