@@ -5,6 +5,7 @@
  * query, online softmax and latent accumulator, then the value projection)
  * runs in a fixed order over its own data only, so results do not depend on
  * the grouping, the thread split or the rest of the batch. */
+#include "backend/cpu/ops/attn_kernels.h"
 #include "backend/cpu/ops/ops.h"
 
 #include "core/dtype.h"
@@ -13,8 +14,9 @@
 #include <math.h>
 #include <string.h>
 
-/* Floats of the per-unit scratch (on the stack): the group's absorbed
- * queries and latent accumulators, and one widened key row. */
+/* Floats of each per-unit scratch array (on the stack: 3 of them, 48 KiB):
+ * the group's absorbed queries and accumulators, and a chunk of widened
+ * latent rows. Groups and chunks are sized to fit. */
 #define MLA_SCRATCH 4096
 #define MLA_MAX_GROUP 64
 
@@ -29,7 +31,8 @@ typedef struct mla_job {
   const brisk_attn_batch *batch;
   const brisk_mla_params *p;
   float *out; /* [n_tokens][n_heads][v] */
-  int32_t heads_per_unit, units_per_token;
+  const brisk_attn_kernels *kern;
+  int32_t heads_per_unit, units_per_token, keys_per_chunk;
 } mla_job;
 
 /* Values [from, from + n) of a latent row of `half`-value halves, as float. */
@@ -71,79 +74,83 @@ brisk_status brisk_cpu_ops_mla_kv_write(brisk_backend *be, const brisk_kv_layout
   return BRISK_OK;
 }
 
-/* Slot `row`'s latent row widened to float32 into r ([2 * half]). */
-static void get_row(const mla_job *j, int64_t row, float *r) {
-  const int32_t half = j->kv->head_dim;
-  for (int c = 0; c < 2; c++) {
-    if (j->kv->dtype == BRISK_DTYPE_F32) {
-      memcpy(r + c * half, (const float *)j->cache[c] + row * half, (size_t)half * sizeof(float));
-    } else {
-      const uint16_t *h = (const uint16_t *)j->cache[c] + row * half;
-      for (int32_t i = 0; i < half; i++) r[c * half + i] = brisk_f16_to_f32(h[i]);
-    }
-  }
-}
-
+/* Query token t, heads h0 .. h0 + nh - 1. Each head's query is absorbed
+ * and scaled once, qs = scale [K_h^T q_n | q_r] ([D]); then chunks of keys
+ * are widened to float32 rows [c | k_rope] ([n][D]) and each head scores
+ * them (one dot over D: a . c + q_r . k_rope), keeps the online softmax,
+ * and accumulates the weighted rows (the k_rope part of acc is unused).
+ * Last, out = V_h acc / l. The inner arithmetic is attention.c's kernels. */
 static void attend_unit(const mla_job *j, int64_t unit) {
   const brisk_mla_params *p = j->p;
   const brisk_kv_layout *kv = j->kv;
+  const brisk_attn_kernels *kern = j->kern;
   const int32_t t = (int32_t)(unit / j->units_per_token);
   const int32_t h0 = (int32_t)(unit % j->units_per_token) * j->heads_per_unit;
   const int32_t nh = p->n_heads - h0 < j->heads_per_unit ? p->n_heads - h0 : j->heads_per_unit;
-  const int32_t r = p->rank, dq = p->nope_dim + p->rope_dim, dkb = p->nope_dim + p->v_dim;
-  float a[MLA_SCRATCH], acc[MLA_SCRATCH], row[2 * BRISK_MAX_HEAD_DIM];
+  const int32_t r = p->rank, D = r + p->rope_dim, half = D / 2, bs = kv->block_size;
+  const int32_t dq = p->nope_dim + p->rope_dim, dkb = p->nope_dim + p->v_dim;
+  float qs[MLA_SCRATCH], acc[MLA_SCRATCH], rows[MLA_SCRATCH]; /* [nh][D], [nh][D], [n][D] */
+  float sc[BRISK_ATTN_MAX_CHUNK] __attribute__((aligned(32))) = {0};
   float m[MLA_MAX_GROUP], l[MLA_MAX_GROUP];
-  /* Absorbed queries: a_h = K_h^T q_n, summed over d in order. */
   for (int32_t g = 0; g < nh; g++) {
     const int32_t h = h0 + g;
     const float *qn = j->q + ((int64_t)t * p->n_heads + h) * dq;
     const float *kb = j->kv_b + (int64_t)h * dkb * r;
-    float *ah = a + (int64_t)g * r;
-    for (int32_t c = 0; c < r; c++) ah[c] = 0;
-    for (int32_t d = 0; d < p->nope_dim; d++) {
-      const float qd = qn[d], *w = kb + (int64_t)d * r;
-      for (int32_t c = 0; c < r; c++) ah[c] += qd * w[c];
+    float *qh = qs + (int64_t)g * D;
+    for (int32_t c = 0; c < D; c++) qh[c] = 0, acc[(int64_t)g * D + c] = 0;
+    /* a = sum_d q_n[d] K_h[d] (rows of kv_b), d ascending. */
+    for (int32_t d0 = 0; d0 < p->nope_dim; d0 += BRISK_ATTN_MAX_CHUNK) {
+      int32_t n = p->nope_dim - d0 < BRISK_ATTN_MAX_CHUNK ? p->nope_dim - d0 : BRISK_ATTN_MAX_CHUNK;
+      kern->accumulate(qh, qn + d0, kb + (int64_t)d0 * r, n, r);
     }
-    for (int32_t c = 0; c < r; c++) acc[(int64_t)g * r + c] = 0;
-    m[g] = -INFINITY;
-    l[g] = 0;
+    memcpy(qh + r, qn + p->nope_dim, (size_t)p->rope_dim * sizeof(float));
+    kern->scale(qh, p->scale, D);
+    m[g] = -INFINITY, l[g] = 0;
   }
-  const int32_t pos = j->batch->positions[t];
+  const int32_t pos_end = j->batch->positions[t] + 1;
   const int32_t *table =
       j->batch->block_tables + (int64_t)j->batch->seq_of_token[t] * j->batch->max_blocks;
-  for (int32_t k = 0; k <= pos; k++) {
-    get_row(j, (int64_t)table[k / kv->block_size] * kv->block_size + k % kv->block_size, row);
-    const float *kr = row + r;
-    for (int32_t g = 0; g < nh; g++) {
-      const float *ah = a + (int64_t)g * r;
-      const float *qr = j->q + ((int64_t)t * p->n_heads + h0 + g) * dq + p->nope_dim;
-      float s = 0, s_r = 0;
-      for (int32_t c = 0; c < r; c++) s += ah[c] * row[c];
-      for (int32_t c = 0; c < p->rope_dim; c++) s_r += qr[c] * kr[c];
-      s = (s + s_r) * p->scale;
-      float *ac = acc + (int64_t)g * r;
-      if (s > m[g]) {
-        float f = expf(m[g] - s); /* 0 for the first key */
-        for (int32_t c = 0; c < r; c++) ac[c] *= f;
-        l[g] *= f;
-        m[g] = s;
+  for (int32_t pos = 0; pos < pos_end;) {
+    const int32_t n = pos_end - pos < j->keys_per_chunk ? pos_end - pos : j->keys_per_chunk;
+    for (int32_t c = 0; c < n; c++) {
+      const int64_t slot = (int64_t)table[(pos + c) / bs] * bs + (pos + c) % bs;
+      float *row = rows + (int64_t)c * D;
+      for (int h = 0; h < 2; h++) {
+        if (kv->dtype == BRISK_DTYPE_F32)
+          memcpy(row + h * half, (const float *)j->cache[h] + slot * half,
+                 (size_t)half * sizeof(float));
+        else
+          kern->f16_to_f32((const uint16_t *)j->cache[h] + slot * half, row + h * half,
+                           (size_t)half);
       }
-      float e = expf(s - m[g]);
-      l[g] += e;
-      for (int32_t c = 0; c < r; c++) ac[c] += e * row[c];
     }
+    for (int32_t g = 0; g < nh; g++) {
+      float *ac = acc + (int64_t)g * D;
+      kern->scores(qs + (int64_t)g * D, rows, n, D, sc);
+      float cm = -INFINITY;
+      for (int32_t c = 0; c < n; c++) cm = sc[c] > cm ? sc[c] : cm;
+      if (cm > m[g]) { /* rescale what was summed under the old max */
+        float alpha = expf(m[g] - cm);
+        kern->scale(ac, alpha, D);
+        l[g] *= alpha;
+        m[g] = cm;
+      }
+      kern->exp_shift(sc, n, m[g]);
+      for (int32_t c = 0; c < n; c++) l[g] += sc[c];
+      kern->accumulate(ac, sc, rows, n, D);
+    }
+    pos += n;
   }
-  /* out_h = V_h (acc / l). */
+  /* out_h = V_h (acc / l): dots of acc with V_h's rows. */
   for (int32_t g = 0; g < nh; g++) {
     const int32_t h = h0 + g;
-    const float *ac = acc + (int64_t)g * r;
     const float *vb = j->kv_b + ((int64_t)h * dkb + p->nope_dim) * r;
     float *o = j->out + ((int64_t)t * p->n_heads + h) * p->v_dim;
-    const float inv = 1.0f / l[g];
-    for (int32_t v = 0; v < p->v_dim; v++) {
-      float s = 0;
-      for (int32_t c = 0; c < r; c++) s += vb[(int64_t)v * r + c] * ac[c];
-      o[v] = s * inv;
+    kern->scale(acc + (int64_t)g * D, 1.0f / l[g], r);
+    for (int32_t v0 = 0; v0 < p->v_dim; v0 += BRISK_ATTN_MAX_CHUNK) {
+      int32_t n = p->v_dim - v0 < BRISK_ATTN_MAX_CHUNK ? p->v_dim - v0 : BRISK_ATTN_MAX_CHUNK;
+      kern->scores(acc + (int64_t)g * D, vb + (int64_t)v0 * r, n, r, sc);
+      memcpy(o + v0, sc, (size_t)n * sizeof(float));
     }
   }
 }
@@ -161,8 +168,8 @@ brisk_status brisk_cpu_ops_mla_attention(brisk_backend *be, const brisk_kv_layou
   brisk_status st =
       brisk_check_mla_attention(kv, k_cache, v_cache, q, kv_b, batch, params, out, &n_keys);
   if (st != BRISK_OK || batch->n_tokens == 0) return st;
-  int32_t per = MLA_SCRATCH / params->rank; /* rank <= BRISK_MAX_HEAD_DIM: >= 4 */
-  if (per > MLA_MAX_GROUP) per = MLA_MAX_GROUP;
+  const int32_t D = params->rank + params->rope_dim; /* <= 2 BRISK_MAX_HEAD_DIM: 2048 */
+  int32_t per = MLA_SCRATCH / D < MLA_MAX_GROUP ? MLA_SCRATCH / D : MLA_MAX_GROUP;
   if (per > params->n_heads) per = params->n_heads;
   mla_job job = {.kv = kv,
                  .cache = {k_cache, v_cache},
@@ -172,8 +179,14 @@ brisk_status brisk_cpu_ops_mla_attention(brisk_backend *be, const brisk_kv_layou
                  .p = params,
                  .out = out,
                  .heads_per_unit = per,
-                 .units_per_token = (params->n_heads + per - 1) / per};
-  double work = n_keys * params->n_heads * 4.0 * (params->rank + params->rope_dim);
+                 .units_per_token = (params->n_heads + per - 1) / per,
+                 .keys_per_chunk = MLA_SCRATCH / D < BRISK_ATTN_MAX_CHUNK ? MLA_SCRATCH / D
+                                                                          : BRISK_ATTN_MAX_CHUNK};
+  job.kern = c->avx512 ? brisk_attn_kernels_avx512()
+             : c->avx2 ? brisk_attn_kernels_avx2()
+             : c->neon ? brisk_attn_kernels_neon()
+                       : brisk_attn_kernels_scalar();
+  double work = n_keys * params->n_heads * 4.0 * D;
   brisk_cpu_ops_parallel(c->pool, (int64_t)batch->n_tokens * job.units_per_token, 1, work,
                          attend_range, &job);
   return BRISK_OK;
