@@ -35,7 +35,8 @@ typedef struct mla_job {
   int32_t heads_per_unit, units_per_token, keys_per_chunk;
 } mla_job;
 
-/* Values [from, from + n) of a latent row of `half`-value halves, as float. */
+/* Stores x as values [from, from + n) of latent row `row` (its halves in the
+ * two pools), in the cache dtype. */
 static void put_row(const mla_job *j, int64_t row, const float *x, int32_t from, int32_t n) {
   const int32_t half = j->kv->head_dim;
   for (int32_t i = 0; i < n; i++) {
