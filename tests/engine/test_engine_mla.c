@@ -2,7 +2,8 @@
  * engine: the paged cache holds one latent row per token (kv_lora_rank +
  * rope values: brisk_kv_stats says so, far below per-head K/V), a prompt fed
  * in one batch or token by token gives the same logits, a quantized KV cache
- * is refused with a message, a snapshot restores bitwise, and the engine's
+ * is refused with a message, a snapshot restores bitwise, every allocation
+ * of a load and a decode fails cleanly, and the engine's
  * prefix cache, recompute preemption and swap-to-host preemption give
  * exactly the tokens of an uncontended run without a prefix cache. */
 #include "engine_harness.h"
@@ -154,6 +155,39 @@ static void test_snapshot(void **state) {
   brisk_context_free(b);
 }
 
+/* Loading the model, and a context decoding a few tokens on it: every
+ * allocation may fail, each failure is BRISK_E_OUT_OF_MEMORY and leaks
+ * nothing (kv_b's float32 copy, the latent pools, the MLA buffers). */
+static brisk_status load_and_decode(void *ctx) {
+  (void)ctx;
+  char path[128];
+  snprintf(path, sizeof path, "%s/deepseek2.gguf", dir);
+  brisk_model *m = NULL;
+  brisk_status st = brisk_model_load(path, NULL, &m);
+  if (st) return st;
+  brisk_context_params cp;
+  brisk_context_params_init(&cp);
+  cp.n_threads = 1;
+  cp.kv_tokens = 16;
+  cp.block_size = 4;
+  cp.max_batch_tokens = 8;
+  brisk_context *c = NULL;
+  brisk_batch *b = NULL;
+  if (!(st = brisk_context_create(m, &cp, &c)) && !(st = brisk_batch_create(8, &b))) {
+    for (int32_t i = 0; i < 6 && !st; i++) st = brisk_batch_add(b, 3 + i, i, 0, i == 5);
+    if (!st) st = brisk_decode(c, b);
+  }
+  brisk_batch_free(b);
+  brisk_context_free(c);
+  brisk_model_free(m);
+  return st;
+}
+
+static void test_allocation_failures(void **state) {
+  (void)state;
+  assert_true(test_every_allocation_fails(load_and_decode, NULL) > 10);
+}
+
 enum { N = 8 };
 
 static brisk_engine *make_engine(int32_t kv_tokens, int prefix_cache, brisk_preempt_mode mode) {
@@ -234,6 +268,7 @@ int main(void) {
       cmocka_unit_test(test_latent_cache),
       cmocka_unit_test(test_batch_vs_incremental),
       cmocka_unit_test(test_snapshot),
+      cmocka_unit_test(test_allocation_failures),
       cmocka_unit_test(test_engine_prefix_and_preemption),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
