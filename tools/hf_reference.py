@@ -244,6 +244,41 @@ ARCHS = {
         2e-5,
         "float32; latent attention (kv_b absorbed) and experts sum in another order",
     ),
+    "deepseek2_lite": (
+        "deepseek_v2",
+        {
+            "num_hidden_layers": 2,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 64,
+            "q_lora_rank": None,
+            "kv_lora_rank": 32,
+            "qk_nope_head_dim": 16,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 16,
+            "first_k_dense_replace": 1,
+            "n_routed_experts": 6,
+            "num_experts_per_tok": 2,
+            "n_shared_experts": 2,
+            "moe_intermediate_size": 16,
+            "topk_method": "greedy",
+            "norm_topk_prob": False,
+            "routed_scaling_factor": 1.0,
+            # DeepSeek-V2-Lite's YaRN: mscale = mscale_all_dim, as GGUF
+            # files can carry it.
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 16,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "mscale": 0.707,
+                "mscale_all_dim": 0.707,
+            },
+        },
+        2e-5,
+        "float32; latent attention (kv_b absorbed) and experts sum in another order",
+    ),
     "deepseek2_group": (
         "deepseek_v2",
         {
@@ -407,6 +442,7 @@ GGUF_ARCHS = {
     # deepseek2 (the YaRN one) is not here: llama.cpp's keys cannot say
     # mscale != mscale_all_dim (it keeps only yarn_log_multiplier).
     "deepseek2_group": "deepseek2",
+    "deepseek2_lite": "deepseek2",
 }
 
 
@@ -468,6 +504,11 @@ def cmd_gguf(arch, out, ref_dir):
     if rope.get("rope_type") == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(rope["factor"])
+    if rope.get("rope_type") == "yarn" and name == "deepseek2":
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
     if cfg.get("sliding_window"):
         w.add_sliding_window(cfg["sliding_window"])
     n_exp = cfg.get("num_local_experts") or cfg.get("num_experts")
