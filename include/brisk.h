@@ -2188,7 +2188,8 @@ BRISK_API brisk_status brisk_seq_import_from(brisk_context *ctx, int32_t seq_id,
  * Returns BRISK_E_INVALID_ARGUMENT for a NULL ctx, a bad id, a sequence
  * that is not empty, n_sinks < 0, window < 0, n_sinks > 0 with window 0,
  * or sinks (in whole blocks) above max_batch_tokens; BRISK_E_UNSUPPORTED
- * for a tensor- or pipeline-parallel model; BRISK_E_OUT_OF_MEMORY (a host copy of the
+ * for a tensor- or pipeline-parallel model or one with multi-head latent
+ * attention (deepseek2); BRISK_E_OUT_OF_MEMORY (a host copy of the
  * sinks' K and V is kept: n_sinks x n_layer x 2 x n_head_kv x head_dim
  * floats). Not thread-safe with other calls on ctx.
  */

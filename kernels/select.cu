@@ -191,3 +191,67 @@ extern "C" int brisk_kmoe_route(const float *logits, int32_t n_tokens, int32_t n
   return BRISK_LAUNCH(moe_route_kernel, grid, dim3(32), 0, stream, logits, n_tokens, n_experts, k,
                       renormalize, ids, weights);
 }
+
+/* Group-limited routing (moe_route_group): one thread per token, scans in
+ * id order with the order of the header, float64 softmax as moe_route. */
+static __device__ __forceinline__ bool ranks_first(float a, int32_t ia, float b, int32_t ib) {
+  if (isnan(a) != isnan(b)) return !isnan(a);
+  if (!isnan(a) && a != b) return a > b;
+  return ia < ib;
+}
+
+static __global__ void moe_route_group_kernel(const float *logits, int32_t n_tokens,
+                                              int32_t n_experts, int32_t k, int32_t n_group,
+                                              int32_t topk_group, bool renormalize, int32_t *ids,
+                                              float *weights) {
+  const int32_t per = n_experts / n_group;
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n_tokens;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const float *x = logits + t * n_experts;
+    uint32_t kept[BRISK_KMOE_MAX_EXPERTS / 32] = {0}, used[BRISK_KMOE_MAX_EXPERTS / 32] = {0};
+    for (int32_t i = 0; i < topk_group; i++) {
+      int32_t best = -1;
+      float bv = 0;
+      for (int32_t g = 0; g < n_group; g++) {
+        if (kept[g / 32] >> (g % 32) & 1u) continue;
+        int32_t am = g * per;
+        for (int32_t e = g * per + 1; e < (g + 1) * per; e++)
+          if (ranks_first(x[e], e, x[am], am)) am = e;
+        if (best < 0 || ranks_first(x[am], g, bv, best)) best = g, bv = x[am];
+      }
+      kept[best / 32] |= 1u << (best % 32);
+    }
+    int32_t top = 0;
+    for (int32_t e = 1; e < n_experts; e++)
+      if (ranks_first(x[e], e, x[top], top)) top = e;
+    const double m = x[top];
+    double total = 0, chosen = 0;
+    for (int32_t e = 0; e < n_experts; e++) total += exp((double)x[e] - m);
+    for (int32_t i = 0; i < k; i++) {
+      int32_t best = -1;
+      for (int32_t e = 0; e < n_experts; e++) {
+        const int32_t g = e / per;
+        if (!(kept[g / 32] >> (g % 32) & 1u) || (used[e / 32] >> (e % 32) & 1u)) continue;
+        if (best < 0 || ranks_first(x[e], e, x[best], best)) best = e;
+      }
+      used[best / 32] |= 1u << (best % 32);
+      ids[t * k + i] = best;
+      chosen += exp((double)x[best] - m);
+    }
+    const double denom = renormalize ? chosen : total;
+    for (int32_t i = 0; i < k; i++)
+      weights[t * k + i] = (float)(exp((double)x[ids[t * k + i]] - m) / denom);
+  }
+}
+
+extern "C" int brisk_kmoe_route_group(const float *logits, int32_t n_tokens, int32_t n_experts,
+                                      int32_t k, int32_t n_group, int32_t topk_group,
+                                      bool renormalize, int32_t *ids, float *weights,
+                                      brisk_kstream stream) {
+  if (n_experts > BRISK_KMOE_MAX_EXPERTS || n_group < 1 || n_experts % n_group) return 1;
+  if (n_tokens <= 0 || n_experts <= 0 || k <= 0) return 0;
+  const int64_t bx = ((int64_t)n_tokens + 63) / 64;
+  const dim3 grid((unsigned)(bx < (int64_t)MAX_GRID ? bx : MAX_GRID));
+  return BRISK_LAUNCH(moe_route_group_kernel, grid, dim3(64), 0, stream, logits, n_tokens,
+                      n_experts, k, n_group, topk_group, renormalize, ids, weights);
+}

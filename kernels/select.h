@@ -40,6 +40,18 @@ int brisk_kmoe_route(const float *logits /* [n_tokens][n_experts] */, int32_t n_
                      int32_t *ids /* [n_tokens][k] */, float *weights /* [n_tokens][k] */,
                      brisk_kstream stream);
 
+/* Most experts of brisk_kmoe_route_group (backend.h's BRISK_MAX_EXPERTS). */
+#define BRISK_KMOE_MAX_EXPERTS 1024
+
+/* As backend.h's moe_route_group (groups of consecutive experts, the
+ * topk_group best by their largest logit, then the k best experts among
+ * them), in float64 like the CPU backend; more than BRISK_KMOE_MAX_EXPERTS
+ * experts or groups that do not divide them is error 1. */
+int brisk_kmoe_route_group(const float *logits /* [n_tokens][n_experts] */, int32_t n_tokens,
+                           int32_t n_experts, int32_t k, int32_t n_group, int32_t topk_group,
+                           bool renormalize, int32_t *ids /* [n_tokens][k] */,
+                           float *weights /* [n_tokens][k] */, brisk_kstream stream);
+
 #ifdef __cplusplus
 }
 #endif

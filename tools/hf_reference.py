@@ -211,6 +211,99 @@ ARCHS = {
         2e-5,
         "float32; experts are summed in another order than transformers'",
     ),
+    "deepseek2": (
+        "deepseek_v2",
+        {
+            "num_hidden_layers": 3,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 64,  # = factor * original: YaRN as DeepSeek sets it
+            "q_lora_rank": None,
+            "kv_lora_rank": 32,
+            "qk_nope_head_dim": 16,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 12,
+            "first_k_dense_replace": 1,
+            "n_routed_experts": 8,
+            "num_experts_per_tok": 2,
+            "n_shared_experts": 2,
+            "moe_intermediate_size": 16,
+            "topk_method": "greedy",
+            "norm_topk_prob": False,
+            "routed_scaling_factor": 1.0,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 16,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "mscale": 1.0,
+                "mscale_all_dim": 0.8,
+            },
+        },
+        2e-5,
+        "float32; latent attention (kv_b absorbed) and experts sum in another order",
+    ),
+    "deepseek2_lite": (
+        "deepseek_v2",
+        {
+            "num_hidden_layers": 2,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 64,
+            "q_lora_rank": None,
+            "kv_lora_rank": 32,
+            "qk_nope_head_dim": 16,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 16,
+            "first_k_dense_replace": 1,
+            "n_routed_experts": 6,
+            "num_experts_per_tok": 2,
+            "n_shared_experts": 2,
+            "moe_intermediate_size": 16,
+            "topk_method": "greedy",
+            "norm_topk_prob": False,
+            "routed_scaling_factor": 1.0,
+            # DeepSeek-V2-Lite's YaRN: mscale = mscale_all_dim, as GGUF
+            # files can carry it.
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 16,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "mscale": 0.707,
+                "mscale_all_dim": 0.707,
+            },
+        },
+        2e-5,
+        "float32; latent attention (kv_b absorbed) and experts sum in another order",
+    ),
+    "deepseek2_group": (
+        "deepseek_v2",
+        {
+            "num_hidden_layers": 2,
+            "num_key_value_heads": 4,
+            "q_lora_rank": 24,
+            "kv_lora_rank": 32,
+            "qk_nope_head_dim": 16,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 16,
+            "first_k_dense_replace": 0,
+            "n_routed_experts": 8,
+            "num_experts_per_tok": 3,
+            "n_shared_experts": 1,
+            "moe_intermediate_size": 16,
+            "topk_method": "group_limited_greedy",
+            "n_group": 4,
+            "topk_group": 2,
+            "norm_topk_prob": False,
+            "routed_scaling_factor": 2.5,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        },
+        2e-5,
+        "float32; latent attention (kv_b absorbed) and experts sum in another order",
+    ),
 }
 
 
@@ -346,6 +439,10 @@ GGUF_ARCHS = {
     "mixtral": "llama",
     "qwen2moe": "qwen2moe",
     "qwen3moe": "qwen3moe",
+    # deepseek2 (the YaRN one) is not here: llama.cpp's keys cannot say
+    # mscale != mscale_all_dim (it keeps only yarn_log_multiplier).
+    "deepseek2_group": "deepseek2",
+    "deepseek2_lite": "deepseek2",
 }
 
 
@@ -373,15 +470,45 @@ def cmd_gguf(arch, out, ref_dir):
     w.add_block_count(nl)
     w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(nh)
-    w.add_head_count_kv(nkv)
-    w.add_key_length(hd)
-    w.add_value_length(hd)
+    if name == "deepseek2":
+        # As the current converter: MLA seen as MQA over the latent, the
+        # per-head sizes in the _mla keys.
+        r, dr = cfg["kv_lora_rank"], cfg["qk_rope_head_dim"]
+        w.add_head_count_kv(1)
+        w.add_key_length(r + dr)
+        w.add_value_length(r)
+        w.add_key_length_mla(cfg["qk_nope_head_dim"] + dr)
+        w.add_value_length_mla(cfg["v_head_dim"])
+        w.add_kv_lora_rank(r)
+        if cfg.get("q_lora_rank"):
+            w.add_q_lora_rank(cfg["q_lora_rank"])
+        w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+        w.add_expert_shared_count(cfg["n_shared_experts"])
+        w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+        w.add_expert_weights_norm(cfg["norm_topk_prob"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX)
+        if cfg.get("topk_method") == "group_limited_greedy":
+            w.add_uint32(f"{name}.expert_group_count", cfg["n_group"])
+            w.add_uint32(f"{name}.expert_group_used_count", cfg["topk_group"])
+        cfg = dict(cfg, num_experts=cfg["n_routed_experts"])
+    else:
+        w.add_head_count_kv(nkv)
+        w.add_key_length(hd)
+        w.add_value_length(hd)
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_rope_freq_base(rope.get("rope_theta", 10000.0))
-    w.add_rope_dimension_count(int(hd * rope.get("partial_rotary_factor", 1.0)))
+    if name == "deepseek2":
+        w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
+    else:
+        w.add_rope_dimension_count(int(hd * rope.get("partial_rotary_factor", 1.0)))
     if rope.get("rope_type") == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(rope["factor"])
+    if rope.get("rope_type") == "yarn" and name == "deepseek2":
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
     if cfg.get("sliding_window"):
         w.add_sliding_window(cfg["sliding_window"])
     n_exp = cfg.get("num_local_experts") or cfg.get("num_experts")
@@ -423,6 +550,16 @@ def cmd_gguf(arch, out, ref_dir):
                 (int(parts[i + 1]), make_tensor(arch, n, shape)))
             continue
         t = make_tensor(arch, n, shape)
+        if n.endswith("kv_b_proj.weight"):
+            # The converter's split for the absorbed attention: k_b
+            # transposed per head ([n_head, rank, nope]), v_b as is.
+            dn, dv = cfg["qk_nope_head_dim"], cfg["v_head_dim"]
+            kv_b = t.reshape(nh, dn + dv, t.shape[-1])
+            layer = n.split(".")[2]
+            w.add_tensor(f"blk.{layer}.attn_k_b.weight",
+                         np.ascontiguousarray(kv_b[:, :dn, :].transpose(0, 2, 1)))
+            w.add_tensor(f"blk.{layer}.attn_v_b.weight", np.ascontiguousarray(kv_b[:, dn:, :]))
+            continue
         if name.startswith("gemma") and n.endswith("norm.weight"):
             t = t + np.float32(1.0)
         if name in ("llama", "granite") and n.endswith("q_proj.weight"):

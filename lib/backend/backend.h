@@ -36,6 +36,8 @@
 
 /* Largest head_dim that RoPE and attention accept. */
 #define BRISK_MAX_HEAD_DIM 1024
+/* Most experts that moe_route_group takes (DeepSeek-V2 has 160). */
+#define BRISK_MAX_EXPERTS 1024
 
 typedef struct brisk_backend brisk_backend;
 
@@ -134,6 +136,24 @@ typedef struct brisk_attn_params {
    * before the softmax (Gemma 2); 0: none. Finite and >= 0. */
   float softcap;
 } brisk_attn_params;
+
+/* ---- multi-head latent attention (DeepSeek-V2) -------------------------- */
+
+/* The latent cache of one layer: per token one row [c (rank) | k_rope
+ * (rope_dim)] of D = rank + rope_dim values (even), the compressed KV
+ * latent and the decoupled RoPE key shared by every head, instead of
+ * per-head K and V. The row is stored in two halves: values [0, D/2) in the
+ * layer's k_cache and [D/2, D) in its v_cache, each a pool of the layout
+ * {dtype F16 or F32, n_blocks, n_kv_heads 1, block_size, head_dim D/2}, so
+ * that block copies, swapping and snapshots handle it as any K/V pair. */
+typedef struct brisk_mla_params {
+  int32_t n_heads;  /* query heads */
+  int32_t rank;     /* kv_lora_rank: latent values per token */
+  int32_t nope_dim; /* qk_nope_head_dim: the query part matched through kv_b */
+  int32_t rope_dim; /* qk_rope_head_dim: the query part matched with k_rope */
+  int32_t v_dim;    /* v_head_dim */
+  float scale;      /* logit scale: finite, > 0 */
+} brisk_mla_params;
 
 /* ---- activations -------------------------------------------------------- */
 
@@ -288,6 +308,49 @@ struct brisk_backend {
                             const brisk_attn_batch *batch /* host */,
                             const brisk_attn_params *params,
                             float *out /* [n_tokens][n_heads][head_dim], not overlapping q */);
+
+  /* Stores token t's latent row [latent[t] | k_rope[t]] at global slot
+   * slots[t] of the layer's two latent pools (see brisk_mla_params;
+   * converted to the cache dtype, rounding to nearest even). A negative
+   * slot skips the token; slots are distinct within a call. */
+  brisk_status (*mla_kv_write)(brisk_backend *be, const brisk_kv_layout *kv,
+                               void *k_cache /* [n_blocks][1][block_size][D/2] */,
+                               void *v_cache /* [n_blocks][1][block_size][D/2] */,
+                               const float *latent /* [n_tokens][rank] */,
+                               const float *k_rope /* [n_tokens][rope_dim] */,
+                               const int64_t *slots /* [n_tokens] host */, int32_t n_tokens,
+                               const brisk_mla_params *params);
+
+  /* Causal multi-head latent attention with the kv_b projection absorbed.
+   * For query token t at position p, head h, with q_n = q[t][h][0, nope_dim)
+   * and q_r = q[t][h][nope_dim, nope_dim + rope_dim) (RoPE applied), and the
+   * head's slices K_h = kv_b[h][0, nope_dim) and V_h = kv_b[h][nope_dim,
+   * nope_dim + v_dim) ([.][rank] each): a = K_h^T q_n ([rank]); for each key
+   * j in 0..p of the sequence, s_j = scale (a . c_j + q_r . k_rope_j);
+   * out[t][h] = V_h (sum_j softmax(s)_j c_j). This equals attention with
+   * per-head keys [K_h c_j | k_rope_j] and values V_h c_j, which are never
+   * formed. Online softmax in float32. */
+  brisk_status (*mla_attention)(brisk_backend *be, const brisk_kv_layout *kv,
+                                const void *k_cache /* [n_blocks][1][block_size][D/2] */,
+                                const void *v_cache /* [n_blocks][1][block_size][D/2] */,
+                                const float *q /* [n_tokens][n_heads][nope_dim + rope_dim] */,
+                                const float *kv_b /* [n_heads][nope_dim + v_dim][rank] */,
+                                const brisk_attn_batch *batch /* host */,
+                                const brisk_mla_params *params,
+                                float *out /* [n_tokens][n_heads][v_dim], not overlapping q */);
+
+  /* Group-limited routing (DeepSeek-V2): p = softmax(logits[t]); the
+   * n_experts experts form n_group equal groups (consecutive ids), each
+   * scored by its largest p; only the topk_group best groups (ties: lower
+   * group first) compete, and the k largest p among their experts are
+   * chosen as moe_route does (descending, ties to the lower id), weights
+   * the unrenormalized p (divided by their sum when renormalize).
+   * n_group 1 is moe_route. */
+  brisk_status (*moe_route_group)(brisk_backend *be,
+                                  const float *logits /* [n_tokens][n_experts] */, int32_t n_tokens,
+                                  int32_t n_experts, int32_t k, int32_t n_group, int32_t topk_group,
+                                  bool renormalize, int32_t *ids /* [n_tokens][k] host */,
+                                  float *weights /* [n_tokens][k] host */);
 
   /* Mixture-of-experts routing (Mixtral): p = softmax(logits[t]); the k
    * largest p, in descending order (ties: lower expert id first), into ids and

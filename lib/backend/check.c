@@ -288,3 +288,92 @@ brisk_status brisk_check_select(const char *what, const float *x, int64_t n_rows
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: an input or output is NULL", what);
   return BRISK_OK;
 }
+
+brisk_status brisk_check_mla(const char *what, const brisk_kv_layout *kv,
+                             const brisk_mla_params *p) {
+  brisk_status st = brisk_check_kv(what, kv, NULL);
+  if (st != BRISK_OK) return st;
+  if (!p) return brisk_error(BRISK_E_INVALID_ARGUMENT, "%s: params is NULL", what);
+  if (kv->dtype != BRISK_DTYPE_F16 && kv->dtype != BRISK_DTYPE_F32)
+    return brisk_error(BRISK_E_UNSUPPORTED, "%s: latent cache dtype %s (%u) is not f16 or f32",
+                       what, brisk_dtype_name(kv->dtype), (unsigned)kv->dtype);
+  if (p->n_heads < 1 || p->rank < 1 || p->nope_dim < 1 || p->rope_dim < 1 || p->v_dim < 1 ||
+      p->rank > BRISK_MAX_HEAD_DIM || p->nope_dim > BRISK_MAX_HEAD_DIM ||
+      p->rope_dim > BRISK_MAX_HEAD_DIM || p->v_dim > BRISK_MAX_HEAD_DIM ||
+      !(isfinite(p->scale) && p->scale > 0))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "%s: %d heads, rank %d, nope %d, rope %d, v %d dims (each 1..%d) and scale "
+                       "%g (finite, > 0)",
+                       what, (int)p->n_heads, (int)p->rank, (int)p->nope_dim, (int)p->rope_dim,
+                       (int)p->v_dim, BRISK_MAX_HEAD_DIM, (double)p->scale);
+  if (kv->n_kv_heads != 1 || 2 * (int64_t)kv->head_dim != (int64_t)p->rank + p->rope_dim)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "%s: latent pools need 1 kv head of (rank + rope) / 2 = (%d + %d) / 2 "
+                       "values, not %d of %d",
+                       what, (int)p->rank, (int)p->rope_dim, (int)kv->n_kv_heads,
+                       (int)kv->head_dim);
+  return BRISK_OK;
+}
+
+brisk_status brisk_check_mla_kv_write(const brisk_kv_layout *kv, const void *k_cache,
+                                      const void *v_cache, const float *latent, const float *k_rope,
+                                      const int64_t *slots, int32_t n_tokens,
+                                      const brisk_mla_params *params) {
+  brisk_status st = brisk_check_mla("mla_kv_write", kv, params);
+  if (st != BRISK_OK) return st;
+  if (n_tokens < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "mla_kv_write: n_tokens %d is negative",
+                       (int)n_tokens);
+  if (n_tokens == 0) return BRISK_OK;
+  if (!k_cache || !v_cache || !latent || !k_rope || !slots)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "mla_kv_write: a cache, latent, k_rope or slots is NULL");
+  if ((st = brisk_check_matrix("mla_kv_write", n_tokens, params->rank))) return st;
+  const int64_t n_slots = (int64_t)kv->n_blocks * kv->block_size;
+  for (int32_t t = 0; t < n_tokens; t++)
+    if (slots[t] >= n_slots)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "mla_kv_write: token %d's slot %lld is beyond the cache's %lld slots",
+                         (int)t, (long long)slots[t], (long long)n_slots);
+  return BRISK_OK;
+}
+
+brisk_status brisk_check_mla_attention(const brisk_kv_layout *kv, const void *k_cache,
+                                       const void *v_cache, const float *q, const float *kv_b,
+                                       const brisk_attn_batch *batch,
+                                       const brisk_mla_params *params, const float *out,
+                                       double *n_keys) {
+  brisk_status st = brisk_check_mla("mla_attention", kv, params);
+  if (st != BRISK_OK) return st;
+  if (!batch) return brisk_error(BRISK_E_INVALID_ARGUMENT, "mla_attention: batch is NULL");
+  if ((st = check_attn_batch(kv, batch, 0, n_keys))) return st;
+  if (batch->n_tokens == 0) return BRISK_OK;
+  const brisk_mla_params *p = params;
+  if ((st = brisk_check_matrix("mla_attention", batch->n_tokens,
+                               (int64_t)p->n_heads * (p->nope_dim + p->rope_dim))) ||
+      (st = brisk_check_matrix("mla_attention", (int64_t)p->n_heads * (p->nope_dim + p->v_dim),
+                               p->rank)) ||
+      (st = brisk_check_matrix("mla_attention", batch->n_tokens, (int64_t)p->n_heads * p->v_dim)))
+    return st;
+  if (!k_cache || !v_cache || !q || !kv_b || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "mla_attention: a cache, q, kv_b or out is NULL");
+  return BRISK_OK;
+}
+
+brisk_status brisk_check_moe_route_group(const float *logits, int32_t n_tokens, int32_t n_experts,
+                                         int32_t k, int32_t n_group, int32_t topk_group,
+                                         const int32_t *ids, const float *weights) {
+  brisk_status st =
+      brisk_check_select("moe_route_group", logits, n_tokens, n_experts, k, ids, true, weights);
+  if (st != BRISK_OK) return st;
+  if (n_experts > BRISK_MAX_EXPERTS)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "moe_route_group: %d experts; at most %d",
+                       (int)n_experts, BRISK_MAX_EXPERTS);
+  if (n_group < 1 || n_experts % n_group || topk_group < 1 || topk_group > n_group ||
+      (int64_t)k > (int64_t)topk_group * (n_experts / n_group))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "moe_route_group: %d experts in %d groups, %d groups kept, k %d (groups "
+                       "must divide the experts, 1 <= kept <= groups, k <= the kept experts)",
+                       (int)n_experts, (int)n_group, (int)topk_group, (int)k);
+  return BRISK_OK;
+}

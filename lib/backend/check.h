@@ -56,6 +56,24 @@ brisk_status brisk_check_attention(const brisk_kv_layout *kv, const void *k_cach
                                    const void *v_cache, const float *q,
                                    const brisk_attn_batch *batch, const brisk_attn_params *params,
                                    const float *out, double *n_keys);
+/* The latent pools of an MLA layer: F16 or F32, one head of D/2 values
+ * with D = rank + rope_dim, and sane params (what names the operation). */
+brisk_status brisk_check_mla(const char *what, const brisk_kv_layout *kv,
+                             const brisk_mla_params *params);
+brisk_status brisk_check_mla_kv_write(const brisk_kv_layout *kv, const void *k_cache,
+                                      const void *v_cache, const float *latent, const float *k_rope,
+                                      const int64_t *slots, int32_t n_tokens,
+                                      const brisk_mla_params *params);
+brisk_status brisk_check_mla_attention(const brisk_kv_layout *kv, const void *k_cache,
+                                       const void *v_cache, const float *q, const float *kv_b,
+                                       const brisk_attn_batch *batch,
+                                       const brisk_mla_params *params, const float *out,
+                                       double *n_keys);
+/* moe_route_group: the select checks plus groups that divide the experts,
+ * 1 <= topk_group <= n_group, and k no more than the experts they hold. */
+brisk_status brisk_check_moe_route_group(const float *logits, int32_t n_tokens, int32_t n_experts,
+                                         int32_t k, int32_t n_group, int32_t topk_group,
+                                         const int32_t *ids, const float *weights);
 /* argmax (k = 1, vals NULL), top_k and moe_route (what names which). */
 brisk_status brisk_check_select(const char *what, const float *x, int64_t n_rows, int64_t n_cols,
                                 int32_t k, const void *ids, bool need_vals, const float *vals);

@@ -206,8 +206,15 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   int rank_threads = p.n_threads > 0 ? p.n_threads : brisk_cpu_count();
   rank_threads = rank_threads / (tp * pp) > 0 ? rank_threads / (tp * pp) : 1;
   const uint32_t kv_dtype = brisk_context_kv_dtype(p.kv_type);
-  uint64_t bytes_per_block = 2ull * hp->n_layer * shard->hp.n_head_kv * (uint64_t)p.block_size *
-                             brisk_kvq_row_bytes(kv_dtype, (int32_t)hp->head_dim);
+  int32_t kv_heads, kv_dim; /* latent attention: one latent row per token (forward.h) */
+  brisk_forward_kv_geometry(&shard->hp, &kv_heads, &kv_dim);
+  if (hp->kv_lora_rank && brisk_kvq_is_quantized(kv_dtype))
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "kv_type %d: the latent KV cache of %s (multi-head latent attention) is "
+                       "f16 or f32 only",
+                       (int)p.kv_type, brisk_arch_get(hp->arch)->name);
+  uint64_t bytes_per_block = 2ull * hp->n_layer * (uint64_t)kv_heads * (uint64_t)p.block_size *
+                             brisk_kvq_row_bytes(kv_dtype, kv_dim);
   int32_t n_blocks = 0;
   if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
 
@@ -226,8 +233,7 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   c->model = model;
   c->params = p;
   c->bytes_per_block = bytes_per_block;
-  c->storage.layout = (brisk_kv_layout){kv_dtype, n_blocks, (int32_t)shard->hp.n_head_kv,
-                                        p.block_size, (int32_t)hp->head_dim};
+  c->storage.layout = (brisk_kv_layout){kv_dtype, n_blocks, kv_heads, p.block_size, kv_dim};
   size_t nb = (size_t)p.max_batch_tokens, nv = hp->n_vocab;
   c->slot = brisk_malloc(nb * sizeof *c->slot);
   c->seq_row = brisk_malloc(nb * sizeof *c->seq_row);
@@ -277,9 +283,10 @@ brisk_status brisk_context_estimate(const brisk_model *model, const brisk_contex
   brisk_status st = copy_params(params, &p);
   if (st) return st;
   const brisk_hparams *hp = &model->hp;
-  uint64_t bytes_per_block =
-      2ull * hp->n_layer * hp->n_head_kv * (uint64_t)p.block_size *
-      brisk_kvq_row_bytes(brisk_context_kv_dtype(p.kv_type), (int32_t)hp->head_dim);
+  int32_t kv_heads, kv_dim;
+  brisk_forward_kv_geometry(hp, &kv_heads, &kv_dim);
+  uint64_t bytes_per_block = 2ull * hp->n_layer * (uint64_t)kv_heads * (uint64_t)p.block_size *
+                             brisk_kvq_row_bytes(brisk_context_kv_dtype(p.kv_type), kv_dim);
   int32_t n_blocks = 0;
   if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
   /* What brisk_context_create allocates, term by term: the pool, the
@@ -289,7 +296,11 @@ brisk_status brisk_context_estimate(const brisk_model *model, const brisk_contex
   const uint64_t n = (uint64_t)p.max_batch_tokens, e = hp->n_embd, nv = hp->n_vocab,
                  qd = (uint64_t)hp->n_head * hp->head_dim,
                  kvd = (uint64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
-  uint64_t act = n * (3 * e + 2 * qd + 2 * kvd + 2 * ff) * sizeof(float);
+  uint64_t qd_att =
+      (uint64_t)hp->n_head * hp->mla_v_dim > qd ? (uint64_t)hp->n_head * hp->mla_v_dim : qd;
+  uint64_t act = n * (3 * e + 2 * qd_att + 2 * kvd + 2 * ff) * sizeof(float);
+  if (hp->kv_lora_rank)
+    act += n * (hp->kv_lora_rank + hp->rope_dim + hp->q_lora_rank) * sizeof(float);
   if (hp->n_expert)
     act += n * (hp->n_expert + e) * sizeof(float) + n * hp->n_expert_used * 8 + n * 8;
   uint64_t scratch = n * (sizeof(int64_t) + 6 * sizeof(int32_t) + sizeof(brisk_kv_copy)) +
@@ -482,6 +493,10 @@ BRISK_API brisk_status brisk_seq_set_window(brisk_context *c, int32_t seq, int32
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "brisk_seq_set_window: not with tensor or pipeline parallelism (every "
                        "rank's sinks would move)");
+  if (c->model->hp.kv_lora_rank > 0 && window > 0)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "brisk_seq_set_window: not with multi-head latent attention (the sinks "
+                       "are kept as per-head K/V)");
   brisk_mem_account *outer = brisk_mem_enter(c->mem);
   brisk_status st = brisk_stream_set(&c->stream, c->kv, c->model, c->params.n_seq_max,
                                      c->params.max_batch_tokens, seq, n_sinks, window);

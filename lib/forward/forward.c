@@ -18,6 +18,9 @@
  *     x += o, normed and scaled as after attention
  *   logits = rmsnorm(x[out_rows]) * output_norm . Woutput (* logit_scale, soft-capped)
  *
+ * deepseek2 replaces the attention by multi-head latent attention
+ * (mla_block): the cache keeps one latent row per token, never per-head K/V.
+ *
  * Every step is one backend operation; buffers carry shape comments. */
 #include "forward/forward.h"
 #include "forward/rowpar.h"
@@ -43,6 +46,10 @@ typedef struct fwd_dev {
   /* Mixture of experts only. */
   float *router;    /* [max_tokens][n_expert] router logits */
   float *expert_in; /* [max_tokens][n_embd] rows routed to one expert */
+  /* Multi-head latent attention only. */
+  float *lat;   /* [max_tokens][kv_lora_rank] compressed KV latent */
+  float *krope; /* [max_tokens][rope_dim] decoupled RoPE key */
+  float *qa;    /* [max_tokens][q_lora_rank] low-rank query */
 } fwd_dev;
 
 /* Device 0 is the host CPU (embeddings, and layers the model keeps there);
@@ -91,6 +98,7 @@ static brisk_status alloc_dev(brisk_forward *f, fwd_dev *d) {
          kvd = (size_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
   if (hp->n_ff_exp > ff) ff = hp->n_ff_exp;
   if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
+  if ((size_t)hp->n_head * hp->mla_v_dim > qd) qd = (size_t)hp->n_head * hp->mla_v_dim;
   brisk_status st;
   if ((st = alloc_buf(f, d, n, e, &d->x)) || (st = alloc_buf(f, d, n, e, &d->h)) ||
       (st = alloc_buf(f, d, n, qd, &d->q)) || (st = alloc_buf(f, d, n, kvd, &d->k)) ||
@@ -100,6 +108,10 @@ static brisk_status alloc_dev(brisk_forward *f, fwd_dev *d) {
     return st;
   if (hp->n_expert && ((st = alloc_buf(f, d, n, hp->n_expert, &d->router)) ||
                        (st = alloc_buf(f, d, n, e, &d->expert_in))))
+    return st;
+  if (hp->kv_lora_rank && ((st = alloc_buf(f, d, n, hp->kv_lora_rank, &d->lat)) ||
+                           (st = alloc_buf(f, d, n, hp->rope_dim, &d->krope)) ||
+                           (hp->q_lora_rank && (st = alloc_buf(f, d, n, hp->q_lora_rank, &d->qa)))))
     return st;
   return BRISK_OK;
 }
@@ -192,8 +204,8 @@ void brisk_forward_free(brisk_forward *f) {
   if (!f) return;
   for (int i = 0; i < f->n_dev; i++) {
     fwd_dev *d = &f->dev[i];
-    float *bufs[] = {d->x,    d->h,    d->q,  d->k,      d->v,        d->att,
-                     d->proj, d->gate, d->up, d->router, d->expert_in};
+    float *bufs[] = {d->x,    d->h,  d->q,      d->k,         d->v,   d->att,   d->proj,
+                     d->gate, d->up, d->router, d->expert_in, d->lat, d->krope, d->qa};
     for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++) d->be->buffer_free(d->be, bufs[j]);
   }
   if (f->split) brisk_rowpar_free(&f->rp);
@@ -216,6 +228,12 @@ static brisk_status move_to(brisk_forward *f, int d, int32_t n) {
 }
 
 uint64_t brisk_forward_bytes(const brisk_forward *f) { return f->bytes; }
+
+void brisk_forward_kv_geometry(const brisk_hparams *hp, int32_t *n_kv_heads, int32_t *head_dim) {
+  *n_kv_heads = hp->kv_lora_rank ? 1 : (int32_t)hp->n_head_kv;
+  *head_dim =
+      hp->kv_lora_rank ? (int32_t)(hp->kv_lora_rank + hp->rope_dim) / 2 : (int32_t)hp->head_dim;
+}
 
 /* y = x W^T for n rows, then + bias when the model has one. */
 static brisk_status linear(brisk_forward *f, const brisk_weight *w, const brisk_weight *bias,
@@ -275,7 +293,8 @@ static brisk_status run_experts(brisk_forward *f, const brisk_layer *ly, int32_t
       for (int32_t j = 0; j < ku; j++)
         if (f->route_ids[t * ku + j] == e) {
           f->expert_rows[rows] = t;
-          f->expert_w[rows++] = f->route_w[t * ku + j];
+          /* deepseek2's routed_scaling_factor, on the host's copy. */
+          f->expert_w[rows++] = f->route_w[t * ku + j] * (hp->moe_scale != 0 ? hp->moe_scale : 1);
         }
     if (rows == 0) continue;
     brisk_status st;
@@ -304,10 +323,18 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t il, int
   brisk_backend *be = a->be;
   int32_t ku = (int32_t)hp->n_expert_used;
   brisk_status st;
-  if ((st = linear(f, &ly->moe_router, &no_bias, a->h, n, a->router)) ||
-      (st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, hp->moe_renorm, f->route_ids,
-                          f->route_w)))
-    return st;
+  if ((st = linear(f, &ly->moe_router, &no_bias, a->h, n, a->router))) return st;
+  if (hp->moe_n_group) {
+    if (!be->moe_route_group)
+      return brisk_error(BRISK_E_UNSUPPORTED, "%s: group-limited expert routing is not offered",
+                         be->name);
+    st = be->moe_route_group(be, a->router, n, (int32_t)hp->n_expert, ku, (int32_t)hp->moe_n_group,
+                             (int32_t)hp->moe_topk_group, hp->moe_renorm, f->route_ids, f->route_w);
+  } else {
+    st = be->moe_route(be, a->router, n, (int32_t)hp->n_expert, ku, hp->moe_renorm, f->route_ids,
+                       f->route_w);
+  }
+  if (st) return st;
   const brisk_split_layer *sl = split_of(f, il);
   if (!sl) {
     if ((st = run_experts(f, ly, n, 0, (int32_t)hp->n_expert, a->x))) return st;
@@ -398,12 +425,69 @@ static brisk_status keep_kv(brisk_forward *f, int32_t il, const brisk_forward_ba
   return BRISK_OK;
 }
 
+/* Multi-head latent attention (DeepSeek-V2), read like the math:
+ *   q = h Wq, or rmsnorm(h Wq_a) * q_a_norm . Wq_b   [n][n_head][nope | rope]
+ *   c = rmsnorm(h Wkv_a[latent rows]) * kv_a_norm    [n][kv_lora_rank]
+ *   k_r = h Wkv_a[rope rows]                         [n][rope_dim], one for all heads
+ *   q[rope part], k_r = rope(., pos)
+ *   cache[slot] = [c | k_r]          the latent row: no per-head K or V
+ *   o = mla_attention(q, cache, kv_b) Wo    (kv_b absorbed into q and the output)
+ * The latent norms use eps 1e-6 (transformers' and DeepSeek's code build
+ * them without the config's rms_norm_eps). */
+static brisk_status mla_block(brisk_forward *f, const brisk_forward_kv *kv, int32_t il,
+                              const brisk_forward_batch *b) {
+  const brisk_hparams *hp = &f->model->hp;
+  const brisk_layer *ly = &f->model->layers[il];
+  fwd_dev *a = f->cur;
+  brisk_backend *be = a->be;
+  const int32_t n = b->n_tokens, hd = (int32_t)hp->head_dim, nh = (int32_t)hp->n_head;
+  const int32_t r = (int32_t)hp->kv_lora_rank, dr = (int32_t)hp->rope_dim;
+  const int64_t qd = (int64_t)nh * hd;
+  const float latent_eps = 1e-6f;
+  if (!be->mla_attention || !be->mla_kv_write)
+    return brisk_error(BRISK_E_UNSUPPORTED, "%s: multi-head latent attention is not offered",
+                       be->name);
+  brisk_status st = pre_norm(f, &ly->attn_norm, n);
+  if (st) return st;
+  if (ly->wq_a.data) {
+    if ((st = linear(f, &ly->wq_a, &no_bias, a->h, n, a->qa)) ||
+        (st = be->rmsnorm(be, a->qa, ly->q_a_norm.data, n, ly->wq_a.rows, latent_eps, a->qa)) ||
+        (st = linear(f, &ly->wq_b, &no_bias, a->qa, n, a->q)))
+      return st;
+  } else if ((st = linear(f, &ly->wq, &no_bias, a->h, n, a->q))) {
+    return st;
+  }
+  brisk_mla_params mp = {
+      nh, r, (int32_t)hp->mla_nope_dim, dr, (int32_t)hp->mla_v_dim, hp->attn_scale};
+  /* RoPE on dims [nope, nope + rope) of each query head: a view whose
+   * heads start nope values in. */
+  if ((st = linear(f, &ly->wkv_a_lat, &no_bias, a->h, n, a->lat)) ||
+      (st = be->rmsnorm(be, a->lat, ly->kv_a_norm.data, n, r, latent_eps, a->lat)) ||
+      (st = linear(f, &ly->wkv_a_rope, &no_bias, a->h, n, a->krope)) ||
+      (st = be->rope(be, a->q + mp.nope_dim, n, qd, nh, hd, b->pos, &f->rope)) ||
+      (st = be->rope(be, a->krope, n, dr, 1, dr, b->pos, &f->rope)) ||
+      (st = be->mla_kv_write(be, &kv->layout, kv->k[il], kv->v[il], a->lat, a->krope, b->slot, n,
+                             &mp)))
+    return st;
+  brisk_attn_batch ab = {n, b->pos, b->seq_row, b->block_tables, b->n_seqs, b->max_blocks};
+  if ((st = be->mla_attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, ly->wkv_b.data, &ab, &mp,
+                              a->att)))
+    return st;
+  const int64_t od = (int64_t)nh * mp.v_dim;
+  const brisk_split_layer *sl = split_of(f, il);
+  if ((st = sl ? rowpar(f, &ly->wo, sl->wo, sl->att_col, a->att, od, n)
+               : linear(f, &ly->wo, &no_bias, a->att, n, a->proj)))
+    return st;
+  return residual_add(f, &ly->post_attn_norm, n);
+}
+
 static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv, int32_t il,
                                     const brisk_forward_batch *b) {
   const brisk_hparams *hp = &f->model->hp;
   const brisk_layer *ly = &f->model->layers[il];
   fwd_dev *a = f->cur;
   brisk_backend *be = a->be;
+  if (hp->kv_lora_rank) return mla_block(f, kv, il, b);
   int32_t n = b->n_tokens, hd = (int32_t)hp->head_dim;
   int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
   brisk_status st = pre_norm(f, &ly->attn_norm, n);

@@ -11,12 +11,20 @@
 
 typedef struct brisk_forward brisk_forward;
 
-/* Per-layer paged K/V storage, owned by the caller (the context). */
+/* Per-layer paged K/V storage, owned by the caller (the context). A
+ * latent-attention model (deepseek2) keeps its latent rows in the same
+ * pair of pools (backend.h, brisk_mla_params); brisk_forward_kv_geometry
+ * gives the pools' heads and head_dim. */
 typedef struct brisk_forward_kv {
   brisk_kv_layout layout;
   void **k; /* [n_layer] each [n_blocks][n_kv_heads][block_size][head_dim] */
   void **v; /* [n_layer] same */
 } brisk_forward_kv;
+
+/* The heads and head_dim of each K and V pool for the model: n_head_kv and
+ * head_dim, or for latent attention 1 head of (kv_lora_rank + rope_dim) / 2
+ * values in each pool, the two halves of a token's latent row. */
+void brisk_forward_kv_geometry(const brisk_hparams *hp, int32_t *n_kv_heads, int32_t *head_dim);
 
 /* One batch, all host memory. Token i is position pos[i] of the sequence
  * whose block table is row seq_row[i] of block_tables, and its K/V goes to

@@ -15,6 +15,7 @@ static const brisk_arch_info table[BRISK_ARCH_COUNT] = {
     [BRISK_ARCH_PHI3] = {"phi3", BRISK_HP_ROPE_NEOX, false, false, false, false},
     [BRISK_ARCH_QWEN2MOE] = {"qwen2moe", BRISK_HP_ROPE_NEOX, true, false, true, false},
     [BRISK_ARCH_QWEN3MOE] = {"qwen3moe", BRISK_HP_ROPE_NEOX, false, true, true, false},
+    [BRISK_ARCH_DEEPSEEK2] = {"deepseek2", BRISK_HP_ROPE_NORMAL, false, false, true, false},
 };
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch) {
@@ -23,7 +24,7 @@ const brisk_arch_info *brisk_arch_get(brisk_arch arch) {
 
 const char *brisk_arch_names(void) {
   return "llama, mistral, qwen2, qwen3, mixtral, granite, olmo2, gemma2, gemma3, phi3, qwen2moe, "
-         "qwen3moe";
+         "qwen3moe, deepseek2";
 }
 
 bool brisk_arch_from_name(const char *name, brisk_arch *out) {
@@ -41,5 +42,6 @@ bool brisk_arch_from_hf_model_type(const char *model_type, brisk_arch *out) {
   if (!strcmp(model_type, "gemma3_text")) model_type = "gemma3";
   if (!strcmp(model_type, "qwen2_moe")) model_type = "qwen2moe";
   if (!strcmp(model_type, "qwen3_moe")) model_type = "qwen3moe";
+  if (!strcmp(model_type, "deepseek_v2")) model_type = "deepseek2";
   return brisk_arch_from_name(model_type, out);
 }

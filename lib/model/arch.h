@@ -18,6 +18,7 @@ typedef enum brisk_arch {
   BRISK_ARCH_PHI3,      /* llama with fused qkv and gate/up projections */
   BRISK_ARCH_QWEN2MOE,  /* qwen2 + MoE FFN with a sigmoid-gated shared expert */
   BRISK_ARCH_QWEN3MOE,  /* qwen3 + MoE FFN */
+  BRISK_ARCH_DEEPSEEK2, /* multi-head latent attention, dense first layers, shared experts */
   BRISK_ARCH_COUNT
 } brisk_arch;
 
@@ -25,7 +26,10 @@ typedef enum brisk_arch {
  * GGUF llama files store q/k; NEOX rotates (i, i + d/2), as Hugging Face
  * checkpoints store them. The two are the same model up to a permutation of
  * q/k rows, so a Hugging Face llama runs unpermuted with NEOX. */
-typedef enum brisk_hp_rope_style { BRISK_HP_ROPE_NORMAL = 0, BRISK_HP_ROPE_NEOX = 1 } brisk_hp_rope_style;
+typedef enum brisk_hp_rope_style {
+  BRISK_HP_ROPE_NORMAL = 0,
+  BRISK_HP_ROPE_NEOX = 1
+} brisk_hp_rope_style;
 
 typedef enum brisk_hp_rope_scaling {
   BRISK_HP_ROPE_SCALING_NONE = 0,
@@ -55,12 +59,12 @@ typedef struct brisk_hparams {
   uint32_t rope_dim; /* dimensions rotated per head (= head_dim unless partial) */
   brisk_hp_rope_style rope_style;
   brisk_hp_rope_scaling rope_scaling;
-  float rope_factor;             /* linear / llama3 / yarn scale factor */
-  float rope_low_freq_factor;    /* llama3 */
-  float rope_high_freq_factor;   /* llama3 */
-  uint32_t rope_orig_ctx;        /* llama3 / yarn original context */
+  float rope_factor;                                      /* linear / llama3 / yarn scale factor */
+  float rope_low_freq_factor;                             /* llama3 */
+  float rope_high_freq_factor;                            /* llama3 */
+  uint32_t rope_orig_ctx;                                 /* llama3 / yarn original context */
   float yarn_beta_fast, yarn_beta_slow, yarn_attn_factor; /* attn_factor: also longrope's */
-  uint32_t sliding_window; /* 0: none */
+  uint32_t sliding_window;                                /* 0: none */
   bool tied_embeddings;
   /* Variants of the llama block; 0 means "not used" for each. */
   float embd_scale;      /* x = embed(tokens) * embd_scale (granite, gemma) */
@@ -70,15 +74,25 @@ typedef struct brisk_hparams {
   float attn_softcap;    /* attention scores soft-capped (gemma2) */
   float final_softcap;   /* logits soft-capped (gemma2) */
   float rope_base_local; /* RoPE base of sliding-window layers, unscaled (gemma3) */
+  /* Multi-head latent attention (deepseek2), when kv_lora_rank > 0: head_dim
+   * is the query/key head (mla_nope_dim + rope_dim), rope_dim the decoupled
+   * RoPE part, and the KV cache holds kv_lora_rank + rope_dim per token. */
+  uint32_t q_lora_rank;  /* 0: a plain q projection */
+  uint32_t kv_lora_rank; /* 0: not MLA */
+  uint32_t mla_nope_dim; /* qk_nope_head_dim */
+  uint32_t mla_v_dim;    /* v_head_dim */
+  /* Group-limited top-k (deepseek2 group_limited_greedy); 0: plain top-k. */
+  uint32_t moe_n_group, moe_topk_group;
+  float moe_scale; /* routed experts' weights are multiplied by this; 0: 1 */
 } brisk_hparams;
 
 typedef struct brisk_arch_info {
-  const char *name;   /* as in GGUF general.architecture */
+  const char *name; /* as in GGUF general.architecture */
   brisk_hp_rope_style gguf_rope_style;
-  bool qkv_bias;      /* q/k/v projections have biases */
-  bool qk_norm;       /* per-head RMSNorm on q and k */
-  bool moe;           /* mixture-of-experts FFN */
-  bool geglu;         /* gelu(gate) * up FFN instead of SwiGLU */
+  bool qkv_bias; /* q/k/v projections have biases */
+  bool qk_norm;  /* per-head RMSNorm on q and k */
+  bool moe;      /* mixture-of-experts FFN */
+  bool geglu;    /* gelu(gate) * up FFN instead of SwiGLU */
 } brisk_arch_info;
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch);

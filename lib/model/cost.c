@@ -45,9 +45,13 @@ void brisk_model_cost_weights(const brisk_model *m, int64_t n_tokens, int64_t n_
                                        &ly->wo,        &ly->bq,      &ly->bk,       &ly->bv,
                                        &ly->q_norm,    &ly->k_norm,  &ly->ffn_norm, &ly->ffn_gate,
                                        &ly->ffn_up,    &ly->ffn_down};
-    /* Post-norms (olmo2, gemma) and the shared expert (qwen2moe). */
-    const brisk_weight *variants[] = {&ly->post_attn_norm, &ly->post_ffn_norm, &ly->shexp_gate,
-                                      &ly->shexp_up,       &ly->shexp_down,    &ly->shexp_gate_inp};
+    /* Post-norms (olmo2, gemma), the shared expert (qwen2moe), latent
+     * attention's projections (deepseek2: kv_b's absorbed products cost
+     * what a matmul by it does). */
+    const brisk_weight *variants[] = {
+        &ly->post_attn_norm, &ly->post_ffn_norm, &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down,
+        &ly->shexp_gate_inp, &ly->wq_a,          &ly->q_a_norm,   &ly->wq_b,     &ly->wkv_a_lat,
+        &ly->wkv_a_rope,     &ly->kv_a_norm,     &ly->wkv_b};
     for (size_t i = 0; i < sizeof per_layer / sizeof *per_layer; i++) dense(per_layer[i], n, c);
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) dense(variants[i], n, c);
     if (m->hp.n_expert > 0 && ly->expert_gate) moe(m, ly, n, c);
@@ -64,6 +68,10 @@ void brisk_model_cost_attention(const brisk_model *m, uint32_t kv_elem_bytes, in
   const brisk_hparams *hp = &m->hp;
   double kv_pos_bytes = 2.0 * hp->n_head_kv * hp->head_dim * kv_elem_bytes; /* K and V */
   double score_flops = 4.0 * hp->n_head * hp->head_dim;
+  if (hp->kv_lora_rank) { /* one latent row per position; each head scores and sums it */
+    kv_pos_bytes = (double)(hp->kv_lora_rank + hp->rope_dim) * kv_elem_bytes;
+    score_flops = 2.0 * hp->n_head * (2.0 * hp->kv_lora_rank + hp->rope_dim);
+  }
   int64_t end = n_past + n_new; /* positions [0, end) after the pass */
   for (uint32_t il = 0; il < hp->n_layer; il++) {
     int64_t w = m->layers[il].sliding_window;

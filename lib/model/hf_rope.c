@@ -148,7 +148,7 @@ brisk_status brisk_hf_rope_read(const struct json_object *o, const char *path, u
     /* DeepSeek's mscale pair and an untruncated ramp change the angles in
      * ways brisk's YaRN does not compute. */
     static const char *const refused[] = {"mscale", "mscale_all_dim"};
-    for (size_t i = 0; i < 2; i++)
+    for (size_t i = 0; i < 2 && !r->allow_mscale; i++)
       if (has(o, refused[i]))
         return brisk_error(BRISK_E_UNSUPPORTED,
                            "config.json: RoPE setting '%s.%s' (yarn) is not supported", path,
@@ -159,11 +159,29 @@ brisk_status brisk_hf_rope_read(const struct json_object *o, const char *path, u
     if (!truncate)
       return brisk_error(BRISK_E_UNSUPPORTED,
                          "config.json: RoPE setting '%s.truncate' = false is not supported", path);
-    return (st = get_f32(o, path, "beta_fast", &r->beta_fast)) ||
-                   (st = get_f32(o, path, "beta_slow", &r->beta_slow)) ||
-                   (st = get_f32(o, path, "attention_factor", &r->attn_factor))
-               ? st
-               : BRISK_OK;
+    float mscale = 0, mscale_all = 0;
+    if ((st = get_f32(o, path, "beta_fast", &r->beta_fast)) ||
+        (st = get_f32(o, path, "beta_slow", &r->beta_slow)) ||
+        (st = get_f32(o, path, "mscale", &mscale)) ||
+        (st = get_f32(o, path, "mscale_all_dim", &mscale_all)))
+      return st;
+    r->mscale_all_dim = mscale_all;
+    if (mscale != 0 && mscale_all != 0 && !has(o, "attention_factor")) {
+      /* transformers: cos and sin scale by get_mscale(factor, mscale) /
+       * get_mscale(factor, mscale_all_dim), with get_mscale(s, m) = 1 +
+       * 0.1 m ln s (1 when s <= 1); brisk's rope multiplies attn_factor by
+       * get_mscale(factor, 1), divided out here. */
+      double lf = r->factor > 1 ? log((double)r->factor) : 0;
+      double af = (1 + 0.1 * mscale * lf) / (1 + 0.1 * mscale_all * lf) / (1 + 0.1 * lf);
+      if (!(isfinite(af) && af > 0 && af < 1e30 && isfinite(mscale_all)))
+        return brisk_error(BRISK_E_FORMAT,
+                           "config.json: '%s' mscale %g / mscale_all_dim %g give no positive "
+                           "magnitude for factor %g",
+                           path, (double)mscale, (double)mscale_all, (double)r->factor);
+      r->attn_factor = (float)af;
+      return BRISK_OK;
+    }
+    return get_f32(o, path, "attention_factor", &r->attn_factor);
   }
   if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
     r->scaling = BRISK_HP_ROPE_SCALING_LONGROPE;

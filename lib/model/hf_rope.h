@@ -5,6 +5,7 @@
 #include "brisk.h"
 #include "model/arch.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct json_object;
@@ -22,7 +23,12 @@ typedef struct brisk_hf_rope {
   uint32_t orig_ctx; /* original_max_position_embeddings; 0: not given */
   float low_freq_factor, high_freq_factor;
   float beta_fast, beta_slow;
-  float attn_factor;  /* yarn, longrope (0: longrope's default, the caller's to compute) */
+  float attn_factor; /* yarn, longrope (0: longrope's default, the caller's to compute) */
+  /* Set by the caller: DeepSeek's yarn mscale / mscale_all_dim are read
+   * (else refused). mscale_all_dim (0: none) also scales DeepSeek's
+   * attention logits, which is the caller's to apply. */
+  bool allow_mscale;
+  float mscale_all_dim;
   uint32_t n_factors; /* longrope: entries of short_factor / long_factor */
   float short_factor[BRISK_HF_ROPE_MAX_FACTORS];
   float long_factor[BRISK_HF_ROPE_MAX_FACTORS];

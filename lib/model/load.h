@@ -7,8 +7,11 @@
 typedef struct brisk_gguf brisk_gguf;
 typedef struct brisk_hf brisk_hf;
 
+/* GGUF files; buffers made at load (deepseek2's float32 kv_b) are appended
+ * to *owned (the source frees them). */
 brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
-                                   const brisk_model_params *params);
+                                   const brisk_model_params *params, void ***owned, size_t *n_owned,
+                                   size_t *cap_owned);
 
 /* Hugging Face folders; buffers converted at load are appended to *owned
  * (the source frees them). */

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "format/gguf.h"
+#include "model/load_gguf_mla.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,8 @@
 typedef struct gguf_loader {
   const brisk_gguf *g;
   const char *arch; /* key prefix */
+  void ***owned;    /* model-owned buffers made at load, appended to */
+  size_t *n_owned, *cap_owned;
 } gguf_loader;
 
 static brisk_status get_u32(const gguf_loader *L, const char *suffix, bool required,
@@ -127,7 +130,8 @@ static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
   if ((st = get_u32(L, "attention.key_length", false, &hp->head_dim))) return st;
   uint32_t value_length = hp->head_dim;
   if ((st = get_u32(L, "attention.value_length", false, &value_length))) return st;
-  if (value_length != hp->head_dim)
+  /* deepseek2's head sizes are read by brisk_gguf_mla_hparams. */
+  if (value_length != hp->head_dim && hp->arch != BRISK_ARCH_DEEPSEEK2)
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "GGUF: attention.value_length %u differs from key_length %u", value_length,
                        hp->head_dim);
@@ -229,6 +233,44 @@ static brisk_status bind_experts(brisk_model *m, const gguf_loader *L, const cha
   return BRISK_OK;
 }
 
+/* deepseek2's attention weights (model/load_gguf_mla.c for kv_b). */
+static brisk_status bind_mla(brisk_model *m, const gguf_loader *L, uint32_t il) {
+  const brisk_hparams *hp = &m->hp;
+  brisk_layer *ly = &m->layers[il];
+  const int64_t d = hp->n_embd, r = hp->kv_lora_rank, dr = hp->rope_dim, ql = hp->q_lora_rank,
+                q_dim = (int64_t)hp->n_head * hp->head_dim;
+  char name[96];
+  brisk_status st;
+#define BIND(suffix, cols, rows, field)                                                            \
+  do {                                                                                             \
+    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);                                          \
+    if ((st = bind(m, L, name, cols, rows, true, &(field)))) return st;                            \
+  } while (0)
+  if (ql) {
+    BIND("attn_q_a.weight", d, ql, ly->wq_a);
+    BIND("attn_q_a_norm.weight", ql, 0, ly->q_a_norm);
+    BIND("attn_q_b.weight", ql, q_dim, ly->wq_b);
+  } else {
+    BIND("attn_q.weight", d, q_dim, ly->wq);
+  }
+  brisk_weight kv_a;
+  BIND("attn_kv_a_mqa.weight", d, r + dr, kv_a);
+  ly->wkv_a_lat = brisk_weight_rows(&kv_a, 0, r);
+  ly->wkv_a_rope = brisk_weight_rows(&kv_a, r, dr);
+  BIND("attn_kv_a_norm.weight", r, 0, ly->kv_a_norm);
+  BIND("attn_output.weight", (int64_t)hp->n_head * hp->mla_v_dim, d, ly->wo);
+#undef BIND
+  if (brisk_grow((void **)L->owned, L->cap_owned, *L->n_owned + 1, sizeof(void *)))
+    return brisk_error_oom();
+  float *kv_b = NULL;
+  if ((st = brisk_gguf_mla_kv_b(m, L->g, il, &kv_b, &ly->wkv_b))) {
+    brisk_aligned_free(kv_b);
+    return st;
+  }
+  (*L->owned)[(*L->n_owned)++] = kv_b;
+  return BRISK_OK;
+}
+
 static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il) {
   const brisk_hparams *hp = &m->hp;
   brisk_layer *ly = &m->layers[il];
@@ -245,8 +287,14 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
   const bool olmo2 = hp->arch == BRISK_ARCH_OLMO2;
   const bool gemma = hp->arch == BRISK_ARCH_GEMMA2 || hp->arch == BRISK_ARCH_GEMMA3;
   if (!olmo2) BIND("attn_norm.weight", d, 0, true, attn_norm);
-  const bool phi3 = hp->arch == BRISK_ARCH_PHI3;
-  if (phi3) { /* q, k, v rows of one fused matrix */
+  const bool phi3 = hp->arch == BRISK_ARCH_PHI3, mla = hp->kv_lora_rank > 0;
+  /* deepseek2: its leading dense layers, then MoE ones. */
+  uint32_t n_dense = 0;
+  if (mla && (st = get_u32(L, "leading_dense_block_count", false, &n_dense))) return st;
+  const bool dense = hp->n_expert == 0 || (mla && il < n_dense);
+  if (mla) {
+    if ((st = bind_mla(m, L, il))) return st;
+  } else if (phi3) { /* q, k, v rows of one fused matrix */
     brisk_weight qkv;
     snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", il);
     if ((st = bind(m, L, name, d, q_dim + 2 * kv_dim, true, &qkv))) return st;
@@ -258,7 +306,7 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
     BIND("attn_k.weight", d, kv_dim, true, wk);
     BIND("attn_v.weight", d, kv_dim, true, wv);
   }
-  BIND("attn_output.weight", q_dim, d, true, wo);
+  if (!mla) BIND("attn_output.weight", q_dim, d, true, wo);
   BIND("attn_q.bias", q_dim, 0, ai->qkv_bias, bq);
   BIND("attn_k.bias", kv_dim, 0, ai->qkv_bias, bk);
   BIND("attn_v.bias", kv_dim, 0, ai->qkv_bias, bv);
@@ -275,7 +323,7 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
     ly->ffn_gate = brisk_weight_rows(&gate_up, 0, ff);
     ly->ffn_up = brisk_weight_rows(&gate_up, ff, ff);
     BIND("ffn_down.weight", ff, d, true, ffn_down);
-  } else if (hp->n_expert == 0) {
+  } else if (dense) {
     BIND("ffn_gate.weight", d, ff, true, ffn_gate);
     BIND("ffn_up.weight", d, ff, true, ffn_up);
     BIND("ffn_down.weight", ff, d, true, ffn_down);
@@ -289,7 +337,7 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
     if ((st = bind_experts(m, L, name, d, fe, hp->n_expert, ly->expert_up))) return st;
     snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", il);
     if ((st = bind_experts(m, L, name, fe, d, hp->n_expert, ly->expert_down))) return st;
-    if (fs) { /* qwen2moe's shared expert and its gate */
+    if (fs) { /* qwen2moe's shared expert and its gate; deepseek2's, ungated */
       BIND("ffn_gate_shexp.weight", d, fs, true, shexp_gate);
       BIND("ffn_up_shexp.weight", d, fs, true, shexp_up);
       BIND("ffn_down_shexp.weight", fs, d, true, shexp_down);
@@ -308,7 +356,8 @@ static brisk_status bind_layer(brisk_model *m, const gguf_loader *L, uint32_t il
 }
 
 brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
-                                   const brisk_model_params *params) {
+                                   const brisk_model_params *params, void ***owned, size_t *n_owned,
+                                   size_t *cap_owned) {
   brisk_gguf_str arch;
   brisk_status st = brisk_gguf_get_str(g, "general.architecture", &arch);
   if (st == BRISK_E_NOT_FOUND)
@@ -319,8 +368,10 @@ brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
         BRISK_E_UNSUPPORTED,
         "architecture '%s' (GGUF general.architecture) is not supported; brisk runs %s", arch.ptr,
         brisk_arch_names());
-  gguf_loader L = {g, arch.ptr};
-  if ((st = read_hparams(&L, &m->hp))) return st;
+  gguf_loader L = {g, arch.ptr, owned, n_owned, cap_owned};
+  if ((st = read_hparams(&L, &m->hp)) ||
+      (m->hp.arch == BRISK_ARCH_DEEPSEEK2 && (st = brisk_gguf_mla_hparams(g, arch.ptr, &m->hp))))
+    return st;
   m->hp.rope_style = brisk_arch_get(m->hp.arch)->gguf_rope_style;
 
   /* Vocabulary size comes from the embedding table. */

@@ -27,6 +27,7 @@ typedef struct hf_loader {
   size_t *n_owned, *cap_owned;
   bool copy; /* use_mmap 0: every weight is copied, nothing is read from the mapping later */
   bool norm_plus_one; /* gemma: norm weights w are applied as 1 + w */
+  bool f32;           /* bind a matrix as float32 too (deepseek2's kv_b, read by mla_attention) */
 } hf_loader;
 
 static brisk_status cfg_u32(const brisk_hf *hf, const char *key, bool required, uint32_t *out) {
@@ -118,6 +119,90 @@ static brisk_status layer_is_moe(const brisk_hf *hf, uint32_t il, bool *moe) {
   *moe = step > 0 && (il + 1) % step == 0;
   for (size_t i = 0; i < n; i++)
     if (dense[i] == (int64_t)il) *moe = false;
+  return BRISK_OK;
+}
+
+/* DeepSeek-V2 (transformers' deepseek_v2): latent attention sizes, routed
+ * and shared experts (n_shared_experts of moe_intermediate_size each, as
+ * one FFN, ungated), routing. Called after the RoPE settings are read. */
+static brisk_status read_deepseek2(const brisk_hf *hf, brisk_hparams *hp, float mscale_all_dim) {
+  uint32_t rope = 0, n_shared = 0;
+  brisk_status st;
+  if ((st = cfg_u32(hf, "q_lora_rank", false, &hp->q_lora_rank)) ||
+      (st = cfg_u32(hf, "kv_lora_rank", true, &hp->kv_lora_rank)) ||
+      (st = cfg_u32(hf, "qk_nope_head_dim", true, &hp->mla_nope_dim)) ||
+      (st = cfg_u32(hf, "qk_rope_head_dim", true, &rope)) ||
+      (st = cfg_u32(hf, "v_head_dim", true, &hp->mla_v_dim)) ||
+      (st = cfg_u32(hf, "n_routed_experts", false, &hp->n_expert)) ||
+      (st = cfg_u32(hf, "n_shared_experts", false, &n_shared)) ||
+      (st = cfg_u32(hf, "moe_intermediate_size", false, &hp->n_ff_exp)) ||
+      (st = cfg_f32(hf, "routed_scaling_factor", &hp->moe_scale)))
+    return st;
+  if (hp->kv_lora_rank == 0 || hp->mla_nope_dim == 0 || rope == 0 || hp->mla_v_dim == 0 ||
+      rope % 2 || (hp->kv_lora_rank + rope) % 2 || hp->kv_lora_rank > BRISK_MAX_HEAD_DIM ||
+      hp->mla_nope_dim + rope > BRISK_MAX_HEAD_DIM || hp->mla_v_dim > BRISK_MAX_HEAD_DIM)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "config.json: kv_lora_rank %u, qk_nope_head_dim %u, qk_rope_head_dim %u, "
+                       "v_head_dim %u: each must be 1..%d, the rope part and rank + rope even",
+                       hp->kv_lora_rank, hp->mla_nope_dim, rope, hp->mla_v_dim, BRISK_MAX_HEAD_DIM);
+  hp->head_dim = hp->mla_nope_dim + rope;
+  hp->rope_dim = rope;
+  hp->n_head_kv = hp->n_head; /* every head reads the one latent */
+  hp->n_ff_shexp = n_shared * hp->n_ff_exp;
+  bool bias = false;
+  if ((st = brisk_hf_config_get_bool(hf, "attention_bias", &bias)) && st != BRISK_E_NOT_FOUND)
+    return st;
+  if (bias)
+    return brisk_error(BRISK_E_UNSUPPORTED, "config.json: attention_bias true is not supported");
+  const char *method = "greedy", *scoring = "softmax";
+  if (((st = brisk_hf_config_get_string(hf, "topk_method", &method)) && st != BRISK_E_NOT_FOUND) ||
+      ((st = brisk_hf_config_get_string(hf, "scoring_func", &scoring)) && st != BRISK_E_NOT_FOUND))
+    return st;
+  if (strcmp(scoring, "softmax"))
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "config.json: scoring_func '%s' is not supported (softmax is)", scoring);
+  if (!strcmp(method, "group_limited_greedy")) {
+    if ((st = cfg_u32(hf, "n_group", true, &hp->moe_n_group)) ||
+        (st = cfg_u32(hf, "topk_group", true, &hp->moe_topk_group)))
+      return st;
+    if (hp->moe_n_group == 0 || hp->n_expert % hp->moe_n_group || hp->moe_topk_group == 0 ||
+        hp->moe_topk_group > hp->moe_n_group ||
+        hp->n_expert_used > hp->moe_topk_group * (hp->n_expert / hp->moe_n_group))
+      return brisk_error(BRISK_E_FORMAT,
+                         "config.json: n_group %u, topk_group %u do not fit %u experts, %u per "
+                         "token",
+                         hp->moe_n_group, hp->moe_topk_group, hp->n_expert, hp->n_expert_used);
+  } else if (strcmp(method, "greedy")) {
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "config.json: topk_method '%s' is not supported (greedy and "
+                       "group_limited_greedy are)",
+                       method);
+  }
+  hp->moe_renorm = false;
+  if ((st = brisk_hf_config_get_bool(hf, "norm_topk_prob", &hp->moe_renorm)) &&
+      st != BRISK_E_NOT_FOUND)
+    return st;
+  /* DeepSeek scales the logits by mscale(factor, mscale_all_dim)^2 too
+   * (transformers' yarn_apply_mscale). */
+  double scale = 1.0 / sqrt((double)hp->head_dim);
+  if (hp->rope_scaling != BRISK_HP_ROPE_SCALING_NONE && mscale_all_dim != 0 &&
+      hp->rope_factor > 1) {
+    double ms = 1 + 0.1 * mscale_all_dim * log((double)hp->rope_factor);
+    scale *= ms * ms;
+  }
+  hp->attn_scale = (float)scale;
+  return BRISK_OK;
+}
+
+/* Whether layer il of a deepseek2 model has the MoE FFN: from
+ * first_k_dense_replace on, every moe_layer_freq-th layer. */
+static brisk_status deepseek2_layer_is_moe(const brisk_hf *hf, uint32_t il, bool *moe) {
+  uint32_t first = 0, freq = 1;
+  brisk_status st;
+  if ((st = cfg_u32(hf, "first_k_dense_replace", false, &first)) ||
+      (st = cfg_u32(hf, "moe_layer_freq", false, &freq)))
+    return st;
+  *moe = il >= first && freq > 0 && il % freq == 0;
   return BRISK_OK;
 }
 
@@ -234,18 +319,27 @@ static brisk_status read_hparams(const brisk_hf *hf, brisk_hparams *hp) {
   if (st && st != BRISK_E_NOT_FOUND) return st;
   hp->tied_embeddings = tied;
   if (hp->arch == BRISK_ARCH_GRANITE && (st = read_granite(hf, hp))) return st;
-  if (hp->n_expert && (st = read_moe(hf, hp))) return st;
+  const bool deepseek2 = hp->arch == BRISK_ARCH_DEEPSEEK2;
+  if (hp->n_expert && !deepseek2 && (st = read_moe(hf, hp))) return st;
   if ((hp->arch == BRISK_ARCH_GEMMA2 || hp->arch == BRISK_ARCH_GEMMA3) && (st = read_gemma(hf, hp)))
     return st;
-  hp->rope_style = BRISK_HP_ROPE_NEOX;
+  /* DeepSeek rotates adjacent pairs of its rope dims (complex multiply). */
+  hp->rope_style = deepseek2 ? BRISK_HP_ROPE_NORMAL : BRISK_HP_ROPE_NEOX;
+  uint32_t rope_dim = 0;
+  if (deepseek2 && (st = cfg_u32(hf, "qk_rope_head_dim", true, &rope_dim))) return st;
   brisk_hf_rope *rope = brisk_calloc(1, sizeof *rope);
   if (!rope) return brisk_error_oom();
   rope->base = hp->rope_base;
+  rope->allow_mscale = deepseek2;
   /* Gemma 3 keeps one rope object per layer type: the full layers' is the
    * model's, the sliding layers' gives their (unscaled) base. */
   bool per_type = hp->arch == BRISK_ARCH_GEMMA3;
-  if (!(st = brisk_hf_rope_lookup(hf, per_type ? "full_attention" : NULL, hp->head_dim, rope)))
+  if (!(st = brisk_hf_rope_lookup(hf, per_type ? "full_attention" : NULL,
+                                  deepseek2 ? rope_dim : hp->head_dim, rope)))
     st = apply_rope(rope, hp);
+  if (!st && deepseek2 && !(st = read_deepseek2(hf, hp, rope->mscale_all_dim)) && rope->dim)
+    st = brisk_error(BRISK_E_UNSUPPORTED,
+                     "config.json: partial_rotary_factor is not supported for deepseek_v2");
   if (!st && per_type && has_rope_parameters(hf)) {
     memset(rope, 0, sizeof *rope);
     rope->base = hp->rope_base_local;
@@ -295,10 +389,11 @@ static brisk_status bind(hf_loader *L, const char *name, int64_t cols, int64_t r
   size_t n_name = strlen(name);
   bool plus_one =
       L->norm_plus_one && vector && n_name >= 11 && !strcmp(name + n_name - 11, "norm.weight");
-  if (vector && (type != BRISK_DTYPE_F32 || plus_one)) {
-    float *f = brisk_aligned_alloc(64, (size_t)cols * sizeof(float));
+  if ((vector || L->f32) && (type != BRISK_DTYPE_F32 || plus_one)) {
+    const int64_t n_elem = vector ? cols : cols * rows; /* shape checked above */
+    float *f = brisk_aligned_alloc(64, (size_t)n_elem * sizeof(float));
     if (!f) return brisk_error_oom();
-    for (int64_t i = 0; i < cols; i++) {
+    for (int64_t i = 0; i < n_elem; i++) {
       uint16_t h;
       if (type == BRISK_DTYPE_F32) {
         memcpy(&f[i], (const char *)t->data + 4 * i, 4);
@@ -341,10 +436,37 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
     if ((st = bind(L, name, cols, rows, required, &(field)))) return st;                           \
   } while (0)
   const bool olmo2 = hp->arch == BRISK_ARCH_OLMO2;
+  const bool mla = hp->kv_lora_rank > 0;
   bool moe = hp->n_expert > 0;
-  if (moe && (st = layer_is_moe(L->hf, il, &moe))) return st;
+  if (moe && (st = mla ? deepseek2_layer_is_moe(L->hf, il, &moe) : layer_is_moe(L->hf, il, &moe)))
+    return st;
   if (!olmo2) BIND("input_layernorm.weight", d, 0, true, ly->attn_norm);
-  if (hp->arch == BRISK_ARCH_PHI3) { /* q, k, v rows of one fused matrix */
+  if (mla) {
+    /* Latent attention: q (plain or through its own low rank), kv_a
+     * ([latent | k_rope] rows), its norm, kv_b (per head: nope rows, then
+     * value rows) and o. */
+    int64_t r = hp->kv_lora_rank, dr = hp->rope_dim, ql = hp->q_lora_rank;
+    if (ql) {
+      BIND("self_attn.q_a_proj.weight", d, ql, true, ly->wq_a);
+      BIND("self_attn.q_a_layernorm.weight", ql, 0, true, ly->q_a_norm);
+      BIND("self_attn.q_b_proj.weight", ql, q_dim, true, ly->wq_b);
+    } else {
+      BIND("self_attn.q_proj.weight", d, q_dim, true, ly->wq);
+    }
+    brisk_weight kv_a;
+    BIND("self_attn.kv_a_proj_with_mqa.weight", d, r + dr, true, kv_a);
+    ly->wkv_a_lat = brisk_weight_rows(&kv_a, 0, r);
+    ly->wkv_a_rope = brisk_weight_rows(&kv_a, r, dr);
+    BIND("self_attn.kv_a_layernorm.weight", r, 0, true, ly->kv_a_norm);
+    L->f32 = true;
+    snprintf(name, sizeof name, "model.layers.%u.self_attn.kv_b_proj.weight", il);
+    st = bind(L, name, r, (int64_t)hp->n_head * (hp->mla_nope_dim + hp->mla_v_dim), true,
+              &ly->wkv_b);
+    L->f32 = false;
+    if (st) return st;
+    BIND("self_attn.o_proj.weight", (int64_t)hp->n_head * hp->mla_v_dim, d, true, ly->wo);
+    BIND("post_attention_layernorm.weight", d, 0, true, ly->ffn_norm);
+  } else if (hp->arch == BRISK_ARCH_PHI3) { /* q, k, v rows of one fused matrix */
     brisk_weight qkv;
     BIND("self_attn.qkv_proj.weight", d, q_dim + 2 * kv_dim, true, qkv);
     ly->wq = brisk_weight_rows(&qkv, 0, q_dim);
@@ -355,7 +477,7 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
     BIND("self_attn.k_proj.weight", d, kv_dim, true, ly->wk);
     BIND("self_attn.v_proj.weight", d, kv_dim, true, ly->wv);
   }
-  BIND("self_attn.o_proj.weight", q_dim, d, true, ly->wo);
+  if (!mla) BIND("self_attn.o_proj.weight", q_dim, d, true, ly->wo);
   BIND("self_attn.q_proj.bias", q_dim, 0, ai->qkv_bias, ly->bq);
   BIND("self_attn.k_proj.bias", kv_dim, 0, ai->qkv_bias, ly->bk);
   BIND("self_attn.v_proj.bias", kv_dim, 0, ai->qkv_bias, ly->bv);
@@ -370,7 +492,7 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
     BIND("post_attention_layernorm.weight", d, 0, true, ly->post_attn_norm);
     BIND("pre_feedforward_layernorm.weight", d, 0, true, ly->ffn_norm);
     BIND("post_feedforward_layernorm.weight", d, 0, true, ly->post_ffn_norm);
-  } else {
+  } else if (!mla) {
     BIND("post_attention_layernorm.weight", d, 0, true, ly->ffn_norm);
   }
   if (hp->arch == BRISK_ARCH_PHI3) { /* gate rows, then up rows */
@@ -396,7 +518,11 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
       snprintf(suffix, sizeof suffix, "mlp.experts.%u.down_proj.weight", e);
       BIND(suffix, fe, d, true, ly->expert_down[e]);
     }
-    if (fs) {
+    if (fs && mla) { /* deepseek2: n_shared_experts as one FFN, no gate */
+      BIND("mlp.shared_experts.gate_proj.weight", d, fs, true, ly->shexp_gate);
+      BIND("mlp.shared_experts.up_proj.weight", d, fs, true, ly->shexp_up);
+      BIND("mlp.shared_experts.down_proj.weight", fs, d, true, ly->shexp_down);
+    } else if (fs) {
       BIND("mlp.shared_expert.gate_proj.weight", d, fs, true, ly->shexp_gate);
       BIND("mlp.shared_expert.up_proj.weight", d, fs, true, ly->shexp_up);
       BIND("mlp.shared_expert.down_proj.weight", fs, d, true, ly->shexp_down);
@@ -428,7 +554,7 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
 brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
                                  const brisk_model_params *params, void ***owned, size_t *n_owned,
                                  size_t *cap_owned) {
-  hf_loader L = {hf, m, owned, n_owned, cap_owned, !params->use_mmap, false};
+  hf_loader L = {hf, m, owned, n_owned, cap_owned, !params->use_mmap, false, false};
   brisk_status st;
   if ((st = read_hparams(hf, &m->hp)) || (st = brisk_model_check_hparams(&m->hp))) return st;
   L.norm_plus_one = m->hp.arch == BRISK_ARCH_GEMMA2 || m->hp.arch == BRISK_ARCH_GEMMA3;

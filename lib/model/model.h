@@ -24,29 +24,38 @@ typedef struct brisk_weight {
 } brisk_weight;
 
 typedef struct brisk_layer {
-  brisk_weight attn_norm;          /* [n_embd] */
-  brisk_weight wq;                 /* [n_head * head_dim][n_embd] */
-  brisk_weight wk;                 /* [n_head_kv * head_dim][n_embd] */
-  brisk_weight wv;                 /* [n_head_kv * head_dim][n_embd] */
-  brisk_weight wo;                 /* [n_embd][n_head * head_dim] */
-  brisk_weight bq, bk, bv;         /* qkv bias (qwen2), [rows of wq/wk/wv] */
-  brisk_weight q_norm, k_norm;     /* RMSNorm per head (qwen3), [head_dim], or over all
-                                    * heads (olmo2), [n_head(_kv) * head_dim] */
-  brisk_weight post_attn_norm;     /* norm of the attention output (olmo2, gemma), [n_embd] */
-  brisk_weight ffn_norm;           /* [n_embd]; attn_norm and ffn_norm are absent in olmo2 */
-  brisk_weight post_ffn_norm;      /* norm of the FFN output (olmo2, gemma), [n_embd] */
-  brisk_weight ffn_gate;           /* dense FFN: [n_ff][n_embd] */
-  brisk_weight ffn_up;             /* [n_ff][n_embd] */
-  brisk_weight ffn_down;           /* [n_embd][n_ff] */
-  brisk_weight moe_router;         /* MoE: [n_expert][n_embd] */
-  brisk_weight *expert_gate;       /* MoE: n_expert entries, each [n_ff][n_embd] */
-  brisk_weight *expert_up;         /* [n_ff][n_embd] */
-  brisk_weight *expert_down;       /* [n_embd][n_ff] */
-  brisk_weight shexp_gate;         /* shared expert (qwen2moe): [n_ff_shexp][n_embd] */
-  brisk_weight shexp_up;           /* [n_ff_shexp][n_embd] */
-  brisk_weight shexp_down;         /* [n_embd][n_ff_shexp] */
-  brisk_weight shexp_gate_inp;     /* its sigmoid gate: [1][n_embd] */
-  uint32_t sliding_window;         /* 0: full attention in this layer */
+  brisk_weight attn_norm;      /* [n_embd] */
+  brisk_weight wq;             /* [n_head * head_dim][n_embd] */
+  brisk_weight wk;             /* [n_head_kv * head_dim][n_embd] */
+  brisk_weight wv;             /* [n_head_kv * head_dim][n_embd] */
+  brisk_weight wo;             /* [n_embd][n_head * head_dim] */
+  brisk_weight bq, bk, bv;     /* qkv bias (qwen2), [rows of wq/wk/wv] */
+  brisk_weight q_norm, k_norm; /* RMSNorm per head (qwen3), [head_dim], or over all
+                                * heads (olmo2), [n_head(_kv) * head_dim] */
+  brisk_weight post_attn_norm; /* norm of the attention output (olmo2, gemma), [n_embd] */
+  brisk_weight ffn_norm;       /* [n_embd]; attn_norm and ffn_norm are absent in olmo2 */
+  brisk_weight post_ffn_norm;  /* norm of the FFN output (olmo2, gemma), [n_embd] */
+  brisk_weight ffn_gate;       /* dense FFN: [n_ff][n_embd] */
+  brisk_weight ffn_up;         /* [n_ff][n_embd] */
+  brisk_weight ffn_down;       /* [n_embd][n_ff] */
+  brisk_weight moe_router;     /* MoE: [n_expert][n_embd] */
+  brisk_weight *expert_gate;   /* MoE: n_expert entries, each [n_ff][n_embd] */
+  brisk_weight *expert_up;     /* [n_ff][n_embd] */
+  brisk_weight *expert_down;   /* [n_embd][n_ff] */
+  brisk_weight shexp_gate;     /* shared expert (qwen2moe): [n_ff_shexp][n_embd] */
+  brisk_weight shexp_up;       /* [n_ff_shexp][n_embd] */
+  brisk_weight shexp_down;     /* [n_embd][n_ff_shexp] */
+  brisk_weight shexp_gate_inp; /* its sigmoid gate: [1][n_embd] */
+  /* Multi-head latent attention (deepseek2); wq is then [n_head * head_dim]
+   * [n_embd] when the model has no q_lora_rank, wo [n_embd][n_head * v]. */
+  brisk_weight wq_a;       /* [q_lora_rank][n_embd] */
+  brisk_weight q_a_norm;   /* [q_lora_rank] */
+  brisk_weight wq_b;       /* [n_head * head_dim][q_lora_rank] */
+  brisk_weight wkv_a_lat;  /* latent rows of kv_a: [kv_lora_rank][n_embd] */
+  brisk_weight wkv_a_rope; /* k_rope rows of kv_a: [rope_dim][n_embd] */
+  brisk_weight kv_a_norm;  /* [kv_lora_rank] */
+  brisk_weight wkv_b;      /* [n_head * (nope + v)][kv_lora_rank], always F32 */
+  uint32_t sliding_window; /* 0: full attention in this layer */
 } brisk_layer;
 
 typedef struct brisk_model_source brisk_model_source;
@@ -68,12 +77,12 @@ struct brisk_model {
   brisk_device_ref device;
   int32_t n_dev_layers;
   bool output_on_device;
-  brisk_backend *dev_be;     /* owns the device copies (NULL for a CPU model) */
-  void **dev_bufs;           /* [n_dev_bufs] those copies, freed with the model */
+  brisk_backend *dev_be; /* owns the device copies (NULL for a CPU model) */
+  void **dev_bufs;       /* [n_dev_bufs] those copies, freed with the model */
   size_t n_dev_bufs, dev_bufs_cap;
   uint64_t dev_weight_bytes; /* their bytes */
-  struct brisk_vocab *vocab;  /* NULL when the file has no supported tokenizer */
-  char *vocab_error;          /* why vocab is NULL (for the vocabulary calls' message) */
+  struct brisk_vocab *vocab; /* NULL when the file has no supported tokenizer */
+  char *vocab_error;         /* why vocab is NULL (for the vocabulary calls' message) */
   char *path;
   /* The memory account of the load (core/memcap.h), and what repacking a
    * mapped file charged to it (those pages became the process's own). */

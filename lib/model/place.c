@@ -210,10 +210,21 @@ static brisk_status to_device(brisk_model *m, brisk_weight *w, bool matrix) {
 static brisk_status layer_to_device(brisk_model *m, brisk_layer *ly) {
   brisk_weight *mats[] = {&ly->wq,         &ly->wk,       &ly->wv,         &ly->wo,
                           &ly->ffn_gate,   &ly->ffn_up,   &ly->ffn_down,   &ly->moe_router,
-                          &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down, &ly->shexp_gate_inp};
-  brisk_weight *vecs[] = {&ly->attn_norm,    &ly->ffn_norm, &ly->bq,     &ly->bk,
-                          &ly->bv,           &ly->q_norm,   &ly->k_norm, &ly->post_attn_norm,
-                          &ly->post_ffn_norm};
+                          &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down, &ly->shexp_gate_inp,
+                          &ly->wq_a,       &ly->wq_b,     &ly->wkv_a_lat,  &ly->wkv_a_rope};
+  /* kv_b stays float32 (mla_attention reads it as such), as vectors do. */
+  brisk_weight *vecs[] = {&ly->attn_norm,
+                          &ly->ffn_norm,
+                          &ly->bq,
+                          &ly->bk,
+                          &ly->bv,
+                          &ly->q_norm,
+                          &ly->k_norm,
+                          &ly->post_attn_norm,
+                          &ly->post_ffn_norm,
+                          &ly->q_a_norm,
+                          &ly->kv_a_norm,
+                          &ly->wkv_b};
   brisk_status st = BRISK_OK;
   for (size_t i = 0; i < sizeof mats / sizeof *mats && !st; i++) st = to_device(m, mats[i], true);
   for (size_t i = 0; i < sizeof vecs / sizeof *vecs && !st; i++) st = to_device(m, vecs[i], false);

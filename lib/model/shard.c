@@ -37,7 +37,8 @@ int32_t brisk_split_model_slots(const brisk_model *m) {
     if (brisk_dtype_is_packed(wo->type)) return 1;
     uint32_t blk = block_of(wo->type);
     for (int32_t s = 1; s < BRISK_SPLIT_SLOTS; s++)
-      if ((slot_begin(s, hp->n_head) * hp->head_dim) % blk) return 1;
+      if ((slot_begin(s, hp->n_head) * (hp->kv_lora_rank ? hp->mla_v_dim : hp->head_dim)) % blk)
+        return 1;
     const brisk_weight *wd = &m->layers[l].ffn_down;
     if (wd->data && brisk_dtype_is_packed(wd->type)) return 1;
   }
@@ -96,7 +97,8 @@ static brisk_weight view_rows(const brisk_weight *w, int64_t r0, int64_t r1) {
 static brisk_status split_layer(brisk_split *sp, const brisk_model *m, const brisk_layer *ly,
                                 int32_t s0, int32_t n, brisk_split_layer *out) {
   const brisk_hparams *hp = &m->hp;
-  int64_t hd = hp->head_dim, h0 = slot_begin(s0, hp->n_head);
+  /* wo's columns per head: latent attention's heads give v_head_dim values. */
+  int64_t hd = hp->kv_lora_rank ? hp->mla_v_dim : hp->head_dim, h0 = slot_begin(s0, hp->n_head);
   brisk_status st = BRISK_OK;
   for (int32_t j = 0; j <= n; j++) {
     out->att_col[j] = (int32_t)((slot_begin(s0 + j, hp->n_head) - h0) * hd);
@@ -276,6 +278,11 @@ brisk_status brisk_split_make_ranks(brisk_model *m, int32_t tp) {
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "tensor parallelism on a GPU device needs the NCCL communicator; this "
                        "build splits CPU models only");
+  if (hp->kv_lora_rank)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "tensor parallelism: %s (multi-head latent attention) is not split across "
+                       "ranks yet; load it with tp_size 1",
+                       brisk_arch_get(hp->arch)->name);
   if (brisk_split_model_slots(m) != BRISK_SPLIT_SLOTS)
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "tensor parallelism: the attention output weights (%s, heads of %u) "

@@ -20,7 +20,7 @@
 struct brisk_model_source {
   brisk_gguf *gguf; /* exactly one of gguf and hf is set */
   brisk_hf *hf;
-  void **owned; /* weights converted at load (HF vectors) */
+  void **owned; /* weights converted at load (HF vectors, deepseek2's kv_b) */
   size_t n_owned, cap_owned;
 };
 
@@ -147,7 +147,8 @@ brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
   }
   st = src->hf
            ? brisk_model_load_hf(m, src->hf, params, &src->owned, &src->n_owned, &src->cap_owned)
-           : brisk_model_load_gguf(m, src->gguf, params);
+           : brisk_model_load_gguf(m, src->gguf, params, &src->owned, &src->n_owned,
+                                   &src->cap_owned);
   if (st) return st;
   return fit_vocab(m);
 }

@@ -17,6 +17,8 @@
 #include "cuda_emu.h"
 #include "test_support.h"
 
+#include "../backend/ops/mla_ref.h"
+
 #include "backend/cpu/ops/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/device.h"
@@ -725,6 +727,19 @@ static void test_attention(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attention(f, &cases[i]);
 }
 
+/* Latent attention and group-limited routing against the float64
+ * references of tests/backend/ops/mla_ref.h, as the CPU paths are. */
+static void test_mla(void **state) {
+  fixture *f = *state;
+  for (int i = 0; i < 10; i++) {
+    uint32_t dtype = i % 2 ? BRISK_DTYPE_F16 : BRISK_DTYPE_F32;
+    double e = mla_check_case(f->dev, &f->rng, dtype);
+    if (e > 2e-5) fail_msg("mla case %d (%s): error %.3g", i, brisk_dtype_name(dtype), e);
+  }
+  mla_check_refusals(f->dev);
+  mla_check_route_group(f->dev, &f->rng);
+}
+
 /* ---- memory -------------------------------------------------------------------------- */
 
 static void test_out_of_device_memory(void **state) {
@@ -782,6 +797,7 @@ int main(void) {
       cmocka_unit_test(test_moe_route),   cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_matmul_gemm), cmocka_unit_test(test_gemm_rows_independent),
       cmocka_unit_test(test_attention),   cmocka_unit_test(test_out_of_device_memory),
+      cmocka_unit_test(test_mla),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -36,6 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   r->base = 10000.0f;
+  r->allow_mscale = data[size - 1] & 1; /* DeepSeek's mscale pair read or refused */
   brisk_status st = brisk_hf_rope_read(o, "rope_parameters", head_dim, r);
   CHECK(st == BRISK_OK || st == BRISK_E_FORMAT || st == BRISK_E_UNSUPPORTED ||
         st == BRISK_E_OUT_OF_MEMORY);
@@ -45,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(r->dim == 0 || (r->dim % 2 == 0 && r->dim <= head_dim));
     CHECK(r->scaling >= BRISK_HP_ROPE_SCALING_NONE && r->scaling <= BRISK_HP_ROPE_SCALING_LONGROPE);
     CHECK(r->n_factors <= BRISK_HF_ROPE_MAX_FACTORS);
+    CHECK(isfinite(r->attn_factor) && isfinite(r->mscale_all_dim));
     for (uint32_t i = 0; i < r->n_factors; i++)
       CHECK(isfinite(r->short_factor[i]) && r->short_factor[i] > 0 && isfinite(r->long_factor[i]) &&
             r->long_factor[i] > 0);

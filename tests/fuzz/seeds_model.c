@@ -65,6 +65,12 @@ int fuzz_write_seeds(const char *dir) {
     snprintf(name, sizeof name, "%s-tied-novocab", archs[a]);
     bad |= save(dir, name, &s);
   }
+  /* Latent attention: a dense layer, then a MoE one with a shared expert. */
+  test_model_spec ds = test_model_default("deepseek2");
+  ds.n_vocab = 40, ds.n_embd = 8, ds.n_layer = 2, ds.n_head = 2, ds.n_head_kv = 2, ds.head_dim = 6,
+  ds.rope_dim = 2, ds.kv_lora_rank = 4, ds.v_head_dim = 4, ds.n_ff = 8, ds.n_ctx = 64,
+  ds.n_expert = 2, ds.n_expert_used = 1;
+  bad |= save(dir, "deepseek2-f32", &ds);
   test_model_spec s = test_model_default("llama");
   s.n_vocab = 40, s.n_embd = 32, s.n_layer = 1, s.n_head = 2, s.n_head_kv = 2, s.head_dim = 16,
   s.n_ff = 32, s.n_ctx = 64, s.weight_type = BRISK_DTYPE_Q8_0;

@@ -566,7 +566,7 @@ static void test_hf_unknown_arch(void **state) {
   char path[512];
   snprintf(path, sizeof path, "%s/config.json", dir);
   FILE *f = fopen(path, "w");
-  fprintf(f, "{\"model_type\": \"deepseek_v2\"}");
+  fprintf(f, "{\"model_type\": \"falcon_mamba\"}");
   fclose(f);
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   f = fopen(path, "w");
@@ -574,10 +574,54 @@ static void test_hf_unknown_arch(void **state) {
   fclose(f);
   brisk_model *m = NULL;
   assert_int_equal(brisk_model_load(dir, NULL, &m), BRISK_E_UNSUPPORTED);
-  assert_non_null(strstr(brisk_last_error(), "'deepseek_v2'"));
+  assert_non_null(strstr(brisk_last_error(), "'falcon_mamba'"));
   for (int a = 0; a < BRISK_ARCH_COUNT; a++)
     assert_non_null(strstr(brisk_last_error(), brisk_arch_get((brisk_arch)a)->name));
   test_tmpdir_remove(dir);
+}
+
+/* deepseek_v2 settings brisk does not compute are refused naming them,
+ * before any tensor is read. */
+static void test_hf_deepseek2_refusals(void **state) {
+  (void)state;
+  static const struct {
+    const char *extra, *needle;
+    brisk_status st;
+  } bad[] = {
+      {"\"topk_method\": \"noaux_tc\"", "'noaux_tc'", BRISK_E_UNSUPPORTED},
+      {"\"scoring_func\": \"sigmoid\"", "'sigmoid'", BRISK_E_UNSUPPORTED},
+      {"\"attention_bias\": true", "attention_bias", BRISK_E_UNSUPPORTED},
+      {"\"topk_method\": \"group_limited_greedy\", \"n_group\": 3, \"topk_group\": 1", "n_group 3",
+       BRISK_E_FORMAT},
+      {"\"topk_method\": \"group_limited_greedy\"", "'n_group'", BRISK_E_FORMAT},
+      {"\"qk_rope_head_dim\": 3", "qk_rope_head_dim 3", BRISK_E_UNSUPPORTED},
+      {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 1e4, \"factor\": 4, "
+       "\"original_max_position_embeddings\": 16, \"mscale\": 1, \"mscale_all_dim\": -100}",
+       "mscale_all_dim", BRISK_E_FORMAT},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *dir = test_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "{\"model_type\": \"deepseek_v2\", \"vocab_size\": 32, \"hidden_size\": 16, "
+            "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"intermediate_size\": 32, "
+            "\"kv_lora_rank\": 8, \"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 4, "
+            "\"v_head_dim\": 4, \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, "
+            "\"moe_intermediate_size\": 8, %s}",
+            bad[i].extra);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    f = fopen(path, "w");
+    fprintf(f, "%c%c%c%c%c%c%c%c{}", 2, 0, 0, 0, 0, 0, 0, 0);
+    fclose(f);
+    brisk_model *m = NULL;
+    assert_int_equal(brisk_model_load(dir, NULL, &m), bad[i].st);
+    if (!strstr(brisk_last_error(), bad[i].needle))
+      fail_msg("case %zu: '%s' does not name %s", i, brisk_last_error(), bad[i].needle);
+    test_tmpdir_remove(dir);
+  }
 }
 
 /* Last-token logits of a 4-token prompt into out[VOCAB]. */
@@ -648,11 +692,17 @@ static void test_hf_allocation_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_llama_f32),          cmocka_unit_test(test_llama_bf16),
-      cmocka_unit_test(test_qwen2_f16),          cmocka_unit_test(test_mixtral_f32),
-      cmocka_unit_test(test_hf_errors),          cmocka_unit_test(test_hf_rope_validation),
-      cmocka_unit_test(test_hf_rope_parameters), cmocka_unit_test(test_hf_unknown_arch),
-      cmocka_unit_test(test_hf_read_at_load),    cmocka_unit_test(test_hf_allocation_failures),
+      cmocka_unit_test(test_llama_f32),
+      cmocka_unit_test(test_llama_bf16),
+      cmocka_unit_test(test_qwen2_f16),
+      cmocka_unit_test(test_mixtral_f32),
+      cmocka_unit_test(test_hf_errors),
+      cmocka_unit_test(test_hf_rope_validation),
+      cmocka_unit_test(test_hf_rope_parameters),
+      cmocka_unit_test(test_hf_unknown_arch),
+      cmocka_unit_test(test_hf_deepseek2_refusals),
+      cmocka_unit_test(test_hf_read_at_load),
+      cmocka_unit_test(test_hf_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,15 @@ test_model_spec test_model_default(const char *arch) {
   }
   if (!strcmp(arch, "mistral")) s.sliding_window = 32;
   if (!strcmp(arch, "qwen3")) s.head_dim = 32; /* explicit, != n_embd / n_head */
+  if (!strcmp(arch, "deepseek2")) {
+    s.head_dim = 24; /* nope 16 + rope 8 */
+    s.n_head_kv = s.n_head;
+    s.kv_lora_rank = 32;
+    s.rope_dim = 8;
+    s.v_head_dim = 16;
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+  }
   return s;
 }
 
@@ -139,9 +148,18 @@ brisk_status test_model_write(const char *path, const test_model_spec *s, test_r
   brisk_gguf_writer_set_f32(c.w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
   brisk_gguf_writer_set_f32(c.w, KEY("rope.freq_base"),
                             s->rope_base != 0.0f ? s->rope_base : 10000.0f);
-  if (s->head_dim != s->n_embd / s->n_head) {
+  const bool mla = s->kv_lora_rank > 0;
+  if (s->head_dim != s->n_embd / s->n_head || mla) {
     brisk_gguf_writer_set_u32(c.w, KEY("attention.key_length"), s->head_dim);
-    brisk_gguf_writer_set_u32(c.w, KEY("attention.value_length"), s->head_dim);
+    brisk_gguf_writer_set_u32(c.w, KEY("attention.value_length"),
+                              mla ? s->v_head_dim : s->head_dim);
+  }
+  if (mla) {
+    brisk_gguf_writer_set_u32(c.w, KEY("attention.kv_lora_rank"), s->kv_lora_rank);
+    brisk_gguf_writer_set_u32(c.w, KEY("rope.dimension_count"), s->rope_dim);
+    brisk_gguf_writer_set_u32(c.w, KEY("leading_dense_block_count"), 1);
+    brisk_gguf_writer_set_u32(c.w, KEY("expert_feed_forward_length"), s->n_ff / 2);
+    brisk_gguf_writer_set_u32(c.w, KEY("expert_shared_count"), 1);
   }
   if (s->n_expert) {
     brisk_gguf_writer_set_u32(c.w, KEY("expert_count"), s->n_expert);
@@ -169,9 +187,18 @@ brisk_status test_model_write(const char *path, const test_model_spec *s, test_r
 #define T(suffix) (snprintf(name, sizeof name, "blk.%u.%s", l, suffix), name)
     add(&c, T("attn_norm.weight"), f32, d, 1, 1);
     add(&c, T("attn_q.weight"), wt, d, q, 1);
-    add(&c, T("attn_k.weight"), wt, d, kv, 1);
-    add(&c, T("attn_v.weight"), wt, d, kv, 1);
-    add(&c, T("attn_output.weight"), wt, q, d, 1);
+    if (mla) {
+      uint64_t r = s->kv_lora_rank, hv = (uint64_t)s->n_head * s->v_head_dim;
+      add(&c, T("attn_kv_a_mqa.weight"), wt, d, r + s->rope_dim, 1);
+      add(&c, T("attn_kv_a_norm.weight"), f32, r, 1, 1);
+      add(&c, T("attn_kv_b.weight"), wt, r,
+          (uint64_t)s->n_head * (s->head_dim - s->rope_dim + s->v_head_dim), 1);
+      add(&c, T("attn_output.weight"), wt, hv, d, 1);
+    } else {
+      add(&c, T("attn_k.weight"), wt, d, kv, 1);
+      add(&c, T("attn_v.weight"), wt, d, kv, 1);
+      add(&c, T("attn_output.weight"), wt, q, d, 1);
+    }
     if (bias) {
       add(&c, T("attn_q.bias"), f32, q, 1, 1);
       add(&c, T("attn_k.bias"), f32, kv, 1, 1);
@@ -182,7 +209,16 @@ brisk_status test_model_write(const char *path, const test_model_spec *s, test_r
       add(&c, T("attn_k_norm.weight"), f32, s->head_dim, 1, 1);
     }
     add(&c, T("ffn_norm.weight"), f32, d, 1, 1);
-    if (s->n_expert) {
+    if (mla && l > 0) { /* deepseek2: experts of n_ff / 2 and a shared one */
+      uint64_t fe = ff / 2;
+      add(&c, T("ffn_gate_inp.weight"), f32, d, s->n_expert, 1);
+      add(&c, T("ffn_gate_exps.weight"), wt, d, fe, s->n_expert);
+      add(&c, T("ffn_up_exps.weight"), wt, d, fe, s->n_expert);
+      add(&c, T("ffn_down_exps.weight"), wt, fe, d, s->n_expert);
+      add(&c, T("ffn_gate_shexp.weight"), wt, d, fe, 1);
+      add(&c, T("ffn_up_shexp.weight"), wt, d, fe, 1);
+      add(&c, T("ffn_down_shexp.weight"), wt, fe, d, 1);
+    } else if (s->n_expert && !mla) {
       add(&c, T("ffn_gate_inp.weight"), f32, d, s->n_expert, 1);
       add(&c, T("ffn_gate_exps.weight"), wt, d, ff, s->n_expert);
       add(&c, T("ffn_up_exps.weight"), wt, d, ff, s->n_expert);

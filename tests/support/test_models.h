@@ -12,7 +12,7 @@
 struct brisk_gguf_writer;
 
 typedef struct test_model_spec {
-  const char *arch; /* "llama", "mistral", "qwen2", "qwen3", "mixtral" */
+  const char *arch; /* "llama", "mistral", "qwen2", "qwen3", "mixtral", "deepseek2" */
   uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
   uint32_t n_expert, n_expert_used, sliding_window;
   uint32_t weight_type; /* brisk_dtype of the matrices; bytes are random for quantized types */
@@ -37,6 +37,11 @@ typedef struct test_model_spec {
   const float *rope_freqs;
   void (*extra)(struct brisk_gguf_writer *w, const char *arch, void *user);
   void *extra_user;
+  /* deepseek2 (multi-head latent attention, as llama.cpp's older converter
+   * writes it: attn_kv_b whole): the latent rank, the rope part of
+   * head_dim (the rest is the nope part), the value head; the first layer
+   * dense, the others MoE with one shared expert. */
+  uint32_t kv_lora_rank, rope_dim, v_head_dim;
 } test_model_spec;
 
 /* A small valid spec for `arch`. */

@@ -482,6 +482,28 @@ static brisk_status cuda_moe_route(brisk_backend *be, const float *logits, int32
   return copy(be, weights, d_w, n * sizeof *weights, BRISK_CUDA_D2H, "moe_route weights");
 }
 
+static brisk_status cuda_moe_route_group(brisk_backend *be, const float *logits, int32_t n_tokens,
+                                         int32_t n_experts, int32_t k, int32_t n_group,
+                                         int32_t topk_group, bool renormalize, int32_t *ids,
+                                         float *weights) {
+  cuda_backend *cb = cb_of(be);
+  brisk_status st = brisk_check_moe_route_group(logits, n_tokens, n_experts, k, n_group, topk_group,
+                                                ids, weights);
+  if (st || n_tokens == 0) return st;
+  size_t n = (size_t)n_tokens * (size_t)k;
+  void *tmp = NULL;
+  if ((st = brisk_cuda_scratch(cb, &cb->tmp, n * (sizeof *ids + sizeof *weights), &tmp))) return st;
+  int32_t *d_ids = tmp;
+  float *d_w = (float *)(void *)(d_ids + n);
+  if ((st = launched(cb,
+                     brisk_kmoe_route_group(logits, n_tokens, n_experts, k, n_group, topk_group,
+                                            renormalize, d_ids, d_w, cb->stream),
+                     "moe_route_group")) ||
+      (st = copy(be, ids, d_ids, n * sizeof *ids, BRISK_CUDA_D2H, "moe_route_group ids")))
+    return st;
+  return copy(be, weights, d_w, n * sizeof *weights, BRISK_CUDA_D2H, "moe_route_group weights");
+}
+
 static brisk_status cuda_argmax(brisk_backend *be, const float *x, int64_t n_rows, int64_t n_cols,
                                 int32_t *ids) {
   cuda_backend *cb = cb_of(be);
@@ -544,6 +566,9 @@ brisk_status brisk_backend_cuda_create(const brisk_cuda_rt *rt, int device, cons
       .kv_copy_blocks = cuda_kv_copy_blocks,
       .attention = cuda_attention,
       .moe_route = cuda_moe_route,
+      .moe_route_group = cuda_moe_route_group,
+      .mla_kv_write = brisk_cuda_mla_kv_write,
+      .mla_attention = brisk_cuda_mla_attention,
       .argmax = cuda_argmax,
       .top_k = cuda_top_k,
   };

@@ -1,6 +1,7 @@
 /* The CUDA backend's private state and helpers, shared by its files:
  * cuda_backend.c (the table and the operations), cuda_gemm.c (the
- * tensor-core matmul path) and cuda_graph.c (decode steps as CUDA graphs).
+ * tensor-core matmul path), cuda_graph.c (decode steps as CUDA graphs) and
+ * cuda_mla.c (latent attention).
  * Nothing outside lib/backend/cuda includes it. */
 #ifndef BRISK_BACKEND_CUDA_CUDA_PRIV_H
 #define BRISK_BACKEND_CUDA_CUDA_PRIV_H
@@ -83,6 +84,16 @@ brisk_status brisk_cuda_graph_defer_free(cuda_backend *cb, void *p);
  * returns (while capturing it goes through page-locked staging). */
 brisk_status brisk_cuda_h2d(cuda_backend *cb, void *dst, const void *src, size_t bytes,
                             const char *what);
+
+/* cuda_mla.c: backend.h's mla_kv_write and mla_attention. */
+brisk_status brisk_cuda_mla_kv_write(brisk_backend *be, const brisk_kv_layout *kv, void *k_cache,
+                                     void *v_cache, const float *latent, const float *k_rope,
+                                     const int64_t *slots, int32_t n_tokens,
+                                     const brisk_mla_params *params);
+brisk_status brisk_cuda_mla_attention(brisk_backend *be, const brisk_kv_layout *kv,
+                                      const void *k_cache, const void *v_cache, const float *q,
+                                      const float *kv_b, const brisk_attn_batch *b,
+                                      const brisk_mla_params *params, float *out);
 
 /* The short names cuda_backend.c's operations use. */
 static inline brisk_status rt_status(cuda_backend *cb, int e, const char *what) {

@@ -63,6 +63,18 @@ brisk_status brisk_cpu_ops_attention(brisk_backend *be, const brisk_kv_layout *k
 brisk_status brisk_cpu_ops_moe_route(brisk_backend *be, const float *logits, int32_t n_tokens,
                                      int32_t n_experts, int32_t k, bool renormalize, int32_t *ids,
                                      float *weights);
+brisk_status brisk_cpu_ops_moe_route_group(brisk_backend *be, const float *logits, int32_t n_tokens,
+                                           int32_t n_experts, int32_t k, int32_t n_group,
+                                           int32_t topk_group, bool renormalize, int32_t *ids,
+                                           float *weights);
+brisk_status brisk_cpu_ops_mla_kv_write(brisk_backend *be, const brisk_kv_layout *kv, void *k_cache,
+                                        void *v_cache, const float *latent, const float *k_rope,
+                                        const int64_t *slots, int32_t n_tokens,
+                                        const brisk_mla_params *params);
+brisk_status brisk_cpu_ops_mla_attention(brisk_backend *be, const brisk_kv_layout *kv,
+                                         const void *k_cache, const void *v_cache, const float *q,
+                                         const float *kv_b, const brisk_attn_batch *batch,
+                                         const brisk_mla_params *params, float *out);
 brisk_status brisk_cpu_ops_argmax(brisk_backend *be, const float *x, int64_t n_rows, int64_t n_cols,
                                   int32_t *ids);
 brisk_status brisk_cpu_ops_top_k(brisk_backend *be, const float *x, int64_t n_rows, int64_t n_cols,

@@ -139,3 +139,58 @@ brisk_status brisk_cpu_ops_moe_route(brisk_backend *be, const float *logits, int
                          &job);
   return BRISK_OK;
 }
+
+typedef struct route_group_job {
+  route_job base;
+  int32_t n_group, topk_group;
+} route_group_job;
+
+/* Groups ranked by their largest logit (softmax is monotonic, so the same
+ * order as by their largest probability); the allowed experts gathered in
+ * id order, so that ranking the gathered logits breaks ties by id. */
+static void route_group_rows(void *p, int64_t t0, int64_t t1) {
+  const route_group_job *g = p;
+  const route_job *j = &g->base;
+  const int32_t per = j->n_experts / g->n_group;
+  float gmax[BRISK_MAX_EXPERTS], vals[BRISK_MAX_EXPERTS];
+  int32_t gids[BRISK_MAX_EXPERTS], map[BRISK_MAX_EXPERTS];
+  bool keep[BRISK_MAX_EXPERTS];
+  for (int64_t t = t0; t < t1; t++) {
+    const float *x = j->logits + t * j->n_experts;
+    int32_t *ids = j->ids + t * j->k;
+    float *w = j->weights + t * j->k;
+    for (int32_t gi = 0; gi < g->n_group; gi++) {
+      gmax[gi] = x[gi * per + row_argmax(x + gi * per, per)];
+      keep[gi] = false;
+    }
+    select_top_k(gmax, g->n_group, g->topk_group, gids);
+    for (int32_t i = 0; i < g->topk_group; i++) keep[gids[i]] = true;
+    int32_t n = 0;
+    for (int32_t e = 0; e < j->n_experts; e++)
+      if (keep[e / per]) {
+        vals[n] = x[e];
+        map[n++] = e;
+      }
+    select_top_k(vals, n, j->k, ids);
+    for (int32_t i = 0; i < j->k; i++) ids[i] = map[ids[i]];
+    double m = x[row_argmax(x, j->n_experts)], total = 0, chosen = 0;
+    for (int32_t e = 0; e < j->n_experts; e++) total += exp((double)x[e] - m);
+    for (int32_t i = 0; i < j->k; i++) chosen += exp((double)x[ids[i]] - m);
+    double denom = j->renormalize ? chosen : total;
+    for (int32_t i = 0; i < j->k; i++) w[i] = (float)(exp((double)x[ids[i]] - m) / denom);
+  }
+}
+
+brisk_status brisk_cpu_ops_moe_route_group(brisk_backend *be, const float *logits, int32_t n_tokens,
+                                           int32_t n_experts, int32_t k, int32_t n_group,
+                                           int32_t topk_group, bool renormalize, int32_t *ids,
+                                           float *weights) {
+  const brisk_cpu_ctx *c = be->ctx;
+  brisk_status st = brisk_check_moe_route_group(logits, n_tokens, n_experts, k, n_group, topk_group,
+                                                ids, weights);
+  if (st != BRISK_OK) return st;
+  route_group_job job = {{logits, ids, weights, n_experts, k, renormalize}, n_group, topk_group};
+  brisk_cpu_ops_parallel(c->pool, n_tokens, 1, 40.0 * n_tokens * (double)n_experts,
+                         route_group_rows, &job);
+  return BRISK_OK;
+}
