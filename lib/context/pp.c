@@ -106,9 +106,21 @@ static brisk_forward_batch micro(const brisk_forward_batch *b, int32_t j, int32_
   *o0 = k;
   int32_t n_out = 0;
   for (; k < b->n_out && b->out_rows[k] < t1; k++) out_rows[n_out++] = b->out_rows[k] - t0;
-  return (brisk_forward_batch){t1 - t0,      b->tokens + t0,  b->pos + t0, b->seq_row + t0,
-                               b->slot + t0, b->block_tables, b->n_seqs,   b->max_blocks,
-                               n_out,        out_rows};
+  return (brisk_forward_batch){t1 - t0,
+                               b->tokens + t0,
+                               b->pos + t0,
+                               b->seq_row + t0,
+                               b->slot + t0,
+                               b->block_tables,
+                               b->n_seqs,
+                               b->max_blocks,
+                               n_out,
+                               out_rows,
+                               b->rope_pos ? b->rope_pos + t0 : NULL,
+                               0,
+                               NULL,
+                               NULL,
+                               NULL};
 }
 
 static brisk_status alloc_kv(pp_stage *s, uint32_t dtype, int32_t n_blocks, int32_t block_size) {
@@ -185,7 +197,12 @@ static brisk_status follow_step(pp_stage *s, const pp_header *h) {
                            (int32_t)h->n_seqs,
                            (int32_t)h->max_blocks,
                            (int32_t)h->n_out,
-                           v.out_rows};
+                           v.out_rows,
+                           NULL,
+                           0,
+                           NULL,
+                           NULL,
+                           NULL};
   const brisk_model *m = s->g->model;
   const bool last = s->stage == s->g->size - 1;
   const size_t nv = m->hp.n_vocab, row = m->hp.n_embd * sizeof(float);

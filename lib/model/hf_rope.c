@@ -181,7 +181,16 @@ brisk_status brisk_hf_rope_read(const struct json_object *o, const char *path, u
       r->attn_factor = (float)af;
       return BRISK_OK;
     }
-    return get_f32(o, path, "attention_factor", &r->attn_factor);
+    /* transformers scales cos and sin by an explicit attention_factor
+     * alone; brisk's rope multiplies attn_factor by get_mscale(factor, 1),
+     * so that is divided out. */
+    float given = 0.0f;
+    if ((st = get_f32(o, path, "attention_factor", &given))) return st;
+    if (has(o, "attention_factor")) {
+      double lf = r->factor > 1 ? log((double)r->factor) : 0;
+      r->attn_factor = (float)((double)given / (1 + 0.1 * lf));
+    }
+    return BRISK_OK;
   }
   if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
     r->scaling = BRISK_HP_ROPE_SCALING_LONGROPE;

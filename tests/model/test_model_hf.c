@@ -7,8 +7,11 @@
 #include "core/alloc.h"
 #include "core/dtype.h"
 #include "core/half.h"
+#include "backend/backend.h"
 #include "format/gguf.h"
+#include "format/json.h"
 #include "format/safetensors.h"
+#include "model/hf_rope.h"
 #include "model/model.h"
 
 #include <math.h>
@@ -582,6 +585,45 @@ static void test_hf_unknown_arch(void **state) {
 
 /* deepseek_v2 settings brisk does not compute are refused naming them,
  * before any tensor is read. */
+/* YaRN's magnitude on cos and sin as transformers applies it: an explicit
+ * attention_factor alone, else get_mscale(factor) = 1 + 0.1 ln factor, else
+ * (mscale, mscale_all_dim) the ratio of the two get_mscale. What brisk keeps
+ * goes through the backend's frequency table, which multiplies attn_factor
+ * by get_mscale(factor) as llama.cpp does. */
+static void test_hf_yarn_magnitude(void **state) {
+  (void)state;
+  const double l4 = log(4.0);
+  static const char *cfg[] = {
+      "{\"rope_type\": \"yarn\", \"factor\": 4, \"attention_factor\": 1.3}",
+      "{\"rope_type\": \"yarn\", \"factor\": 4}",
+      "{\"rope_type\": \"yarn\", \"factor\": 4, \"mscale\": 0.707, \"mscale_all_dim\": 1}",
+      "{\"rope_type\": \"yarn\", \"factor\": 1, \"attention_factor\": 0.5}",
+  };
+  const double want[] = {1.3, 1 + 0.1 * l4, (1 + 0.1 * 0.707 * l4) / (1 + 0.1 * l4), 0.5};
+  for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+    struct json_object *o = NULL;
+    assert_int_equal(brisk_json_parse(cfg[i], strlen(cfg[i]), true, "rope", &o), BRISK_OK);
+    brisk_hf_rope *r = brisk_calloc(1, sizeof *r);
+    assert_non_null(r);
+    r->base = 10000.0f;
+    r->allow_mscale = true;
+    assert_int_equal(brisk_hf_rope_read(o, "rope_parameters", 16, r), BRISK_OK);
+    brisk_rope_params p;
+    brisk_rope_params_init(&p);
+    p.n_rot = 16;
+    p.scaling = BRISK_ROPE_SCALING_YARN;
+    p.factor = r->factor;
+    p.orig_ctx = 128;
+    p.attn_factor = r->attn_factor;
+    double inv_freq[8], mscale = 0;
+    assert_int_equal(brisk_rope_frequencies(&p, 16, inv_freq, &mscale), BRISK_OK);
+    if (fabs(mscale - want[i]) > 1e-6 * want[i])
+      fail_msg("case %zu: magnitude %.9f, transformers %.9f", i, mscale, want[i]);
+    brisk_free(r);
+    brisk_json_free(o);
+  }
+}
+
 static void test_hf_deepseek2_refusals(void **state) {
   (void)state;
   static const struct {
@@ -701,6 +743,7 @@ int main(void) {
       cmocka_unit_test(test_hf_rope_parameters),
       cmocka_unit_test(test_hf_unknown_arch),
       cmocka_unit_test(test_hf_deepseek2_refusals),
+      cmocka_unit_test(test_hf_yarn_magnitude),
       cmocka_unit_test(test_hf_read_at_load),
       cmocka_unit_test(test_hf_allocation_failures),
   };
