@@ -6,10 +6,12 @@
  * them, made once per grammar position (at creation: one walk of the
  * vocabulary's byte trie each, dead subtrees skipped whole) and refined
  * per deeper cut only where the position leaves many tokens to the rest
- * of the stack; the few tokens still undecided are then matched from the
- * state itself. Whole state masks are cached too, so a state seen before
- * is a hash lookup: the matcher interns parse stacks, so a state is a
- * short array of node ids (plus the bytes of an unfinished character). */
+ * of the stack (at creation too, for every stack a generation can reach,
+ * within a budget, and for the classes of unfinished characters); the few
+ * tokens still undecided are then matched from the state itself. Whole
+ * state masks are cached too, so a state seen before is a hash lookup:
+ * the matcher interns parse stacks, so a state is a short array of node
+ * ids (plus the bytes of an unfinished character). */
 #include "grammar/grammar.h"
 
 #include "core/alloc.h"
@@ -442,7 +444,7 @@ static void ne_clear(gr_masker *k) {
  * index is lost while they are being made. */
 static int ne_room(gr_masker *k) {
   if (k->ne_n + 5 > k->ne_cap || k->ne_slots + 5 > k->ne_slot_cap ||
-      2 * (k->pe_n + 10) > k->pe_cap || k->n_ne_deps > (size_t)GR_NODE_BYTES / sizeof *k->ne_deps ||
+      k->n_ne_deps > (size_t)GR_NODE_BYTES / sizeof *k->ne_deps ||
       k->n_ne_toks > (size_t)GR_NODE_BYTES / sizeof *k->ne_toks)
     ne_clear(k);
   if (!k->ne_mask) { /* the whole budget, never moved (see add_entry) */
@@ -478,10 +480,14 @@ static int32_t ne_lookup(const gr_masker *k, int32_t x, uint32_t ck) {
   return -1;
 }
 
-static int ne_bind(gr_masker *k, int32_t x, uint32_t ck, int32_t e) {
+/* Binds node x (with class ck) to entry e. A cut's own entry is always
+ * bound (at most ne_cap of them: half the table); a state's node only
+ * while the table is under a quarter full (optional: it is found again
+ * through its cuts), so the table stays under three quarters full and
+ * every probe ends. */
+static int ne_bind(gr_masker *k, int32_t x, uint32_t ck, int32_t e, int optional) {
   if (ck) {
-    /* At most half full (ne_room clears before that): a probe ends. */
-    if (2 * (k->pe_n + 1) > k->pe_cap) return 0; /* not bound: found again by its cuts */
+    if (optional && 4 * (k->pe_n + 1) > k->pe_cap) return 0;
     uint64_t key = (uint64_t)(uint32_t)x << 16 | ck | 1ull << 63;
     size_t i = (size_t)pe_hash(key) & (k->pe_cap - 1);
     while (k->pe_key[i] && k->pe_key[i] != key) i = (i + 1) & (k->pe_cap - 1);
@@ -563,7 +569,7 @@ static int32_t ne_make(gr_masker *k, int32_t x, int32_t base, const gr_utf8 *u) 
   }
   k->ne_dep_off[e] = (uint32_t)dep0;
   k->ne_dep_n[e] = (uint32_t)(k->n_ne_deps - dep0);
-  if (ne_bind(k, x, utf8_key(u), e)) return -1;
+  if (ne_bind(k, x, utf8_key(u), e, 0)) return -1;
   k->ne_n++;
   k->n_entries_made++;
   return e;
@@ -601,7 +607,7 @@ static int32_t ne_get(gr_masker *k, int32_t n, const gr_utf8 *u, int *cut) {
     if (x == n || k->ne_dep_n[e] <= NE_FEW_DEPS || depth >= GR_MAX_CUT) break;
     base = e;
   }
-  if (e != ne_lookup(k, n, ck) && ne_bind(k, n, ck, e)) return -1;
+  if (e != ne_lookup(k, n, ck) && ne_bind(k, n, ck, e, 1)) return -1;
   *cut |= k->ne_dep_n[e] > 0;
   return e;
 }
@@ -612,8 +618,7 @@ static int32_t ne_get(gr_masker *k, int32_t n, const gr_utf8 *u, int *cut) {
 static int ne_fits(const gr_masker *k) {
   size_t half = (size_t)GR_NODE_BYTES / 2;
   return k->ne_n + 5 <= k->ne_cap / 2 && k->ne_slots + 5 <= k->ne_slot_cap / 2 &&
-         4 * (k->pe_n + 10) <= k->pe_cap && k->n_ne_deps <= half / sizeof *k->ne_deps &&
-         k->n_ne_toks <= half / sizeof *k->ne_toks;
+         k->n_ne_deps <= half / sizeof *k->ne_deps && k->n_ne_toks <= half / sizeof *k->ne_toks;
 }
 
 /* The representatives of the classes of unfinished characters (see
@@ -714,8 +719,7 @@ brisk_status gr_masker_precompute(gr_masker *k) {
   if (pool_room(k, 2 * (size_t)GR_MAX_SET)) goto fail;
   for (size_t p = 0; p < g->n_elems; p++) {
     if (g->elems[p].type != GR_SET) continue;
-    if (k->ne_n + 5 > k->ne_cap || k->ne_slots + 5 > k->ne_slot_cap ||
-        2 * (k->pe_n + 10) > k->pe_cap)
+    if (k->ne_n + 5 > k->ne_cap || k->ne_slots + 5 > k->ne_slot_cap)
       break; /* the budget: the rest on demand */
     gr_dfa_clear_if_full(&k->dfa);
     int32_t x = gr_node_id(&k->m, (int32_t)p, GR_SENT);

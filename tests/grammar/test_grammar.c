@@ -484,6 +484,30 @@ static void test_precompute_reach(void **state) {
   brisk_grammar_free(g);
 }
 
+/* gr_set_covers against the naive check (every code point of the range
+ * in the set, one by one) on random ranges, for sets with touching,
+ * nested and negated ranges. */
+static void test_set_covers(void **state) {
+  (void)state;
+  test_rng rng = test_rng_seeded(__func__);
+  brisk_grammar *g =
+      compile(BRISK_CONSTRAINT_GBNF,
+              "root ::= [a-cd-fx] [^a-z\\u00e9] [\\u0080-\\u07ff\\u0800-\\u0fff\\u1000] "
+              "[\\u0100-\\u0200\\u0150-\\u0300] [^\"\\\\\\x00-\\x1f]");
+  int n_true = 0;
+  for (size_t set = 0; set < g->n_sets; set++)
+    for (int i = 0; i < 400; i++) {
+      uint32_t lo = (uint32_t)(test_rng_u64(&rng) % 0x1100), hi = lo;
+      if (i % 2) hi += (uint32_t)(test_rng_u64(&rng) % 0x900);
+      int want = 1;
+      for (uint32_t cp = lo; cp <= hi && want; cp++) want = gr_set_has(g, (uint32_t)set, cp);
+      assert_int_equal(gr_set_covers(g, (uint32_t)set, lo, hi), want);
+      n_true += want;
+    }
+  assert_true(n_true > 100);
+  brisk_grammar_free(g);
+}
+
 /* States inside a character, keyed by their class (gr_utf8_class): for
  * every lead byte with the surrogate and overlong edges (E0, ED, F0, F4)
  * and each number of continuation bytes seen, the mask equals the naive
@@ -761,7 +785,7 @@ int main(void) {
       cmocka_unit_test(test_errors),          cmocka_unit_test(test_mask_property),
       cmocka_unit_test(test_spm_vocab),       cmocka_unit_test(test_oom),
       cmocka_unit_test(test_sampler_mask),    cmocka_unit_test(test_precompute_reach),
-      cmocka_unit_test(test_partial_classes),
+      cmocka_unit_test(test_partial_classes), cmocka_unit_test(test_set_covers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
