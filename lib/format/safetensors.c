@@ -45,6 +45,9 @@ static const dtype_entry dtypes[] = {
     {"F32", BRISK_DTYPE_F32, 4},
     {"F16", BRISK_DTYPE_F16, 2},
     {"BF16", BRISK_DTYPE_BF16, 2},
+    /* GPTQ and AWQ checkpoints pack 4-bit weights, zero points and group
+     * indices into int32 tensors. */
+    {"I32", BRISK_DTYPE_I32, 4},
 };
 
 const char *brisk_safetensors_dtype_name(uint32_t dtype) {
@@ -183,7 +186,7 @@ static brisk_status parse_entry(brisk_safetensors_tensor *t, const char *what, c
   const dtype_entry *dt = dtype_lookup(dname, dlen);
   if (!dt)
     return brisk_error(BRISK_E_UNSUPPORTED,
-                       "%s: dtype '%.*s' is not supported (F32, F16 and BF16 are)", label,
+                       "%s: dtype '%.*s' is not supported (F32, F16, BF16 and I32 are)", label,
                        dlen > 32 ? 32 : (int)dlen, dname);
   if (n_dims > BRISK_SAFETENSORS_MAX_DIMS)
     return brisk_error(BRISK_E_UNSUPPORTED, "%s has %zu dimensions; at most %d are supported",

@@ -25,7 +25,7 @@
 
 typedef struct brisk_safetensors_tensor {
   const char *name; /* NUL-terminated UTF-8, unique in the file */
-  uint32_t dtype;   /* BRISK_DTYPE_F32, _F16 or _BF16 */
+  uint32_t dtype;   /* BRISK_DTYPE_F32, _F16, _BF16 or _I32 */
   uint32_t n_dims;  /* 0 (a scalar) .. BRISK_SAFETENSORS_MAX_DIMS */
   /* Row-major as written by PyTorch: shape[0] is the outermost (slowest)
    * dimension, the reverse of GGUF's ne[]. Entries past n_dims are 1. */
@@ -44,7 +44,7 @@ typedef struct brisk_safetensors brisk_safetensors;
 /* Opens and fully validates a file, mmap'ing it (falling back to reading it
  * into memory when mmap fails). Errors: BRISK_E_IO (cannot open/read),
  * BRISK_E_FORMAT (malformed; the message names the tensor or field and the
- * numbers), BRISK_E_UNSUPPORTED (a dtype other than F32/F16/BF16, or more
+ * numbers), BRISK_E_UNSUPPORTED (a dtype other than F32/F16/BF16/I32, or more
  * than BRISK_SAFETENSORS_MAX_DIMS dimensions; the message names the dtype and
  * the tensor), BRISK_E_OUT_OF_MEMORY. *out is set only on BRISK_OK. */
 brisk_status brisk_safetensors_open(const char *path, brisk_safetensors **out);
@@ -75,7 +75,7 @@ bool brisk_safetensors_metadata_at(const brisk_safetensors *st, size_t i, const 
 /* The value for key, or NULL. */
 const char *brisk_safetensors_metadata(const brisk_safetensors *st, const char *key);
 
-/* The dtype's name in files ("F32", "F16", "BF16"), or NULL for a dtype
+/* The dtype's name in files ("F32", "F16", "BF16", "I32"), or NULL for a dtype
  * safetensors support here does not cover. */
 const char *brisk_safetensors_dtype_name(uint32_t dtype);
 
@@ -90,7 +90,7 @@ void brisk_safetensors_writer_free(brisk_safetensors_writer *w);
  * UTF-8 (BRISK_E_INVALID_ARGUMENT otherwise). Both are copied. */
 brisk_status brisk_safetensors_writer_set_metadata(brisk_safetensors_writer *w, const char *key,
                                                    const char *value);
-/* Adds a tensor: dtype F32/F16/BF16, n_dims 0..MAX_DIMS, shape outermost
+/* Adds a tensor: dtype F32/F16/BF16/I32, n_dims 0..MAX_DIMS, shape outermost
  * first, n_bytes must equal the size the shape implies. The data is copied.
  * BRISK_E_INVALID_ARGUMENT for a bad name (empty, "__metadata__", not UTF-8,
  * or already added), dtype, shape or size. */

@@ -90,13 +90,13 @@ static brisk_status add_tensor(brisk_safetensors_writer *w, const char *name, ui
   const char *dname = brisk_safetensors_dtype_name(dtype);
   if (!dname)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "safetensors writer: tensor '%.200s': dtype %u is not F32, F16 or BF16",
+                       "safetensors writer: tensor '%.200s': dtype %u is not F32, F16, BF16 or I32",
                        name, dtype);
   if (n_dims > BRISK_SAFETENSORS_MAX_DIMS || (n_dims && !shape))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "safetensors writer: tensor '%.200s': bad shape (%u dimensions)", name,
                        n_dims);
-  uint64_t elem = dtype == BRISK_DTYPE_F32 ? 4 : 2, need = elem;
+  uint64_t elem = dtype == BRISK_DTYPE_F32 || dtype == BRISK_DTYPE_I32 ? 4 : 2, need = elem;
   for (uint32_t i = 0; i < n_dims; i++) {
     if (brisk_mul_overflow_u64(need, shape[i], &need))
       return brisk_error(BRISK_E_INVALID_ARGUMENT,

@@ -13,6 +13,7 @@
 #include "core/half.h"
 #include "format/hf.h"
 #include "format/json.h"
+#include "model/hf_quant.h"
 #include "model/hf_rope.h"
 
 #include <json-c/json.h>
@@ -26,8 +27,9 @@ typedef struct hf_loader {
   void ***owned; /* model-owned conversion buffers, appended to */
   size_t *n_owned, *cap_owned;
   bool copy; /* use_mmap 0: every weight is copied, nothing is read from the mapping later */
-  bool norm_plus_one; /* gemma: norm weights w are applied as 1 + w */
-  bool f32;           /* bind a matrix as float32 too (deepseek2's kv_b, read by mla_attention) */
+  bool norm_plus_one;   /* gemma: norm weights w are applied as 1 + w */
+  bool f32;             /* bind a matrix as float32 too (deepseek2's kv_b, read by mla_attention) */
+  brisk_hf_quant quant; /* quantization_config: GPTQ / AWQ linear layers */
 } hf_loader;
 
 static brisk_status cfg_u32(const brisk_hf *hf, const char *key, bool required, uint32_t *out) {
@@ -365,9 +367,42 @@ static brisk_status keep(hf_loader *L, void *buf) {
 
 /* Binds a checkpoint tensor: a vector of `cols` (rows == 0) or a [rows][cols]
  * matrix (safetensors shape [rows, cols]). */
+/* A GPTQ / AWQ matrix `name` (X.weight) stored as X.qweight and its
+ * companions: repacked into Q4_1 memory the model owns. *done is false when
+ * the folder has no X.qweight (an unquantized layer, such as lm_head). */
+static brisk_status bind_quantized(hf_loader *L, const char *name, int64_t cols, int64_t rows,
+                                   brisk_weight *w, bool *done) {
+  char prefix[256];
+  size_t n = strlen(name);
+  *done = false;
+  if (rows == 0 || n < 7 || n - 7 >= sizeof prefix || strcmp(name + n - 7, ".weight"))
+    return BRISK_OK;
+  memcpy(prefix, name, n - 7);
+  prefix[n - 7] = 0;
+  if (!brisk_hf_quant_has(L->hf, prefix)) return BRISK_OK;
+  void *blocks = NULL;
+  const char *qname = NULL;
+  brisk_status st;
+  if ((st = brisk_hf_quant_repack(L->hf, &L->quant, prefix, cols, rows, &blocks, &qname)) ||
+      (st = keep(L, blocks)))
+    return st;
+  *done = true;
+  return brisk_model_bind_check(L->m, qname, blocks, BRISK_DTYPE_Q4_1, cols, rows, false, w);
+}
+
 static brisk_status bind(hf_loader *L, const char *name, int64_t cols, int64_t rows, bool required,
                          brisk_weight *w) {
+  bool quantized;
+  brisk_status qst = bind_quantized(L, name, cols, rows, w, &quantized);
+  if (!qst && quantized && L->f32)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "tensor '%s': a GPTQ / AWQ matrix where brisk reads float32 (multi-head "
+                       "latent attention's kv_b) is not supported",
+                       name);
+  if (qst || quantized) return qst;
   const brisk_safetensors_tensor *t = brisk_hf_find_tensor(L->hf, name);
+  if (t && t->dtype == BRISK_DTYPE_I32)
+    return brisk_error(BRISK_E_FORMAT, "tensor '%s' is int32, not a floating-point weight", name);
   if (!t) {
     if (required) return brisk_error(BRISK_E_FORMAT, "tensor '%s' is missing", name);
     return BRISK_OK;
@@ -554,9 +589,11 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
 brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
                                  const brisk_model_params *params, void ***owned, size_t *n_owned,
                                  size_t *cap_owned) {
-  hf_loader L = {hf, m, owned, n_owned, cap_owned, !params->use_mmap, false, false};
+  hf_loader L = {hf, m, owned, n_owned, cap_owned, !params->use_mmap, false, false, {0}};
   brisk_status st;
-  if ((st = read_hparams(hf, &m->hp)) || (st = brisk_model_check_hparams(&m->hp))) return st;
+  if ((st = read_hparams(hf, &m->hp)) || (st = brisk_model_check_hparams(&m->hp)) ||
+      (st = brisk_hf_quant_read(hf, &L.quant)))
+    return st;
   L.norm_plus_one = m->hp.arch == BRISK_ARCH_GEMMA2 || m->hp.arch == BRISK_ARCH_GEMMA3;
   const brisk_hparams *hp = &m->hp;
   if ((st = bind(&L, "model.embed_tokens.weight", hp->n_embd, hp->n_vocab, true, &m->token_embd)) ||

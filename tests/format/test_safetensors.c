@@ -18,7 +18,7 @@
 
 /* Fresh random values, never zero, encoded in dtype. */
 static void *random_data(test_rng *r, uint32_t dtype, uint64_t n, uint64_t *n_bytes) {
-  size_t elem = dtype == BRISK_DTYPE_F32 ? 4 : 2;
+  size_t elem = dtype == BRISK_DTYPE_F32 || dtype == BRISK_DTYPE_I32 ? 4 : 2;
   *n_bytes = n * elem;
   unsigned char *p = malloc(n ? n * elem : 1);
   assert_non_null(p);
@@ -27,6 +27,9 @@ static void *random_data(test_rng *r, uint32_t dtype, uint64_t n, uint64_t *n_by
     if (v == 0.0f) v = 0.5f;
     if (dtype == BRISK_DTYPE_F32) {
       memcpy(p + 4 * i, &v, 4);
+    } else if (dtype == BRISK_DTYPE_I32) { /* GPTQ / AWQ packed words */
+      int32_t q = (int32_t)(v * 1e8f);
+      memcpy(p + 4 * i, &q, 4);
     } else {
       uint16_t h = dtype == BRISK_DTYPE_F16 ? brisk_f32_to_f16(v) : brisk_f32_to_bf16(v);
       memcpy(p + 2 * i, &h, 2);
@@ -82,7 +85,9 @@ static const shape_case shapes[] = {
     {2, {0, 3}},       {1, {0}},          {8, {1, 2, 1, 2, 1, 2, 1, 3}},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
-static const uint32_t dtypes[] = {BRISK_DTYPE_F32, BRISK_DTYPE_F16, BRISK_DTYPE_BF16};
+static const uint32_t dtypes[] = {BRISK_DTYPE_F32, BRISK_DTYPE_F16, BRISK_DTYPE_BF16,
+                                  BRISK_DTYPE_I32};
+#define N_DTYPES (sizeof dtypes / sizeof dtypes[0])
 
 typedef struct written {
   char name[64];
@@ -95,7 +100,7 @@ typedef struct written {
 /* Adds every dtype x shape with random data; returns the count. */
 static size_t fill_writer(brisk_safetensors_writer *w, test_rng *r, written *out) {
   size_t k = 0;
-  for (size_t d = 0; d < 3; d++) {
+  for (size_t d = 0; d < N_DTYPES; d++) {
     for (size_t i = 0; i < N_SHAPES; i++) {
       written *t = &out[k++];
       snprintf(t->name, sizeof t->name, "layers.%zu.w_%s \"q\\", i,
@@ -130,7 +135,7 @@ static void check_read(const brisk_safetensors *st, const written *ws, size_t n)
     }
     assert_int_equal(t->n_elements, n_el);
     assert_int_equal(t->n_bytes, ws[i].n_bytes);
-    size_t elem = t->dtype == BRISK_DTYPE_F32 ? 4 : 2;
+    size_t elem = t->dtype == BRISK_DTYPE_F32 || t->dtype == BRISK_DTYPE_I32 ? 4 : 2;
     if (t->n_bytes) {
       assert_memory_equal(t->data, ws[i].data, ws[i].n_bytes);
       /* The writer keeps every tensor aligned to its element size. */
@@ -155,7 +160,7 @@ static void test_roundtrip_memory_mmap_read(void **state) {
   test_rng r = test_rng_seeded(__func__);
   brisk_safetensors_writer *w;
   assert_int_equal(brisk_safetensors_writer_create(&w), BRISK_OK);
-  written ws[3 * N_SHAPES];
+  written ws[N_DTYPES * N_SHAPES];
   size_t n = fill_writer(w, &r, ws);
   assert_int_equal(brisk_safetensors_writer_set_metadata(w, "format", "pt"), BRISK_OK);
   assert_int_equal(brisk_safetensors_writer_set_metadata(w, "note \"x\"\n", "caf\xc3\xa9 \\ \t"),
@@ -443,7 +448,7 @@ static void test_bad_extents(void **state) {
 
 static void test_unsupported(void **state) {
   (void)state;
-  const char *names[] = {"F64", "I64", "I32", "I8", "U8", "BOOL", "F8_E4M3", "F8_E5M2", "XYZ", ""};
+  const char *names[] = {"F64", "I64", "I8", "U8", "BOOL", "F8_E4M3", "F8_E5M2", "XYZ", ""};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char hdr[256], frag[64];
     snprintf(hdr, sizeof hdr,
@@ -585,7 +590,7 @@ static void test_allocation_failures(void **state) {
   test_rng r = test_rng_seeded(__func__);
   brisk_safetensors_writer *w;
   assert_int_equal(brisk_safetensors_writer_create(&w), BRISK_OK);
-  written ws[3 * N_SHAPES];
+  written ws[N_DTYPES * N_SHAPES];
   size_t n = fill_writer(w, &r, ws);
   assert_int_equal(brisk_safetensors_writer_set_metadata(w, "format", "pt"), BRISK_OK);
   void *buf;
