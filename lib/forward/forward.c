@@ -70,6 +70,7 @@ struct brisk_forward {
    * fixed slots, and the output by vocabulary rows (forward/rowpar.h). */
   bool split;
   brisk_rowpar rp;
+  bool hidden_out; /* brisk_forward_set_hidden_output */
 };
 
 /* An absent bias: linear() then adds nothing. */
@@ -467,6 +468,9 @@ static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
                       a->h)) ||
       (st = be->rmsnorm(be, a->h, m->output_norm.data, b->n_out, hp->n_embd, hp->rms_eps, a->h)))
     return st;
+  if (f->hidden_out) /* embeddings: the normed hidden states instead of logits */
+    return brisk_backend_transfer(f->dev[0].be, logits, be, a->h,
+                                  (size_t)b->n_out * hp->n_embd * sizeof(float), f->staging);
   if (f->observe && a == &f->dev[0]) f->observe(f->observe_user, &m->output, a->h, b->n_out);
   if ((st = f->split && m->split->tp_size > 1
                 ? brisk_rowpar_output(&f->rp, be, m, a->h, b->n_out, logits)
@@ -486,6 +490,8 @@ void brisk_forward_set_observer(brisk_forward *f, brisk_forward_observe_fn fn, v
 }
 
 void brisk_forward_set_comm(brisk_forward *f, brisk_comm *comm) { f->rp.comm = comm; }
+
+void brisk_forward_set_hidden_output(brisk_forward *f, bool on) { f->hidden_out = on; }
 
 int brisk_forward_layer_device(const brisk_model *m, int32_t layer) {
   return layer < m->n_dev_layers ? 1 : 0;

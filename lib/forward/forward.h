@@ -55,6 +55,10 @@ void brisk_forward_free(brisk_forward *f);
  * tp_size > 1): its row-parallel sums and output gather run over `comm`,
  * borrowed, which every rank's pass enters in the same order. */
 void brisk_forward_set_comm(brisk_forward *f, brisk_comm *comm);
+/* on: brisk_forward_run writes the out_rows tokens' final hidden states,
+ * after the output norm, into `logits` as host memory ([n_out][n_embd])
+ * instead of their logits (embeddings from decoder models). */
+void brisk_forward_set_hidden_output(brisk_forward *f, bool on);
 /* Bytes of backend memory the activation buffers hold. */
 uint64_t brisk_forward_bytes(const brisk_forward *f);
 

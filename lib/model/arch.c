@@ -15,6 +15,7 @@ static const brisk_arch_info table[BRISK_ARCH_COUNT] = {
     [BRISK_ARCH_PHI3] = {"phi3", BRISK_HP_ROPE_NEOX, false, false, false, false},
     [BRISK_ARCH_QWEN2MOE] = {"qwen2moe", BRISK_HP_ROPE_NEOX, true, false, true, false},
     [BRISK_ARCH_QWEN3MOE] = {"qwen3moe", BRISK_HP_ROPE_NEOX, false, true, true, false},
+    [BRISK_ARCH_BERT] = {"bert", BRISK_HP_ROPE_NEOX, true, false, false, false, true},
 };
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch) {
@@ -23,7 +24,7 @@ const brisk_arch_info *brisk_arch_get(brisk_arch arch) {
 
 const char *brisk_arch_names(void) {
   return "llama, mistral, qwen2, qwen3, mixtral, granite, olmo2, gemma2, gemma3, phi3, qwen2moe, "
-         "qwen3moe";
+         "qwen3moe, bert";
 }
 
 bool brisk_arch_from_name(const char *name, brisk_arch *out) {

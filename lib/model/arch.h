@@ -18,6 +18,7 @@ typedef enum brisk_arch {
   BRISK_ARCH_PHI3,      /* llama with fused qkv and gate/up projections */
   BRISK_ARCH_QWEN2MOE,  /* qwen2 + MoE FFN with a sigmoid-gated shared expert */
   BRISK_ARCH_QWEN3MOE,  /* qwen3 + MoE FFN */
+  BRISK_ARCH_BERT,      /* bidirectional encoder, post-LayerNorm, GELU FFN: embeddings only */
   BRISK_ARCH_COUNT
 } brisk_arch;
 
@@ -70,6 +71,7 @@ typedef struct brisk_hparams {
   float attn_softcap;    /* attention scores soft-capped (gemma2) */
   float final_softcap;   /* logits soft-capped (gemma2) */
   float rope_base_local; /* RoPE base of sliding-window layers, unscaled (gemma3) */
+  uint32_t n_type_vocab; /* token-type (segment) embedding rows (bert) */
 } brisk_hparams;
 
 typedef struct brisk_arch_info {
@@ -79,6 +81,7 @@ typedef struct brisk_arch_info {
   bool qk_norm;       /* per-head RMSNorm on q and k */
   bool moe;           /* mixture-of-experts FFN */
   bool geglu;         /* gelu(gate) * up FFN instead of SwiGLU */
+  bool encoder;       /* bidirectional encoder: run by brisk_embed, no logits */
 } brisk_arch_info;
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch);
