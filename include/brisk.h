@@ -2174,6 +2174,8 @@ typedef struct brisk_embed_params {
   int32_t n_threads; /* worker threads; 0 (default): one per core */
 } brisk_embed_params;
 
+/* Fills *params with the defaults above (struct_size set); NULL is a
+ * no-op. Any thread. */
 BRISK_API void brisk_embed_params_init(brisk_embed_params *params);
 
 /*

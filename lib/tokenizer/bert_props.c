@@ -15,19 +15,30 @@ static bool in_ranges(const brisk_cp_range *r, size_t n, uint32_t cp) {
   return false;
 }
 
+/* The entry for cp, or NULL. */
+static const brisk_cp_map *find_map(const brisk_cp_map *m, size_t n, uint32_t cp) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (m[mid].cp < cp)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && m[lo].cp == cp ? &m[lo] : NULL;
+}
+
 bool brisk_cp_is_other(uint32_t cp) {
   const brisk_bert_unicode *u = &brisk_bert_unicode_tables;
   return in_ranges(u->other, u->n_other, cp);
 }
 
 bool brisk_cp_is_punct(uint32_t cp) {
+  if (cp < 0x80)
+    return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
+           (cp >= 123 && cp <= 126);
   const brisk_bert_unicode *u = &brisk_bert_unicode_tables;
   return in_ranges(u->punct, u->n_punct, cp);
-}
-
-bool brisk_cp_is_mn(uint32_t cp) {
-  const brisk_bert_unicode *u = &brisk_bert_unicode_tables;
-  return in_ranges(u->mn, u->n_mn, cp);
 }
 
 bool brisk_cp_is_space(uint32_t cp) {
@@ -53,40 +64,26 @@ size_t brisk_cp_strip_accents(uint32_t cp, uint32_t out[3]) {
     return 3;
   }
   const brisk_bert_unicode *u = &brisk_bert_unicode_tables;
-  size_t lo = 0, hi = u->n_strip;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (u->strip[mid].cp < cp)
-      lo = mid + 1;
-    else
-      hi = mid;
+  const brisk_cp_map *e = find_map(u->strip, u->n_strip, cp);
+  if (!e) {
+    out[0] = cp;
+    return 1;
   }
-  if (lo < u->n_strip && u->strip[lo].cp == cp) {
-    for (uint32_t i = 0; i < u->strip[lo].n; i++) out[i] = u->strip[lo].out[i];
-    return u->strip[lo].n;
-  }
-  out[0] = cp;
-  return 1;
+  for (uint32_t i = 0; i < e->n; i++) out[i] = e->out[i];
+  return e->n;
 }
 
-size_t brisk_cp_lower(uint32_t cp, uint32_t out[2]) {
+size_t brisk_cp_lower(uint32_t cp, uint32_t out[3]) {
   if (cp < 0x80) {
     out[0] = cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
     return 1;
   }
-  if (cp == 0x130) { /* capital I with dot above: i and a combining dot */
-    out[0] = 'i', out[1] = 0x307;
-    return 2;
-  }
   const brisk_bert_unicode *u = &brisk_bert_unicode_tables;
-  size_t lo = 0, hi = u->n_lower;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (u->lower[mid].cp < cp)
-      lo = mid + 1;
-    else
-      hi = mid;
+  const brisk_cp_map *e = find_map(u->lower, u->n_lower, cp);
+  if (!e) {
+    out[0] = cp;
+    return 1;
   }
-  out[0] = lo < u->n_lower && u->lower[lo].cp == cp ? u->lower[lo].to : cp;
-  return 1;
+  for (uint32_t i = 0; i < e->n; i++) out[i] = e->out[i];
+  return e->n;
 }

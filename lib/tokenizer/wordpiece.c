@@ -321,8 +321,8 @@ brisk_status brisk_wordpiece_from_vocab_txt(const char *text, size_t len, bool l
    * BertTokenizer does (they are never split). */
   static const char *const specials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
   if (!st && !(wp->added = brisk_calloc(5, sizeof *wp->added))) st = brisk_error_oom();
-  for (size_t i = 0; i < 5 && !st; i++) {
-    int32_t id = brisk_strtab_find(&wp->vocab, specials[i], strlen(specials[i]));
+  for (size_t k = 0; k < 5 && !st; k++) {
+    int32_t id = brisk_strtab_find(&wp->vocab, specials[k], strlen(specials[k]));
     if (id >= 0) wp->added[wp->n_added++] = id;
   }
   if (st) {
@@ -382,12 +382,9 @@ static brisk_status normalize(const brisk_wordpiece *wp, const char *text, size_
     }
     uint32_t parts[3] = {cp, 0, 0};
     size_t np = 1;
-    if (wp->strip_accents) {
-      np = brisk_cp_strip_accents(cp, parts);
-      if (np == 1 && brisk_cp_is_mn(parts[0])) np = 0;
-    }
+    if (wp->strip_accents) np = brisk_cp_strip_accents(cp, parts);
     for (size_t p = 0; p < np && !st; p++) {
-      uint32_t lo[2] = {parts[p], 0};
+      uint32_t lo[3] = {parts[p], 0, 0};
       size_t nl = wp->lowercase ? brisk_cp_lower(parts[p], lo) : 1;
       for (size_t q = 0; q < nl && !st; q++) {
         bool cjk = wp->chinese_chars && brisk_cp_is_cjk(lo[q]);
@@ -398,13 +395,6 @@ static brisk_status normalize(const brisk_wordpiece *wp, const char *text, size_
     }
   }
   return st;
-}
-
-static bool is_bert_punct(uint32_t cp) {
-  if (cp < 0x80)
-    return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
-           (cp >= 123 && cp <= 126);
-  return brisk_cp_is_punct(cp);
 }
 
 /* The WordPiece model on one word (code points w[0, n)). */
@@ -467,13 +457,13 @@ static brisk_status encode_segment(const brisk_wordpiece *wp, wp_scratch *s, wp_
       i++;
       continue;
     }
-    if (is_bert_punct(s->cp[i])) {
+    if (brisk_cp_is_punct(s->cp[i])) {
       st = word_pieces(wp, s->cp + i, 1, s, o);
       i++;
       continue;
     }
     size_t j = i;
-    while (j < n && !brisk_cp_is_space(s->cp[j]) && !is_bert_punct(s->cp[j])) j++;
+    while (j < n && !brisk_cp_is_space(s->cp[j]) && !brisk_cp_is_punct(s->cp[j])) j++;
     st = word_pieces(wp, s->cp + i, j - i, s, o);
     i = j;
   }

