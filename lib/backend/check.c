@@ -157,6 +157,25 @@ brisk_status brisk_check_sigmoid_gate(const float *x, const float *g, int64_t n_
   return BRISK_OK;
 }
 
+brisk_status brisk_check_layernorm(const float *x, int64_t n_rows, int64_t n_cols, float eps,
+                                   const float *out) {
+  brisk_status st = brisk_check_matrix("layernorm", n_rows, n_cols);
+  if (st != BRISK_OK) return st;
+  if (!x || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "layernorm: x or out is NULL");
+  if (!isfinite(eps) || eps < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "layernorm: eps %g must be finite and >= 0",
+                       (double)eps);
+  return BRISK_OK;
+}
+
+brisk_status brisk_check_gelu(const float *x, int64_t n, const float *out) {
+  if (n == 0) return BRISK_OK;
+  brisk_status st = brisk_check_matrix("gelu", 1, n);
+  if (st != BRISK_OK) return st;
+  if (!x || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "gelu: x or out is NULL");
+  return BRISK_OK;
+}
+
 brisk_status brisk_check_softmax(const float *x, int64_t n_rows, int64_t n_cols, float scale,
                                  const float *out) {
   brisk_status st = brisk_check_matrix("softmax", n_rows, n_cols);

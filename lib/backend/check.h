@@ -44,6 +44,9 @@ brisk_status brisk_check_scale(const float *x, int64_t n, const float *out);
 brisk_status brisk_check_softcap(const float *x, int64_t n, float cap, const float *out);
 brisk_status brisk_check_sigmoid_gate(const float *x, const float *g, int64_t n_rows,
                                       int64_t n_cols, const float *out);
+brisk_status brisk_check_layernorm(const float *x, int64_t n_rows, int64_t n_cols, float eps,
+                                   const float *out);
+brisk_status brisk_check_gelu(const float *x, int64_t n, const float *out);
 brisk_status brisk_check_softmax(const float *x, int64_t n_rows, int64_t n_cols, float scale,
                                  const float *out);
 brisk_status brisk_check_kv_write(const brisk_kv_layout *kv, const void *k_cache,

@@ -195,6 +195,11 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
                                             brisk_context **out) {
   if (!model || !out)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_context_create: model and out must be set");
+  const brisk_arch_info *ai = brisk_arch_get(model->hp.arch);
+  if (ai && ai->encoder)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "a %s model is an encoder: it gives embeddings (brisk_embed), not tokens",
+                       ai->name);
   brisk_context_params p;
   brisk_status st = copy_params(params, &p);
   if (st) return st;

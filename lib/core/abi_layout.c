@@ -331,13 +331,24 @@ const brisk_abi_layout brisk_abi_memory_estimate = {
     "brisk_memory_estimate", sizeof(brisk_memory_estimate), memory_estimate_fields,
     sizeof memory_estimate_fields / sizeof *memory_estimate_fields};
 
+static const brisk_abi_field embed_params_fields[] = {
+    BRISK_ABI_FIELD(brisk_embed_params, struct_size),
+    BRISK_ABI_FIELD(brisk_embed_params, pooling),
+    BRISK_ABI_FIELD(brisk_embed_params, normalize),
+    BRISK_ABI_FIELD(brisk_embed_params, max_tokens),
+    BRISK_ABI_FIELD(brisk_embed_params, n_threads),
+};
+const brisk_abi_layout brisk_abi_embed_params = {
+    "brisk_embed_params", sizeof(brisk_embed_params), embed_params_fields,
+    sizeof embed_params_fields / sizeof *embed_params_fields};
+
 const brisk_abi_layout *const brisk_abi_layouts[] = {
-    &brisk_abi_memory_estimate,  &brisk_abi_constraint_params, &brisk_abi_device_props,
-    &brisk_abi_model_reader,     &brisk_abi_allocator,         &brisk_abi_model_params,
-    &brisk_abi_tensor_info,      &brisk_abi_context_params,    &brisk_abi_kv_stats,
-    &brisk_abi_sampler_params,   &brisk_abi_stopper_params,    &brisk_abi_spec_params,
-    &brisk_abi_spec_stats,       &brisk_abi_engine_params,     &brisk_abi_request_params,
-    &brisk_abi_engine_step_info, &brisk_abi_request_stats,     &brisk_abi_engine_counters,
-    &brisk_abi_engine_metrics,
+    &brisk_abi_embed_params,    &brisk_abi_memory_estimate,  &brisk_abi_constraint_params,
+    &brisk_abi_device_props,    &brisk_abi_model_reader,     &brisk_abi_allocator,
+    &brisk_abi_model_params,    &brisk_abi_tensor_info,      &brisk_abi_context_params,
+    &brisk_abi_kv_stats,        &brisk_abi_sampler_params,   &brisk_abi_stopper_params,
+    &brisk_abi_spec_params,     &brisk_abi_spec_stats,       &brisk_abi_engine_params,
+    &brisk_abi_request_params,  &brisk_abi_engine_step_info, &brisk_abi_request_stats,
+    &brisk_abi_engine_counters, &brisk_abi_engine_metrics,
 };
 const size_t brisk_abi_n_layouts = sizeof brisk_abi_layouts / sizeof *brisk_abi_layouts;

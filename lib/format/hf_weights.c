@@ -63,7 +63,7 @@ static brisk_status open_shard(brisk_hf_weights *w, const char *dir, const char 
     brisk_free(path);
     return brisk_error_oom();
   }
-  brisk_status s = brisk_safetensors_open(path, &w->shards[i]);
+  brisk_status s = brisk_safetensors_open_model(path, &w->shards[i]);
   brisk_free(path);
   if (s != BRISK_OK) {
     brisk_free(w->shard_names[i]);

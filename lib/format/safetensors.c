@@ -30,6 +30,7 @@ struct brisk_safetensors {
   const char **meta;                        /* [2 * n_meta] key, value, key, value, ... */
   size_t n_meta;
   brisk_arena strings; /* names and metadata */
+  bool skip_int;       /* integer tensors (model buffers) are left out of the listing */
 };
 
 /* Messages print at most this much of a name taken from the file. */
@@ -303,6 +304,19 @@ static brisk_status check_layout(brisk_safetensors *st, const char *what) {
 
 /* ---- open ------------------------------------------------------------------ */
 
+/* An entry of an integer dtype: transformers saves buffers such as BERT's
+ * position_ids with the weights; they are never weights. */
+static bool is_int_buffer(struct json_object *entry) {
+  static const char *const ints[] = {"I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL"};
+  struct json_object *d = NULL;
+  if (!json_object_is_type(entry, json_type_object) ||
+      !json_object_object_get_ex(entry, "dtype", &d) || !json_object_is_type(d, json_type_string))
+    return false;
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+    if (!strcmp(json_object_get_string(d), ints[i])) return true;
+  return false;
+}
+
 static brisk_status parse_header(brisk_safetensors *st, const char *what) {
   if (st->size < 8)
     return brisk_error(BRISK_E_FORMAT, "%s: %llu bytes is too short for a safetensors file", what,
@@ -355,6 +369,10 @@ static brisk_status parse_header(brisk_safetensors *st, const char *what) {
   size_t i = 0;
   json_object_object_foreach(root, key, val) {
     if (strcmp(key, "__metadata__") == 0) continue;
+    if (st->skip_int && is_int_buffer(val)) {
+      st->n_tensors--;
+      continue;
+    }
     brisk_safetensors_tensor *t = &st->tensors[i];
     if ((s = parse_entry(t, what, key, val, data_size)) != BRISK_OK) goto done;
     t->name = brisk_arena_strndup(&st->strings, key, strlen(key));
@@ -424,7 +442,8 @@ static brisk_status read_exact(int fd, unsigned char *buf, uint64_t n, const cha
   return BRISK_OK;
 }
 
-static brisk_status open_file(const char *path, bool try_map, brisk_safetensors **out) {
+static brisk_status open_file(const char *path, bool try_map, bool skip_int,
+                              brisk_safetensors **out) {
   if (!path || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "safetensors: NULL path");
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return brisk_error(BRISK_E_IO, "cannot open %s: %s", path, strerror(errno));
@@ -444,6 +463,7 @@ static brisk_status open_file(const char *path, bool try_map, brisk_safetensors 
     return brisk_error_oom();
   }
   st->size = (uint64_t)sb.st_size;
+  st->skip_int = skip_int;
   brisk_status s = BRISK_OK;
   if (st->size > SIZE_MAX) s = brisk_error(BRISK_E_IO, "%s does not fit in memory", path);
   /* Too short to hold a header: let the parser say so without mapping. */
@@ -469,11 +489,15 @@ static brisk_status open_file(const char *path, bool try_map, brisk_safetensors 
 }
 
 brisk_status brisk_safetensors_open(const char *path, brisk_safetensors **out) {
-  return open_file(path, true, out);
+  return open_file(path, true, false, out);
 }
 
 brisk_status brisk_safetensors_open_read(const char *path, brisk_safetensors **out) {
-  return open_file(path, false, out);
+  return open_file(path, false, false, out);
+}
+
+brisk_status brisk_safetensors_open_model(const char *path, brisk_safetensors **out) {
+  return open_file(path, true, true, out);
 }
 
 /* ---- accessors ------------------------------------------------------------ */

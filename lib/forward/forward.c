@@ -81,6 +81,7 @@ struct brisk_forward {
    * begins after layer 0 takes the residual stream as left in dev[0].x by
    * the previous stage, one that ends before the last layer stops there. */
   int32_t layer_begin, layer_end;
+  bool hidden_out; /* brisk_forward_set_hidden_output */
 };
 
 /* An absent bias: linear() then adds nothing. */
@@ -577,6 +578,9 @@ static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
                       a->h)) ||
       (st = be->rmsnorm(be, a->h, m->output_norm.data, b->n_out, hp->n_embd, hp->rms_eps, a->h)))
     return st;
+  if (f->hidden_out) /* embeddings: the normed hidden states instead of logits */
+    return brisk_backend_transfer(f->dev[0].be, logits, be, a->h,
+                                  (size_t)b->n_out * hp->n_embd * sizeof(float), f->staging);
   if (f->observe && a == &f->dev[0]) f->observe(f->observe_user, &m->output, a->h, b->n_out);
   if ((st = f->split && m->split->tp_size > 1
                 ? brisk_rowpar_output(&f->rp, be, m, a->h, b->n_out, logits)
@@ -603,6 +607,7 @@ void brisk_forward_set_layers(brisk_forward *f, int32_t begin, int32_t end) {
 }
 
 float *brisk_forward_residual(brisk_forward *f) { return f->dev[0].x; }
+void brisk_forward_set_hidden_output(brisk_forward *f, bool on) { f->hidden_out = on; }
 
 int brisk_forward_layer_device(const brisk_model *m, int32_t layer) {
   return layer < m->n_dev_layers ? 1 : 0;

@@ -81,6 +81,10 @@ void brisk_forward_set_layers(brisk_forward *f, int32_t begin, int32_t end);
 /* The host residual stream, [max_tokens][n_embd] floats: the stage
  * boundary's activations (host memory: the CPU backend's buffers are). */
 float *brisk_forward_residual(brisk_forward *f);
+/* on: brisk_forward_run writes the out_rows tokens' final hidden states,
+ * after the output norm, into `logits` as host memory ([n_out][n_embd])
+ * instead of their logits (embeddings from decoder models). */
+void brisk_forward_set_hidden_output(brisk_forward *f, bool on);
 /* Bytes of backend memory the activation buffers hold. */
 uint64_t brisk_forward_bytes(const brisk_forward *f);
 

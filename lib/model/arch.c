@@ -16,6 +16,7 @@ static const brisk_arch_info table[BRISK_ARCH_COUNT] = {
     [BRISK_ARCH_QWEN2MOE] = {"qwen2moe", BRISK_HP_ROPE_NEOX, true, false, true, false},
     [BRISK_ARCH_QWEN3MOE] = {"qwen3moe", BRISK_HP_ROPE_NEOX, false, true, true, false},
     [BRISK_ARCH_DEEPSEEK2] = {"deepseek2", BRISK_HP_ROPE_NORMAL, false, false, true, false},
+    [BRISK_ARCH_BERT] = {"bert", BRISK_HP_ROPE_NEOX, true, false, false, false, true},
 };
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch) {
@@ -24,7 +25,7 @@ const brisk_arch_info *brisk_arch_get(brisk_arch arch) {
 
 const char *brisk_arch_names(void) {
   return "llama, mistral, qwen2, qwen3, mixtral, granite, olmo2, gemma2, gemma3, phi3, qwen2moe, "
-         "qwen3moe, deepseek2";
+         "qwen3moe, deepseek2, bert";
 }
 
 bool brisk_arch_from_name(const char *name, brisk_arch *out) {

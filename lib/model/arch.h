@@ -19,6 +19,7 @@ typedef enum brisk_arch {
   BRISK_ARCH_QWEN2MOE,  /* qwen2 + MoE FFN with a sigmoid-gated shared expert */
   BRISK_ARCH_QWEN3MOE,  /* qwen3 + MoE FFN */
   BRISK_ARCH_DEEPSEEK2, /* multi-head latent attention, dense first layers, shared experts */
+  BRISK_ARCH_BERT,      /* bidirectional encoder, post-LayerNorm, GELU FFN: embeddings only */
   BRISK_ARCH_COUNT
 } brisk_arch;
 
@@ -84,15 +85,17 @@ typedef struct brisk_hparams {
   /* Group-limited top-k (deepseek2 group_limited_greedy); 0: plain top-k. */
   uint32_t moe_n_group, moe_topk_group;
   float moe_scale; /* routed experts' weights are multiplied by this; 0: 1 */
+  uint32_t n_type_vocab; /* token-type (segment) embedding rows (bert) */
 } brisk_hparams;
 
 typedef struct brisk_arch_info {
   const char *name; /* as in GGUF general.architecture */
   brisk_hp_rope_style gguf_rope_style;
-  bool qkv_bias; /* q/k/v projections have biases */
-  bool qk_norm;  /* per-head RMSNorm on q and k */
-  bool moe;      /* mixture-of-experts FFN */
-  bool geglu;    /* gelu(gate) * up FFN instead of SwiGLU */
+  bool qkv_bias;      /* q/k/v projections have biases */
+  bool qk_norm;       /* per-head RMSNorm on q and k */
+  bool moe;           /* mixture-of-experts FFN */
+  bool geglu;         /* gelu(gate) * up FFN instead of SwiGLU */
+  bool encoder;       /* bidirectional encoder: run by brisk_embed, no logits */
 } brisk_arch_info;
 
 const brisk_arch_info *brisk_arch_get(brisk_arch arch);

@@ -19,6 +19,23 @@ brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
                                  const brisk_model_params *params, void ***owned, size_t *n_owned,
                                  size_t *cap_owned);
 
+/* Binds tensor `name` of the folder being loaded (loader: the Hugging Face
+ * loader's state): a vector of `cols` (rows 0) or a [rows][cols] matrix,
+ * converted and counted as the Hugging Face loader does. */
+brisk_status brisk_model_hf_bind(void *loader, const char *name, int64_t cols, int64_t rows,
+                                 bool required, brisk_weight *w);
+/* The BERT family's hyper-parameters and tensors (model/load_bert.c), after
+ * the common config.json keys were read into m->hp. */
+brisk_status brisk_model_bind_bert(brisk_model *m, const brisk_hf *hf,
+                                   const brisk_model_params *params, void *loader);
+/* The folder's embedding defaults (sentence-transformers' files) into
+ * m->embed_pooling and m->embed_max_tokens; absent files change nothing. */
+brisk_status brisk_model_hf_embed_config(brisk_model *m, const brisk_hf *hf);
+/* A WordPiece tokenizer from tokenizer.json (model type WordPiece) or
+ * vocab.txt into m->wordpiece; BRISK_E_NOT_FOUND when the folder has
+ * neither. */
+brisk_status brisk_model_hf_wordpiece(brisk_model *m, const brisk_hf *hf);
+
 /* Validates hyper-parameters read from any source (non-zero sizes, heads
  * divide evenly, sane bounds), naming the offending value. */
 brisk_status brisk_model_check_hparams(const brisk_hparams *hp);

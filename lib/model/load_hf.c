@@ -586,6 +586,11 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
   return BRISK_OK;
 }
 
+brisk_status brisk_model_hf_bind(void *loader, const char *name, int64_t cols, int64_t rows,
+                                 bool required, brisk_weight *w) {
+  return bind(loader, name, cols, rows, required, w);
+}
+
 brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
                                  const brisk_model_params *params, void ***owned, size_t *n_owned,
                                  size_t *cap_owned) {
@@ -594,6 +599,7 @@ brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
   if ((st = read_hparams(hf, &m->hp)) || (st = brisk_model_check_hparams(&m->hp)) ||
       (st = brisk_hf_quant_read(hf, &L.quant)))
     return st;
+  if (m->hp.arch == BRISK_ARCH_BERT) return brisk_model_bind_bert(m, hf, params, &L);
   L.norm_plus_one = m->hp.arch == BRISK_ARCH_GEMMA2 || m->hp.arch == BRISK_ARCH_GEMMA3;
   const brisk_hparams *hp = &m->hp;
   if ((st = bind(&L, "model.embed_tokens.weight", hp->n_embd, hp->n_vocab, true, &m->token_embd)) ||

@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/memcap.h"
+#include "tokenizer/wordpiece.h"
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
@@ -239,6 +240,7 @@ BRISK_API void brisk_model_free(brisk_model *m) {
   brisk_model_unplace(m);
   brisk_free(m->layers);
   brisk_vocab_free(m->vocab);
+  brisk_wordpiece_free(m->wordpiece);
   brisk_free(m->vocab_error);
   brisk_model_source_close(m->source);
   brisk_free(m->path);

@@ -56,6 +56,14 @@ typedef struct brisk_layer {
   brisk_weight kv_a_norm;  /* [kv_lora_rank] */
   brisk_weight wkv_b;      /* [n_head * (nope + v)][kv_lora_rank], always F32 */
   uint32_t sliding_window; /* 0: full attention in this layer */
+  /* Encoders (bert): the output projection's bias, the post-norms' biases
+   * (attn_norm and ffn_norm are their weights, applied after each
+   * sub-block) and the FFN's biases. */
+  brisk_weight bo;                 /* [n_embd] */
+  brisk_weight attn_norm_b;        /* [n_embd] */
+  brisk_weight ffn_norm_b;         /* [n_embd] */
+  brisk_weight ffn_up_b;           /* [n_ff] */
+  brisk_weight ffn_down_b;         /* [n_embd] */
 } brisk_layer;
 
 typedef struct brisk_model_source brisk_model_source;
@@ -66,6 +74,10 @@ struct brisk_model {
   brisk_weight output_norm; /* [n_embd] */
   brisk_weight output;      /* [n_vocab][n_embd]; equals token_embd when tied */
   brisk_weight rope_freqs;  /* optional per-pair frequency factors [head_dim / 2] */
+  brisk_weight pos_embd;    /* encoders (bert): absolute positions [n_ctx_train][n_embd] */
+  brisk_weight type_embd;   /* token types [n_type_vocab][n_embd] */
+  brisk_weight embd_norm;   /* the embeddings' LayerNorm weight [n_embd] */
+  brisk_weight embd_norm_b; /* and bias [n_embd] */
   brisk_layer *layers;      /* [n_layer] */
   uint64_t n_params;
   uint64_t weight_bytes;
@@ -81,8 +93,16 @@ struct brisk_model {
   void **dev_bufs;       /* [n_dev_bufs] those copies, freed with the model */
   size_t n_dev_bufs, dev_bufs_cap;
   uint64_t dev_weight_bytes; /* their bytes */
-  struct brisk_vocab *vocab; /* NULL when the file has no supported tokenizer */
-  char *vocab_error;         /* why vocab is NULL (for the vocabulary calls' message) */
+  struct brisk_vocab *vocab;  /* NULL when the file has no supported tokenizer */
+  struct brisk_wordpiece *wordpiece; /* a WordPiece (BERT) tokenizer instead, or NULL */
+  /* Embedding defaults of the folder (sentence-transformers' files): a
+   * brisk_embed_pooling (0: none given) or a mode brisk does not compute,
+   * the longest input in tokens (0: n_ctx_train), a Normalize module. */
+  int32_t embed_pooling;
+  bool embed_pooling_unsupported;
+  uint32_t embed_max_tokens;
+  bool embed_normalize;
+  char *vocab_error;          /* why vocab is NULL (for the vocabulary calls' message) */
   char *path;
   /* The memory account of the load (core/memcap.h), and what repacking a
    * mapped file charged to it (those pages became the process's own). */

@@ -82,11 +82,23 @@ static brisk_status vocab_status(brisk_model *m, brisk_status st) {
 /* tokenizer.json, with BOS/EOS and add_bos from the folder's other files. */
 static brisk_status load_hf_vocab(brisk_model *m, const brisk_hf *hf) {
   const char *path = brisk_hf_tokenizer_json_path(hf);
+  brisk_status st;
   if (!path) {
+    /* A BERT folder may carry only vocab.txt. */
+    if ((st = brisk_model_hf_wordpiece(m, hf)) != BRISK_E_NOT_FOUND) return st;
     m->vocab_error = brisk_strdup("the folder has no tokenizer.json");
     return m->vocab_error ? BRISK_OK : brisk_error_oom();
   }
-  brisk_status st = brisk_vocab_from_hf_file(path, &m->vocab);
+  st = brisk_vocab_from_hf_file(path, &m->vocab);
+  if (st == BRISK_E_UNSUPPORTED) { /* a WordPiece (BERT) tokenizer.json? */
+    char why[256];
+    snprintf(why, sizeof why, "%s", brisk_last_error());
+    if (brisk_model_hf_wordpiece(m, hf) == BRISK_OK) {
+      m->vocab_error = brisk_strdup("the WordPiece tokenizer is used by brisk_embed only");
+      return m->vocab_error ? BRISK_OK : brisk_error_oom();
+    }
+    brisk_error(BRISK_E_UNSUPPORTED, "%s", why);
+  }
   if (st) return vocab_status(m, st);
   int32_t bos, eos[8];
   size_t n_eos = 0;
@@ -149,6 +161,7 @@ brisk_status brisk_model_source_bind(brisk_model *m, brisk_model_source *src,
            ? brisk_model_load_hf(m, src->hf, params, &src->owned, &src->n_owned, &src->cap_owned)
            : brisk_model_load_gguf(m, src->gguf, params, &src->owned, &src->n_owned,
                                    &src->cap_owned);
+  if (!st && src->hf) st = brisk_model_hf_embed_config(m, src->hf);
   if (st) return st;
   return fit_vocab(m);
 }

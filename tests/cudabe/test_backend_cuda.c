@@ -177,6 +177,25 @@ static void test_eltwise(void **state) {
     expect_close("softcap", got, want, NULL, (size_t)n, 4e-7);
     free(got);
     assert_int_equal(f->dev->softcap(f->dev, da, n, -1.0f, dout), BRISK_E_INVALID_ARGUMENT);
+    /* The encoder operations: exact GELU, and LayerNorm with a bias over
+     * rows of 7 (or 1). erfc and the float sums differ by ulps. */
+    assert_int_equal(f->cpu->gelu(f->cpu, a, n, want), 0);
+    assert_int_equal(f->dev->gelu(f->dev, da, n, dout), 0);
+    got = down(f, dout, bytes);
+    expect_close("gelu", got, want, NULL, (size_t)n, 4e-6);
+    free(got);
+    int64_t lcols = n % 7 == 0 ? 7 : 1, lrows = n / lcols;
+    assert_int_equal(f->cpu->layernorm(f->cpu, a, b, b, lrows, lcols, 1e-5f, want), 0);
+    assert_int_equal(f->dev->layernorm(f->dev, da, db, db, lrows, lcols, 1e-5f, dout), 0);
+    got = down(f, dout, bytes);
+    /* Weight and bias are both b: element j is b[j] (z + 1), |z| < 3. */
+    float *lscale = malloc(bytes);
+    for (int64_t i = 0; i < lrows * lcols; i++) lscale[i] = 4 * fabsf(b[i % lcols]);
+    expect_close("layernorm", got, want, lscale, (size_t)(lrows * lcols), 4e-6);
+    free(lscale);
+    free(got);
+    assert_int_equal(f->dev->layernorm(f->dev, da, NULL, NULL, 1, 1, -1.0f, dout),
+                     BRISK_E_INVALID_ARGUMENT);
     /* sigmoid_gate: rows of a gated by b's first entries. */
     int64_t gcols = n % 7 == 0 ? 7 : 1, grows = n / gcols;
     assert_int_equal(f->cpu->sigmoid_gate(f->cpu, a, b, grows, gcols, want), 0);

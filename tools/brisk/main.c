@@ -18,6 +18,7 @@ int cmd_imatrix(int argc, char **argv);
 int cmd_serve_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 
 static const struct {
   const char *name;
@@ -32,6 +33,7 @@ static const struct {
     {"version", cmd_version, "print the version and what this machine supports"},
     {"info", cmd_info, "describe a model file: architecture, sizes, tensor types"},
     {"tokenize", cmd_tokenize, "show the token ids and pieces of a text"},
+    {"embed", cmd_embed, "embedding vectors of texts (encoder or pooled decoder models)"},
     {"quantize", cmd_quantize, "re-encode a GGUF model's weights by a preset (Q4_K_M, ...)"},
     {"imatrix", cmd_imatrix, "activation statistics for importance-weighted quantization"},
     {"perplexity", cmd_perplexity, "perplexity and KL divergence over a text (llama.cpp's method)"},

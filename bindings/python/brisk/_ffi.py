@@ -139,6 +139,11 @@ class EngineCounters(Structure):
                 ("n_spec_drafted", c_uint64), ("n_spec_accepted", c_uint64)]
 
 
+class EmbedParams(Structure):
+    _fields_ = [("struct_size", c_uint32), ("pooling", c_int32), ("normalize", c_int32),
+                ("max_tokens", c_int32), ("n_threads", c_int32)]
+
+
 # Every struct the tests compare with the C layout, by its C name.
 STRUCTS = {
     "brisk_model_params": ModelParams, "brisk_tensor_info": TensorInfo,
@@ -148,7 +153,7 @@ STRUCTS = {
     "brisk_engine_params": EngineParams, "brisk_request_params": RequestParams,
     "brisk_engine_step_info": StepInfo, "brisk_token_logprob": TokenLogprob,
     "brisk_engine_event": EngineEvent, "brisk_request_stats": RequestStats,
-    "brisk_engine_counters": EngineCounters,
+    "brisk_engine_counters": EngineCounters, "brisk_embed_params": EmbedParams,
 }
 
 P = c_void_p  # opaque handles
@@ -170,6 +175,9 @@ FUNCTIONS = {
     "brisk_model_n_vocab": (c_int32, [P]),
     "brisk_model_n_ctx_train": (c_int32, [P]),
     "brisk_model_n_embd": (c_int32, [P]),
+    "brisk_embed_params_init": (None, [POINTER(EmbedParams)]),
+    "brisk_embed": (c_status, [P, POINTER(EmbedParams), POINTER(c_char_p), c_int32,
+                               POINTER(c_float), c_size_t]),
     "brisk_model_n_layer": (c_int32, [P]),
     "brisk_model_meta": (c_status, [P, c_char_p, c_char_p, c_size_t, PSIZE]),
     "brisk_model_n_tensors": (c_int64, [P]),

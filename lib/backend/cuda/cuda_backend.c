@@ -14,6 +14,7 @@
 #include "eltwise.h"
 #include "kerror.h"
 #include "kv.h"
+#include "layernorm.h"
 #include "matmul.h"
 #include "regroup.h"
 #include "rmsnorm.h"
@@ -297,6 +298,23 @@ static brisk_status cuda_rmsnorm(brisk_backend *be, const float *x, const float 
   return launched(cb, brisk_krmsnorm(x, weight, n_rows, n_cols, eps, out, cb->stream), "rmsnorm");
 }
 
+static brisk_status cuda_layernorm(brisk_backend *be, const float *x, const float *weight,
+                                   const float *bias, int64_t n_rows, int64_t n_cols, float eps,
+                                   float *out) {
+  cuda_backend *cb = cb_of(be);
+  brisk_status st = brisk_check_layernorm(x, n_rows, n_cols, eps, out);
+  if (st || n_rows == 0) return st;
+  return launched(cb, brisk_klayernorm(x, weight, bias, n_rows, n_cols, eps, out, cb->stream),
+                  "layernorm");
+}
+
+static brisk_status cuda_gelu(brisk_backend *be, const float *x, int64_t n, float *out) {
+  cuda_backend *cb = cb_of(be);
+  brisk_status st = brisk_check_gelu(x, n, out);
+  if (st || n == 0) return st;
+  return launched(cb, brisk_kgelu(x, n, out, cb->stream), "gelu");
+}
+
 static brisk_status cuda_rope(brisk_backend *be, float *x, int32_t n_tokens, int64_t token_stride,
                               int32_t n_heads, int32_t head_dim, const int32_t *positions,
                               const brisk_rope_params *p) {
@@ -562,6 +580,8 @@ brisk_status brisk_backend_cuda_create(const brisk_cuda_rt *rt, int device, cons
       .softmax = cuda_softmax,
       .softcap = cuda_softcap,
       .sigmoid_gate = cuda_sigmoid_gate,
+      .layernorm = cuda_layernorm,
+      .gelu = cuda_gelu,
       .kv_write = cuda_kv_write,
       .kv_copy_blocks = cuda_kv_copy_blocks,
       .attention = cuda_attention,

@@ -333,6 +333,16 @@ pub struct brisk_engine_counters {
     pub n_spec_accepted: u64,
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct brisk_embed_params {
+    pub struct_size: u32,
+    pub pooling: i32,
+    pub normalize: i32,
+    pub max_tokens: i32,
+    pub n_threads: i32,
+}
+
 extern "C" {
     pub fn brisk_version_string() -> *const c_char;
     pub fn brisk_version_number() -> c_int;
@@ -358,6 +368,15 @@ extern "C" {
     pub fn brisk_model_n_vocab(model: *const brisk_model) -> i32;
     pub fn brisk_model_n_ctx_train(model: *const brisk_model) -> i32;
     pub fn brisk_model_n_embd(model: *const brisk_model) -> i32;
+    pub fn brisk_embed_params_init(params: *mut brisk_embed_params);
+    pub fn brisk_embed(
+        model: *const brisk_model,
+        params: *const brisk_embed_params,
+        texts: *const *const c_char,
+        n_texts: i32,
+        out: *mut f32,
+        out_cap: usize,
+    ) -> brisk_status;
     pub fn brisk_model_n_layer(model: *const brisk_model) -> i32;
     pub fn brisk_model_meta(
         model: *const brisk_model,

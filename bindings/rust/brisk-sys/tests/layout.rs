@@ -204,6 +204,13 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             n_spec_drafted,
             n_spec_accepted
         }),
+        layout!(brisk_embed_params {
+            struct_size,
+            pooling,
+            normalize,
+            max_tokens,
+            n_threads
+        }),
     ]
 }
 

@@ -49,6 +49,10 @@ brisk_status brisk_cpu_ops_softcap(brisk_backend *be, const float *x, int64_t n,
                                    float *out);
 brisk_status brisk_cpu_ops_sigmoid_gate(brisk_backend *be, const float *x, const float *g,
                                         int64_t n_rows, int64_t n_cols, float *out);
+brisk_status brisk_cpu_ops_layernorm(brisk_backend *be, const float *x, const float *weight,
+                                     const float *bias, int64_t n_rows, int64_t n_cols, float eps,
+                                     float *out);
+brisk_status brisk_cpu_ops_gelu(brisk_backend *be, const float *x, int64_t n, float *out);
 brisk_status brisk_cpu_ops_softmax(brisk_backend *be, const float *x, int64_t n_rows,
                                    int64_t n_cols, float scale, float *out);
 brisk_status brisk_cpu_ops_kv_write(brisk_backend *be, const brisk_kv_layout *kv, void *k_cache,
