@@ -35,8 +35,8 @@ for t in "${targets[@]}"; do
   result=ok
   BRISK_FUZZ_RUNS=10000000 tests/fuzz/run.sh "$seconds" "$t" > "$log" 2>&1 || { result=FAILED; status=1; }
   took=$(( $(date +%s) - start ))
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
-  rss=$(grep -o 'stat::peak_rss_mb: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
+  rss=$(grep -o 'stat::peak_rss_mb: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
   corpus="$build/fuzz-corpus/$t"
