@@ -297,7 +297,7 @@ brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
   memcpy(v.seq_row, b->seq_row, n * sizeof(int32_t));
   memcpy(v.out_rows, b->out_rows, (size_t)b->n_out * sizeof(int32_t));
   memcpy(v.tables, b->block_tables, (size_t)(b->n_seqs * b->max_blocks) * sizeof(int32_t));
-  memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
+  if (n_copies) memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
   brisk_status st;
   if ((st = brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) ||
       (st = brisk_comm_broadcast(g->comm[0], g->msg, bytes, 0)) ||
