@@ -246,6 +246,14 @@ static void test_forced_error(void **state) {
   brisk_context_tp_force_error(c, 1);
   assert_int_equal(brisk_decode(c, b), BRISK_E_CANCELLED);
   assert_int_equal(brisk_seq_len(c, 0), 0);
+  brisk_context_free(c);
+  /* So does stage 0's own rank failing once its follower and the later
+   * stage have the step: the decode returns its error. */
+  c = make_ctx(m, 2, 32);
+  brisk_context_tp_force_error(c, 0);
+  assert_int_equal(brisk_decode(c, b), BRISK_E_INTERNAL);
+  assert_int_equal(brisk_seq_len(c, 0), 0);
+  assert_int_equal(brisk_decode(c, b), BRISK_E_CANCELLED);
   brisk_batch_free(b);
   brisk_context_free(c);
   brisk_model_free(m);
