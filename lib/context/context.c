@@ -20,6 +20,7 @@
 #include "forward/rowpar.h"
 #include "kv/kv.h"
 #include "model/model.h"
+#include "parallel/world.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -209,7 +210,11 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   const brisk_model *shard = model->tp_size > 1 ? model->tp_ranks[0] : model;
   int tp = model->tp_size > 1 ? model->tp_size : 1, pp = model->pp_size > 1 ? model->pp_size : 1;
   int rank_threads = p.n_threads > 0 ? p.n_threads : brisk_cpu_count();
-  rank_threads = rank_threads / (tp * pp) > 0 ? rank_threads / (tp * pp) : 1;
+  /* TP ranks that are the processes of an MPI job (context/tp.h) each have
+   * their process's threads. */
+  brisk_comm *world = brisk_world();
+  int local = pp == 1 && world && brisk_comm_size(world) == tp ? pp : tp * pp;
+  rank_threads = rank_threads / local > 0 ? rank_threads / local : 1;
   const uint32_t kv_dtype = brisk_context_kv_dtype(p.kv_type);
   int32_t kv_heads, kv_dim; /* latent attention: one latent row per token (forward.h) */
   brisk_forward_kv_geometry(&shard->hp, &kv_heads, &kv_dim);

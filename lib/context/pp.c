@@ -338,7 +338,7 @@ brisk_status brisk_pp_run(brisk_pp *g, brisk_forward *fwd0, brisk_tp *tp0,
   memcpy(v.seq_row, b->seq_row, n * sizeof(int32_t));
   memcpy(v.out_rows, b->out_rows, (size_t)b->n_out * sizeof(int32_t));
   memcpy(v.tables, b->block_tables, (size_t)(b->n_seqs * b->max_blocks) * sizeof(int32_t));
-  memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
+  if (n_copies) memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
   const size_t row = g->model->hp.n_embd * sizeof(float);
   float *x = brisk_forward_residual(fwd0);
   int32_t n_micro = brisk_pp_micro_batches(b->n_tokens, g->size);

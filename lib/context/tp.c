@@ -67,6 +67,7 @@ struct brisk_tp {
   unsigned char *msg; /* rank 0's payload */
   size_t msg_cap;
   bool failed;
+  bool force_error0; /* test hook: rank 0 fails its next step once sent */
   /* The ranks are the processes of the MPI world (parallel/world.h):
    * comm[0] is the world's handle, borrowed, and no thread is started. */
   bool remote;
@@ -301,13 +302,19 @@ brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
   memcpy(v.seq_row, b->seq_row, n * sizeof(int32_t));
   memcpy(v.out_rows, b->out_rows, (size_t)b->n_out * sizeof(int32_t));
   memcpy(v.tables, b->block_tables, (size_t)(b->n_seqs * b->max_blocks) * sizeof(int32_t));
-  memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
+  if (n_copies) memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
   brisk_status st;
   if ((st = brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) ||
       (st = brisk_comm_broadcast(g->comm[0], g->msg, bytes, 0)) ||
       (g->layer_begin > 0 &&
        (st = brisk_comm_broadcast(g->comm[0], x, n * g->model->hp.n_embd * sizeof(float), 0))))
     g->failed = true;
+  if (!st && g->force_error0) {
+    /* Rank 0 failing once the followers have the step (test hook). */
+    g->force_error0 = false;
+    st = brisk_error(BRISK_E_INTERNAL, "rank 0: forced error (test hook)");
+    brisk_tp_fail(g, st);
+  }
   return st;
 }
 
@@ -324,7 +331,8 @@ void brisk_tp_fail(brisk_tp *g, brisk_status why) {
 }
 
 void brisk_tp_force_error(brisk_tp *g, int rank) {
-  if (g && rank > 0 && rank < g->size) atomic_store(&g->ranks[rank].force_error, 1);
+  if (g && rank == 0) g->force_error0 = true;
+  if (g && rank > 0 && rank < g->size && !g->remote) atomic_store(&g->ranks[rank].force_error, 1);
 }
 
 void brisk_tp_free(brisk_tp *g) {

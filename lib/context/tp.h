@@ -45,7 +45,8 @@ brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
 void brisk_tp_fail(brisk_tp *g, brisk_status why);
 
 /* Test hook: follower `rank` fails its next step with BRISK_E_INTERNAL
- * once it has the step, while rank 0 is already in its pass. */
+ * once it has the step, while rank 0 is already in its pass; rank 0
+ * fails its next step once it has sent it (the followers in their pass). */
 void brisk_tp_force_error(brisk_tp *g, int rank);
 
 /* Stops the followers (a shutdown step, or abort after a failure), joins

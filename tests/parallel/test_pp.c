@@ -9,6 +9,7 @@
 #include "../chat/smollm2.h"
 #include "test_models.h"
 
+#include "core/alloc.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "model/model.h"
@@ -245,6 +246,14 @@ static void test_forced_error(void **state) {
   brisk_context_tp_force_error(c, 1);
   assert_int_equal(brisk_decode(c, b), BRISK_E_CANCELLED);
   assert_int_equal(brisk_seq_len(c, 0), 0);
+  brisk_context_free(c);
+  /* So does stage 0's own rank failing once its follower and the later
+   * stage have the step: the decode returns its error. */
+  c = make_ctx(m, 2, 32);
+  brisk_context_tp_force_error(c, 0);
+  assert_int_equal(brisk_decode(c, b), BRISK_E_INTERNAL);
+  assert_int_equal(brisk_seq_len(c, 0), 0);
+  assert_int_equal(brisk_decode(c, b), BRISK_E_CANCELLED);
   brisk_batch_free(b);
   brisk_context_free(c);
   brisk_model_free(m);
@@ -380,11 +389,58 @@ static void test_bubble(void **state) {
   }
 }
 
+/* Every allocation of creating a TP 2 x PP 2 context failing in turn: the
+ * create returns BRISK_E_OUT_OF_MEMORY with nothing left allocated (every
+ * stage and rank thread joined), or succeeds and decodes. */
+static void test_oom(void **state) {
+  (void)state;
+  test_model_spec s = test_model_default("llama");
+  s.n_layer = 3;
+  char path[256];
+  write_model("pp-oom", &s, path, sizeof path);
+  brisk_model *m = load_grid(path, 2, 2);
+  brisk_batch *b = NULL;
+  assert_int_equal(brisk_batch_create(4, &b), BRISK_OK);
+  for (int32_t i = 0; i < 4; i++) brisk_batch_add(b, i + 3, i, 0, i == 3);
+  brisk_context_params p;
+  brisk_context_params_init(&p);
+  p.kv_tokens = 64;
+  p.n_threads = 2;
+  p.max_batch_tokens = 8;
+  p.n_seq_max = 2;
+  brisk_context *c = NULL;
+  brisk_alloc_fail_at(0, 0);
+  assert_int_equal(brisk_context_create(m, &p, &c), BRISK_OK);
+  uint64_t n_allocs = brisk_alloc_fail_at(0, 0);
+  brisk_context_free(c);
+  const uint64_t live = brisk_alloc_live_count();
+  int failed = 0;
+  for (uint64_t k = 1; k <= n_allocs; k++) {
+    c = NULL;
+    brisk_alloc_fail_at(k, 0);
+    brisk_status st = brisk_context_create(m, &p, &c);
+    brisk_alloc_fail_at(0, 0);
+    if (st) {
+      assert_int_equal(st, BRISK_E_OUT_OF_MEMORY);
+      assert_null(c);
+      failed++;
+    } else {
+      assert_int_equal(brisk_decode(c, b), BRISK_OK);
+      brisk_context_free(c);
+    }
+    assert_int_equal(brisk_alloc_live_count(), live);
+  }
+  assert_true(failed > 0);
+  brisk_batch_free(b);
+  brisk_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_grid_random),  cmocka_unit_test(test_grid_shared),
       cmocka_unit_test(test_forced_error), cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_engine),       cmocka_unit_test(test_bubble),
+      cmocka_unit_test(test_oom),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,7 +1,9 @@
 /* brisk_worker_run under `mpirun -np 2` and `-np 4`: every process loads
  * the shared tiny model with tp_size = the job's size; rank 0's context
  * gives the logits and greedy tokens of a one-process TP = 1 context bit
- * for bit; then a worker fails the first step of the second context (a
+ * for bit, and so does an engine's (greedy and seeded sampling, rank 0
+ * owning the engine); then a worker fails the first step of the third
+ * context (a
  * forced error while rank 0 is in its pass): rank 0's decode returns
  * BRISK_E_CANCELLED and is rolled back, the failing worker's
  * brisk_worker_run returns BRISK_E_INTERNAL and the others'
@@ -9,7 +11,9 @@
  * one left waiting). Not cmocka: each process checks and exits nonzero on
  * the first failure, which mpirun reports. */
 #include "brisk.h"
+#include "context/swap.h"
 #include "context/tp.h"
+#include "engine_harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +75,31 @@ static void run(brisk_context *c, int32_t nv, float *out) {
   brisk_batch_free(b);
 }
 
-int main(void) {
+/* `rank0`: rank 0 fails the first step of its first context once the
+ * workers have it (they are in their pass): its decode returns that error,
+ * every worker's brisk_worker_run BRISK_E_CANCELLED. */
+static int rank0_fails(int32_t rank, brisk_model *m) {
+  if (rank != 0) {
+    CHECK(brisk_worker_run(m, 1) == BRISK_E_CANCELLED);
+  } else {
+    brisk_context *c = make_ctx(m);
+    brisk_batch *b = NULL;
+    CHECK(brisk_batch_create(4, &b) == BRISK_OK);
+    for (int32_t i = 0; i < 4; i++) brisk_batch_add(b, i + 3, i, 0, i == 3);
+    brisk_context_tp_force_error(c, 0);
+    CHECK(brisk_decode(c, b) == BRISK_E_INTERNAL);
+    CHECK(brisk_seq_len(c, 0) == 0);
+    CHECK(brisk_decode(c, b) == BRISK_E_CANCELLED);
+    brisk_batch_free(b);
+    brisk_context_free(c);
+  }
+  brisk_model_free(m);
+  brisk_mpi_finalize();
+  if (rank == 0) printf("ok: rank 0 failed, every rank returned\n");
+  return 0;
+}
+
+int main(int argc, char **argv) {
   const char *dir = getenv("BRISK_SHARED_DIR");
   char path[1024];
   snprintf(path, sizeof path, "%s/models/tiny-q8_0.gguf", dir ? dir : "../shared");
@@ -86,9 +114,10 @@ int main(void) {
   rank_g = rank;
   CHECK(size >= 2);
   brisk_model *m = load(path, size);
+  if (argc > 1 && !strcmp(argv[1], "rank0")) return rank0_fails(rank, m);
   if (rank != 0) {
     CHECK(brisk_worker_run(NULL, 1) == BRISK_E_INVALID_ARGUMENT);
-    if (rank == 1) brisk_tp_worker_force_error(2);
+    if (rank == 1) brisk_tp_worker_force_error(3);
     brisk_status st = brisk_worker_run(m, 1);
     CHECK(st == (rank == 1 ? BRISK_E_INTERNAL : BRISK_E_CANCELLED));
     brisk_model_free(m);
@@ -114,7 +143,24 @@ int main(void) {
       return 1;
     }
   brisk_context_free(c);
-  /* Rank 1 fails the first step of this second context. */
+  /* The engine on rank 0 (its one context: the second), against one
+   * process's. */
+  enum { N = 4 };
+  static eh_job base[N], one[N], job[N];
+  test_rng rng = test_rng_seeded("worker_mpi");
+  for (int i = 0; i < N; i++) {
+    eh_random_job(&rng, m1, &base[i], 12, 8, i % 2);
+    base[i].stop_at_eog = 0;
+  }
+  for (int k = 0; k < 2; k++) {
+    brisk_engine *e = eh_engine(k ? m : m1, 128, 8, 16, N, 0);
+    memcpy(k ? job : one, base, sizeof base);
+    for (int i = 0; i < N; i++) CHECK(eh_submit(e, k ? &job[i] : &one[i]) == BRISK_OK);
+    eh_run(e, k ? job : one, N, 10000);
+    brisk_engine_free(e);
+  }
+  for (int i = 0; i < N; i++) eh_expect_same(&one[i], &job[i]);
+  /* Rank 1 fails the first step of this third context. */
   c = make_ctx(m);
   brisk_batch *b = NULL;
   CHECK(brisk_batch_create(4, &b) == BRISK_OK);

@@ -410,6 +410,8 @@ int cli_mpi_follow(const char *cmd, const cli_model_args *a, const brisk_model *
   if (a->tp < 2 || !env) return -1;
   long job = strtol(env, NULL, 10);
   if (job == 1) return -1; /* one process: the ranks are threads */
+  if (a->pp > 1)
+    return cli_fail(cmd, "under mpirun: --pp stages do not span processes yet (run one process)");
   if (job != a->tp)
     return cli_fail(cmd,
                     "under mpirun: --tp %d needs a job of %d processes (mpirun -np %d); it has %ld",

@@ -90,6 +90,9 @@ int cmd_imatrix(int argc, char **argv) {
   const char *model_path = ma.path ? ma.path : pos[0];
   if (!model_path || !text_path || !out_path)
     return cli_usage_error("imatrix", "give -m MODEL, -f TEXT and -o OUT");
+  /* The observer sees the context's own pass: stage 0's layers only. */
+  if (ma.pp > 1)
+    return cli_usage_error("imatrix", "--pp: the statistics need every layer in one pass");
   int rc = 1;
   brisk_model *m = NULL;
   brisk_context *c = NULL;
