@@ -304,10 +304,11 @@ static brisk_status check_layout(brisk_safetensors *st, const char *what) {
 
 /* ---- open ------------------------------------------------------------------ */
 
-/* An entry of an integer dtype: transformers saves buffers such as BERT's
- * position_ids with the weights; they are never weights. */
+/* An entry of an integer dtype other than I32: transformers saves buffers
+ * such as BERT's position_ids (I64) with the weights; they are never
+ * weights. I32 is read: GPTQ and AWQ pack their 4-bit weights in it. */
 static bool is_int_buffer(struct json_object *entry) {
-  static const char *const ints[] = {"I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL"};
+  static const char *const ints[] = {"I64", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL"};
   struct json_object *d = NULL;
   if (!json_object_is_type(entry, json_type_object) ||
       !json_object_object_get_ex(entry, "dtype", &d) || !json_object_is_type(d, json_type_string))

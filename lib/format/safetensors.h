@@ -51,9 +51,10 @@ brisk_status brisk_safetensors_open(const char *path, brisk_safetensors **out);
 /* The same, reading the file into memory instead of mapping it. */
 brisk_status brisk_safetensors_open_read(const char *path, brisk_safetensors **out);
 /* As brisk_safetensors_open, for a model's weights: tensors of an integer
- * dtype (I8..I64, U8..U64, BOOL: buffers such as BERT's position_ids that
- * transformers saves with the weights) are left out of the listing instead
- * of failing the open. */
+ * dtype other than I32 (I8, I16, I64, U8..U64, BOOL: buffers such as BERT's
+ * position_ids that transformers saves with the weights) are left out of
+ * the listing instead of failing the open; I32 tensors (GPTQ / AWQ packed
+ * weights) are listed. */
 brisk_status brisk_safetensors_open_model(const char *path, brisk_safetensors **out);
 /* The same over a caller-owned buffer that must outlive the handle. */
 brisk_status brisk_safetensors_open_memory(const void *data, size_t size, brisk_safetensors **out);
