@@ -195,7 +195,8 @@ static brisk_status run_decoder(embed_run *r, int32_t n_texts, size_t longest) {
     /* MEAN reads every row; LAST and CLS one (out_rows reuses pos: 0..n-1). */
     int32_t n_out = r->pooling == BRISK_EMBED_POOLING_MEAN ? n : 1;
     const int32_t *rows = r->pooling == BRISK_EMBED_POOLING_LAST ? &pos[n - 1] : pos;
-    brisk_forward_batch b = {n, r->ids[t], pos, seq, slot, table, 1, blocks, n_out, rows};
+    brisk_forward_batch b = {n,     r->ids[t], pos,  seq, slot, table, 1,   blocks,
+                             n_out, rows,      NULL, 0,   NULL, NULL,  NULL};
     if (!(st = brisk_forward_run(f, &kv.kv, &b, r->hidden, NULL, NULL)))
       pool_rows(r, r->hidden, (size_t)n_out, r->out + (size_t)t * m->hp.n_embd);
   }
