@@ -169,6 +169,46 @@ ARCHS = {
         2e-5,
         "float32; fused projections are split into views, the same products",
     ),
+    # LongRoPE: the original context below the prompt (the long factors
+    # from the first token, as transformers picks them per forward call)
+    # and above prompt + decode (the short ones throughout), each with the
+    # default attention factor sqrt(1 + ln(256 / orig) / ln(orig)).
+    "phi3_longrope": (
+        "phi3",
+        {
+            "sliding_window": WINDOW,
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.5,
+                "short_factor": [1.0, 1.3, 1.9, 2.7],
+                "long_factor": [1.1, 2.2, 4.5, 8.0],
+            },
+            # Where Phi-3's configs keep it (transformers' Phi3Config reads
+            # it there, 4096 when absent, over the rope object's).
+            "original_max_position_embeddings": 16,
+        },
+        2e-5,
+        "float32; transformers forms 1 / (factor * base^(2i/d)) in float32, brisk in float64",
+    ),
+    "phi3_longrope_short": (
+        "phi3",
+        {
+            "sliding_window": WINDOW,
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.5,
+                "short_factor": [1.0, 1.3, 1.9, 2.7],
+                "long_factor": [1.1, 2.2, 4.5, 8.0],
+            },
+            # Where Phi-3's configs keep it (transformers' Phi3Config reads
+            # it there, 4096 when absent, over the rope object's).
+            "original_max_position_embeddings": 64,
+        },
+        2e-5,
+        "float32; transformers forms 1 / (factor * base^(2i/d)) in float32, brisk in float64",
+    ),
     "qwen2moe": (
         "qwen2_moe",
         {
@@ -327,9 +367,10 @@ def make_tensor(arch, name, shape):
 
 def config_of(arch):
     model_type, over, _, _ = ARCHS[arch]
-    cfg = dict(BASE)
+    # A deep copy: transformers fills in the rope object it is given.
+    cfg = json.loads(json.dumps(BASE))
     cfg["model_type"] = model_type
-    cfg.update(over)
+    cfg.update(json.loads(json.dumps(over)))
     return cfg
 
 

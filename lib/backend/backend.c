@@ -74,6 +74,11 @@ static brisk_status check_params(const brisk_rope_params *p, int32_t head_dim) {
                          (double)p->beta_fast, (double)p->beta_slow, (double)p->ext_factor,
                          (double)p->attn_factor);
     break;
+  case BRISK_ROPE_SCALING_LONGROPE:
+    if (!positive(p->attn_factor))
+      return brisk_error(BRISK_E_INVALID_ARGUMENT, "rope longrope: attn_factor %g must be > 0",
+                         (double)p->attn_factor);
+    break;
   default:
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "rope: unknown scaling %d", (int)p->scaling);
   }
@@ -103,12 +108,14 @@ brisk_status brisk_rope_frequencies(const brisk_rope_params *p, int32_t head_dim
         fmin(p->n_rot - 1, ceil(yarn_corr_dim(p->n_rot, p->orig_ctx, p->beta_slow, p->freq_base)));
     *mscale = (double)p->attn_factor * (factor > 1 ? 1 + 0.1 * log(factor) : 1.0);
   }
+  if (p->scaling == BRISK_ROPE_SCALING_LONGROPE) *mscale = p->attn_factor;
   for (int32_t i = 0; i < n_pairs; i++) {
     double b = pow(p->freq_base, -2.0 * i / p->n_rot);
     if (p->freq_factors) b /= p->freq_factors[i];
     double f = b;
     switch (p->scaling) {
-    case BRISK_ROPE_SCALING_NONE: break;
+    case BRISK_ROPE_SCALING_NONE:
+    case BRISK_ROPE_SCALING_LONGROPE: break;
     case BRISK_ROPE_SCALING_LINEAR: f = b / factor; break;
     case BRISK_ROPE_SCALING_LLAMA3: {
       double wavelen = 2 * M_PI / b;

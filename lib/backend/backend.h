@@ -52,9 +52,10 @@ typedef enum brisk_rope_layout {
 
 typedef enum brisk_rope_scaling {
   BRISK_ROPE_SCALING_NONE = 0,
-  BRISK_ROPE_SCALING_LINEAR = 1, /* position interpolation: theta / factor */
-  BRISK_ROPE_SCALING_LLAMA3 = 2, /* Llama 3.1 smooth low/high-frequency rule */
-  BRISK_ROPE_SCALING_YARN = 3    /* YaRN ramp mix + attention magnitude factor */
+  BRISK_ROPE_SCALING_LINEAR = 1,  /* position interpolation: theta / factor */
+  BRISK_ROPE_SCALING_LLAMA3 = 2,  /* Llama 3.1 smooth low/high-frequency rule */
+  BRISK_ROPE_SCALING_YARN = 3,    /* YaRN ramp mix + attention magnitude factor */
+  BRISK_ROPE_SCALING_LONGROPE = 4 /* per-pair factors (freq_factors) + a magnitude */
 } brisk_rope_scaling;
 
 /* Pair i (0 <= i < n_rot/2) of a token at position p is rotated by
@@ -76,6 +77,9 @@ typedef enum brisk_rope_scaling {
  *          log term only when factor > 1), so q.k scales by mscale^2
  *          (llama.cpp ggml_rope_yarn and HF _compute_yarn_parameters with
  *          ext_factor = attn_factor = 1).
+ *  LONGROPE: f_i = b_i (LongRoPE's short or long factors are the
+ *          freq_factors); cos and sin are multiplied by mscale = attn_factor
+ *          (HF _compute_longrope_parameters' attention_factor).
  * Angles and frequencies are computed in float64, then rounded once. */
 typedef struct brisk_rope_params {
   brisk_rope_layout layout;

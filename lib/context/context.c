@@ -507,6 +507,10 @@ BRISK_API brisk_status brisk_seq_set_window(brisk_context *c, int32_t seq, int32
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "brisk_seq_set_window: not with multi-head latent attention (the sinks "
                        "are kept as per-head K/V)");
+  if (c->model->hp.rope_scaling == BRISK_HP_ROPE_SCALING_LONGROPE && window > 0)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "brisk_seq_set_window: not with LongRoPE (its factors follow the "
+                       "sequence's length, which a window keeps from the cache)");
   brisk_mem_account *outer = brisk_mem_enter(c->mem);
   brisk_status st = brisk_stream_set(&c->stream, c->kv, c->model, c->params.n_seq_max,
                                      c->params.max_batch_tokens, seq, n_sinks, window);

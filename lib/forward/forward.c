@@ -65,6 +65,11 @@ struct brisk_forward {
   int32_t max_tokens;
   brisk_rope_params rope;
   brisk_rope_params rope_local; /* sliding-window layers (gemma3's local base) */
+  /* LongRoPE: the long factors' rotation, and per sequence of a batch the
+   * length it reaches (host [max_tokens]); rope_long.freq_factors NULL: no
+   * LongRoPE. */
+  brisk_rope_params rope_long;
+  int32_t *seq_end;
   brisk_glu_kind glu;
   uint64_t bytes;
   int32_t *route_ids;               /* host [max_tokens][n_expert_used] */
@@ -140,6 +145,10 @@ static void rope_from_model(const brisk_hparams *hp, const brisk_weight *freqs,
     r->low_freq_factor = hp->rope_low_freq_factor;
     r->high_freq_factor = hp->rope_high_freq_factor;
     break;
+  case BRISK_HP_ROPE_SCALING_LONGROPE:
+    r->scaling = BRISK_ROPE_SCALING_LONGROPE;
+    r->attn_factor = hp->yarn_attn_factor;
+    break;
   default: r->scaling = BRISK_ROPE_SCALING_NONE; break;
   }
 }
@@ -162,6 +171,8 @@ brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
   if (device) f->dev[f->n_dev++].be = device;
   const brisk_hparams *hp = &model->hp;
   rope_from_model(hp, &model->rope_freqs, &f->rope);
+  f->rope_long = f->rope;
+  f->rope_long.freq_factors = model->rope_long.data;
   f->glu = brisk_arch_get(hp->arch)->geglu ? BRISK_GLU_GEGLU : BRISK_GLU_SWIGLU;
   f->rope_local = f->rope;
   if (hp->rope_base_local != 0) { /* unscaled, own base */
@@ -175,6 +186,10 @@ brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
   for (int i = 0; i < f->n_dev && !st; i++) st = alloc_dev(f, &f->dev[i]);
   if (st) goto fail;
   if (f->n_dev > 1 && !(f->staging = brisk_malloc(n * hp->n_embd * sizeof(float)))) {
+    st = brisk_error_oom();
+    goto fail;
+  }
+  if (f->rope_long.freq_factors && !(f->seq_end = brisk_malloc(n * sizeof(int32_t)))) {
     st = brisk_error_oom();
     goto fail;
   }
@@ -211,6 +226,7 @@ void brisk_forward_free(brisk_forward *f) {
   }
   if (f->split) brisk_rowpar_free(&f->rp);
   brisk_free(f->staging);
+  brisk_free(f->seq_end);
   brisk_free(f->route_ids);
   brisk_free(f->route_w);
   brisk_free(f->expert_rows);
@@ -482,6 +498,36 @@ static brisk_status mla_block(brisk_forward *f, const brisk_forward_kv *kv, int3
   return residual_add(f, &ly->post_attn_norm, n);
 }
 
+/* RoPE on the batch's rows of x ([n_tokens][stride], heads of hd). LongRoPE
+ * rotates a sequence by its long factors once it is longer than the
+ * original context after this batch (its rows' largest position + 1), as
+ * transformers switches per forward call, else by the short ones; the rows
+ * go to the backend in runs of one choice. */
+static brisk_status rope_rows(brisk_forward *f, brisk_backend *be, float *x, int64_t stride,
+                              int32_t n_heads, const brisk_forward_batch *b, const int32_t *pos,
+                              const brisk_rope_params *rope) {
+  const int32_t n = b->n_tokens, hd = (int32_t)f->model->hp.head_dim;
+  if (rope->scaling != BRISK_ROPE_SCALING_LONGROPE || !f->rope_long.freq_factors)
+    return be->rope(be, x, n, stride, n_heads, hd, pos, rope);
+  if (b->n_seqs > f->max_tokens)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "forward: %d sequences in a batch of at most %d",
+                       b->n_seqs, f->max_tokens);
+  int32_t *end = f->seq_end; /* [n_seqs] */
+  for (int32_t s = 0; s < b->n_seqs; s++) end[s] = 0;
+  for (int32_t i = 0; i < n; i++)
+    if (b->pos[i] + 1 > end[b->seq_row[i]]) end[b->seq_row[i]] = b->pos[i] + 1;
+  for (int32_t i = 0; i < n;) {
+    const bool is_long = end[b->seq_row[i]] > rope->orig_ctx;
+    int32_t j = i + 1;
+    while (j < n && (end[b->seq_row[j]] > rope->orig_ctx) == is_long) j++;
+    brisk_status st = be->rope(be, x + (size_t)i * (size_t)stride, j - i, stride, n_heads, hd,
+                               pos + i, is_long ? &f->rope_long : rope);
+    if (st) return st;
+    i = j;
+  }
+  return BRISK_OK;
+}
+
 static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv, int32_t il,
                                     const brisk_forward_batch *b) {
   const brisk_hparams *hp = &f->model->hp;
@@ -506,8 +552,8 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   if (b->n_keep > 0 && (st = keep_kv(f, il, b))) return st;
   const brisk_rope_params *rope = ly->sliding_window ? &f->rope_local : &f->rope;
   const int32_t *rpos = b->rope_pos ? b->rope_pos : b->pos;
-  if ((st = be->rope(be, a->q, n, qd, (int32_t)hp->n_head, hd, rpos, rope)) ||
-      (st = be->rope(be, a->k, n, kvd, (int32_t)hp->n_head_kv, hd, rpos, rope)) ||
+  if ((st = rope_rows(f, be, a->q, qd, (int32_t)hp->n_head, b, rpos, rope)) ||
+      (st = rope_rows(f, be, a->k, kvd, (int32_t)hp->n_head_kv, b, rpos, rope)) ||
       (st = be->kv_write(be, &kv->layout, kv->k[il], kv->v[il], a->k, a->v, b->slot, n)))
     return st;
   brisk_attn_batch ab = {n, b->pos, b->seq_row, b->block_tables, b->n_seqs, b->max_blocks};

@@ -202,7 +202,9 @@ brisk_status brisk_hf_rope_read(const struct json_object *o, const char *path, u
       return st;
     r->n_factors = n;
     /* transformers: attention_factor defaults to sqrt(1 + ln(s) / ln(orig))
-     * with s = max_position_embeddings / original (the caller's). */
+     * with s = factor, or max_position_embeddings / original when the
+     * object has no factor (the caller's: factor 0 here). */
+    if (!has(o, "factor")) r->factor = 0.0f;
     r->attn_factor = 0.0f;
     return get_f32(o, path, "attention_factor", &r->attn_factor);
   }

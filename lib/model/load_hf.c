@@ -68,9 +68,39 @@ static brisk_status apply_rope(const brisk_hf_rope *r, brisk_hparams *hp) {
   hp->yarn_beta_fast = r->beta_fast;
   hp->yarn_beta_slow = r->beta_slow;
   hp->yarn_attn_factor = r->attn_factor;
-  if (r->scaling == BRISK_HP_ROPE_SCALING_LONGROPE)
-    return brisk_error(BRISK_E_UNSUPPORTED,
-                       "config.json: rope type 'longrope' is not supported for this architecture");
+  return BRISK_OK;
+}
+
+/* LongRoPE (phi3 long-context models): the original context, and the cos /
+ * sin magnitude transformers applies: attention_factor, or sqrt(1 + ln s /
+ * ln orig) with s = factor, or max_position_embeddings / orig without one
+ * (1 when s <= 1). The short and long factors are bound by bind_longrope. */
+static brisk_status longrope_hparams(const brisk_hf *hf, const brisk_hf_rope *r,
+                                     brisk_hparams *hp) {
+  uint32_t orig = r->orig_ctx;
+  brisk_status st;
+  /* transformers' Phi3Config takes the top-level key, 4096 when absent,
+   * over the rope object's. */
+  if (hp->arch == BRISK_ARCH_PHI3) orig = 4096;
+  if ((!r->orig_ctx || hp->arch == BRISK_ARCH_PHI3) &&
+      (st = cfg_u32(hf, "original_max_position_embeddings", false, &orig)))
+    return st;
+  if (orig < 2)
+    return brisk_error(BRISK_E_FORMAT,
+                       "config.json: rope type 'longrope' needs original_max_position_embeddings "
+                       "of at least 2 (got %u)",
+                       orig);
+  hp->rope_orig_ctx = orig;
+  double s = r->factor > 0 ? (double)r->factor : (double)hp->n_ctx_train / orig;
+  hp->rope_factor = (float)s;
+  hp->yarn_attn_factor = r->attn_factor > 0 ? r->attn_factor
+                         : s <= 1           ? 1.0f
+                                            : (float)sqrt(1 + log(s) / log((double)orig));
+  if (!(isfinite(hp->yarn_attn_factor) && hp->yarn_attn_factor > 0 && isfinite(s) && s > 0))
+    return brisk_error(BRISK_E_FORMAT,
+                       "config.json: longrope factor %g and attention_factor %g must be finite and "
+                       "positive",
+                       s, (double)hp->yarn_attn_factor);
   return BRISK_OK;
 }
 
@@ -339,6 +369,13 @@ static brisk_status read_hparams(const brisk_hf *hf, brisk_hparams *hp) {
   if (!(st = brisk_hf_rope_lookup(hf, per_type ? "full_attention" : NULL,
                                   deepseek2 ? rope_dim : hp->head_dim, rope)))
     st = apply_rope(rope, hp);
+  if (!st && hp->rope_scaling == BRISK_HP_ROPE_SCALING_LONGROPE) {
+    if (per_type || deepseek2)
+      st = brisk_error(BRISK_E_UNSUPPORTED,
+                       "config.json: rope type 'longrope' is not supported for this architecture");
+    else
+      st = longrope_hparams(hf, rope, hp);
+  }
   if (!st && deepseek2 && !(st = read_deepseek2(hf, hp, rope->mscale_all_dim)) && rope->dim)
     st = brisk_error(BRISK_E_UNSUPPORTED,
                      "config.json: partial_rotary_factor is not supported for deepseek_v2");
@@ -591,6 +628,36 @@ brisk_status brisk_model_hf_bind(void *loader, const char *name, int64_t cols, i
   return bind(loader, name, cols, rows, required, w);
 }
 
+/* LongRoPE's short and long factors ([rope_dim / 2] each, from the rope
+ * object) as F32 vectors the model owns: rope_freqs (short) and rope_long. */
+static brisk_status bind_longrope(hf_loader *L) {
+  brisk_model *m = L->m;
+  const brisk_hparams *hp = &m->hp;
+  brisk_hf_rope *r = brisk_calloc(1, sizeof *r);
+  if (!r) return brisk_error_oom();
+  r->base = hp->rope_base;
+  brisk_status st = brisk_hf_rope_lookup(L->hf, NULL, hp->head_dim, r);
+  uint32_t n = hp->rope_dim / 2;
+  if (!st && r->n_factors != n)
+    st = brisk_error(BRISK_E_FORMAT, "config.json: longrope has %u factors for %u rotated pairs",
+                     r->n_factors, n);
+  const char *names[2] = {"rope_parameters.short_factor", "rope_parameters.long_factor"};
+  const float *src[2] = {r->short_factor, r->long_factor};
+  brisk_weight *dst[2] = {&m->rope_freqs, &m->rope_long};
+  for (int i = 0; i < 2 && !st; i++) {
+    float *f = brisk_aligned_alloc(64, (size_t)n * sizeof(float));
+    if (!f) {
+      st = brisk_error_oom();
+      break;
+    }
+    memcpy(f, src[i], (size_t)n * sizeof(float));
+    if (!(st = keep(L, f)))
+      st = brisk_model_bind_check(m, names[i], f, BRISK_DTYPE_F32, n, 1, true, dst[i]);
+  }
+  brisk_free(r);
+  return st;
+}
+
 brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
                                  const brisk_model_params *params, void ***owned, size_t *n_owned,
                                  size_t *cap_owned) {
@@ -600,6 +667,7 @@ brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,
       (st = brisk_hf_quant_read(hf, &L.quant)))
     return st;
   if (m->hp.arch == BRISK_ARCH_BERT) return brisk_model_bind_bert(m, hf, params, &L);
+  if (m->hp.rope_scaling == BRISK_HP_ROPE_SCALING_LONGROPE && (st = bind_longrope(&L))) return st;
   L.norm_plus_one = m->hp.arch == BRISK_ARCH_GEMMA2 || m->hp.arch == BRISK_ARCH_GEMMA3;
   const brisk_hparams *hp = &m->hp;
   if ((st = bind(&L, "model.embed_tokens.weight", hp->n_embd, hp->n_vocab, true, &m->token_embd)) ||

@@ -74,6 +74,7 @@ struct brisk_model {
   brisk_weight output_norm; /* [n_embd] */
   brisk_weight output;      /* [n_vocab][n_embd]; equals token_embd when tied */
   brisk_weight rope_freqs;  /* optional per-pair frequency factors [head_dim / 2] */
+  brisk_weight rope_long;   /* LongRoPE: the long factors [rope_dim / 2] (rope_freqs: short) */
   brisk_weight pos_embd;    /* encoders (bert): absolute positions [n_ctx_train][n_embd] */
   brisk_weight type_embd;   /* token types [n_type_vocab][n_embd] */
   brisk_weight embd_norm;   /* the embeddings' LayerNorm weight [n_embd] */

@@ -247,10 +247,11 @@ static void test_softmax(void **state) {
 static void test_rope(void **state) {
   fixture *f = *state;
   const brisk_rope_scaling modes[] = {BRISK_ROPE_SCALING_NONE, BRISK_ROPE_SCALING_LINEAR,
-                                      BRISK_ROPE_SCALING_LLAMA3, BRISK_ROPE_SCALING_YARN};
+                                      BRISK_ROPE_SCALING_LLAMA3, BRISK_ROPE_SCALING_YARN,
+                                      BRISK_ROPE_SCALING_LONGROPE};
   for (int layout = 0; layout < 2; layout++)
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
-      int32_t hd = (int32_t[]){64, 80, 128, 6}[m], nh = rand_int(f, 1, 5);
+      int32_t hd = (int32_t[]){64, 80, 128, 6, 96}[m], nh = rand_int(f, 1, 5);
       int32_t n_tok = rand_int(f, 1, 9);
       int64_t stride = (int64_t)nh * hd + rand_int(f, 0, 3) * 8; /* a view into qkv */
       brisk_rope_params p;
@@ -261,6 +262,13 @@ static void test_rope(void **state) {
       p.scaling = modes[m];
       p.factor = m == 0 ? 1.0f : 4.0f;
       p.orig_ctx = 2048;
+      float ff[64]; /* LongRoPE's per-pair factors, and its magnitude */
+      if (modes[m] == BRISK_ROPE_SCALING_LONGROPE) {
+        p.n_rot = hd / 2;
+        for (int i = 0; i < p.n_rot / 2; i++) ff[i] = 1.0f + (float)rand_int(f, 0, 40) / 4.0f;
+        p.freq_factors = ff;
+        p.attn_factor = 1.19f;
+      }
       size_t n = (size_t)n_tok * (size_t)stride;
       float *x = rand_floats(f, n, -2, 2);
       int32_t *pos = malloc((size_t)n_tok * sizeof *pos);

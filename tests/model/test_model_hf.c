@@ -547,6 +547,9 @@ static void test_hf_rope_parameters(void **state) {
       {"\"rope_parameters\": {\"rope_type\": \"longrope\", \"rope_theta\": 1e4, \"short_factor\": "
        "[1], \"long_factor\": [1]}",
        "'rope_parameters.short_factor' must be a list of 8"},
+      {"\"rope_parameters\": {\"rope_type\": \"longrope\", \"rope_theta\": 1e4, \"short_factor\": "
+       "[1, 1, 1, 1, 1, 1, 1, 1], \"long_factor\": [2, 2, 2, 2, 2, 2, 2, 2]}",
+       "needs original_max_position_embeddings"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     brisk_status st = load_with(dir, bad[i].extra, &m);

@@ -50,6 +50,9 @@ static double ref_inv_freq(const brisk_rope_params *p, int i, double *mscale) {
     *mscale = p->attn_factor * (p->factor > 1 ? 0.1 * log(p->factor) + 1 : 1);
     return interp * (1 - extrap_factor) + extrap * extrap_factor;
   }
+  case BRISK_ROPE_SCALING_LONGROPE: /* HF: 1 / (ext_factor * base^(2i/dim)) */
+    *mscale = p->attn_factor;
+    return extrap;
   }
   fail();
   return 0;
@@ -109,7 +112,7 @@ static void test_rope_all_modes(void **state) {
   for (int threads = 0; threads <= 2; threads += 2) {
     ops_paths P = ops_paths_open(threads);
     for (int layout = 0; layout <= 1; layout++) {
-      for (int scaling = 0; scaling <= 3; scaling++) {
+      for (int scaling = 0; scaling <= 4; scaling++) {
         for (size_t hi = 0; hi < sizeof head_dims / sizeof *head_dims; hi++) {
           rope_case c;
           brisk_rope_params_init(&c.p);
@@ -128,7 +131,8 @@ static void test_rope_all_modes(void **state) {
           c.p.beta_fast = rand_int(&r, 0, 1) ? 32.0f : (float)test_rng_uniform(&r, 8, 64);
           c.p.beta_slow = rand_int(&r, 0, 1) ? 1.0f : (float)test_rng_uniform(&r, 0.5, 2);
           float ff[BRISK_MAX_HEAD_DIM / 2];
-          if (rand_int(&r, 0, 3) == 0) { /* per-pair factors, as GGUF rope_freqs */
+          /* Per-pair factors, as GGUF rope_freqs; LongRoPE's always have them. */
+          if (scaling == BRISK_ROPE_SCALING_LONGROPE || rand_int(&r, 0, 3) == 0) {
             for (int i = 0; i < c.p.n_rot / 2; i++) ff[i] = (float)test_rng_uniform(&r, 1, 8);
             c.p.freq_factors = ff;
           }
@@ -221,6 +225,10 @@ static void test_rope_bad_arguments(void **state) {
   p.freq_factors = ff;
   assert_int_equal(be->rope(be, x, 2, 16, 2, 8, pos, &p), BRISK_E_INVALID_ARGUMENT);
   p.freq_factors = NULL;
+  p.scaling = BRISK_ROPE_SCALING_LONGROPE;
+  p.attn_factor = 0;
+  assert_int_equal(be->rope(be, x, 2, 16, 2, 8, pos, &p), BRISK_E_INVALID_ARGUMENT);
+  p.attn_factor = 1;
   p.scaling = (brisk_rope_scaling)9;
   assert_int_equal(be->rope(be, x, 2, 16, 2, 8, pos, &p), BRISK_E_INVALID_ARGUMENT);
   ops_paths_close(&P);
