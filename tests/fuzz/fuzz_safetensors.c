@@ -61,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       n_el *= t->shape[d]; /* cannot wrap: the reader checked the product */
     }
     CHECK(n_el == t->n_elements);
-    CHECK(t->n_bytes == n_el * (t->dtype == BRISK_DTYPE_F32 ? 4 : 2));
+    CHECK(t->n_bytes ==
+          n_el * (t->dtype == BRISK_DTYPE_F32 || t->dtype == BRISK_DTYPE_I32 ? 4 : 2));
     CHECK(t->offset <= section_size && t->n_bytes <= section_size - t->offset);
     CHECK((const uint8_t *)t->data == section + t->offset);
     touch(t->data, t->n_bytes);
