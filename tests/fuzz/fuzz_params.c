@@ -158,8 +158,9 @@ static void fuzz_model_params(const uint8_t *d, size_t n) {
   brisk_status st = brisk_model_load(g_path, q, &m);
   CHECK(st == BRISK_OK || ((st == BRISK_E_INVALID_ARGUMENT || st == BRISK_E_NO_DEVICE ||
                             (st == BRISK_E_OUT_OF_MEMORY && q->memory_limit) ||
-                            /* a model that cannot be cut into tp_size ranks */
-                            (st == BRISK_E_UNSUPPORTED && q->tp_size > 1)) &&
+                            /* a model that cannot be cut into tp_size ranks or
+                             * pp_size stages */
+                            (st == BRISK_E_UNSUPPORTED && (q->tp_size > 1 || q->pp_size > 1))) &&
                            !m && brisk_last_error()[0]));
   if (!st) CHECK(brisk_model_n_vocab(m) == 40);
   brisk_model_free(m);
