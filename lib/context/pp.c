@@ -1,5 +1,6 @@
 /* Pipeline-parallel stages as threads (context/pp.h). */
 #include "context/pp.h"
+#include "context/step_msg.h"
 
 #include "backend/device.h"
 #include "core/alloc.h"
@@ -20,9 +21,7 @@ enum { PP_OP_STEP = 1, PP_OP_SHUTDOWN = 2 };
 
 /* The step header every stage receives first; the payload's size follows
  * from it. */
-typedef struct pp_header {
-  int64_t op, n_tokens, n_seqs, max_blocks, n_out, n_copies;
-} pp_header;
+typedef brisk_step_header pp_header;
 
 typedef struct pp_stage {
   brisk_pp *g;
@@ -55,38 +54,6 @@ struct brisk_pp {
   uint64_t n_steps, n_micro, wall_ns;
   double ideal_sum;
 };
-
-static size_t payload_bytes(const pp_header *h) {
-  return (size_t)h->n_tokens * (sizeof(int64_t) + 3 * sizeof(int32_t)) +
-         (size_t)(h->n_out + h->n_seqs * h->max_blocks + 2 * h->n_copies) * sizeof(int32_t);
-}
-
-/* The batch's arrays in (or out of) one payload, in a fixed order. */
-typedef struct pp_views {
-  int64_t *slot;
-  int32_t *tokens, *pos, *seq_row, *out_rows, *tables, *copies;
-} pp_views;
-
-static pp_views views_of(unsigned char *p, const pp_header *h) {
-  pp_views v;
-  v.slot = (int64_t *)(void *)p;
-  v.tokens = (int32_t *)(void *)(v.slot + h->n_tokens);
-  v.pos = v.tokens + h->n_tokens;
-  v.seq_row = v.pos + h->n_tokens;
-  v.out_rows = v.seq_row + h->n_tokens;
-  v.tables = v.out_rows + h->n_out;
-  v.copies = v.tables + h->n_seqs * h->max_blocks;
-  return v;
-}
-
-static brisk_status grow_msg(unsigned char **msg, size_t *cap, size_t bytes) {
-  if (bytes <= *cap) return BRISK_OK;
-  brisk_free(*msg);
-  *cap = 0;
-  if (!(*msg = brisk_malloc(bytes))) return brisk_error_oom();
-  *cap = bytes;
-  return BRISK_OK;
-}
 
 int32_t brisk_pp_micro_batches(int32_t n_tokens, int32_t stages) {
   /* Four per stage keep the ideal bubble (S - 1) / (M + S - 1) under 1/5
@@ -176,12 +143,12 @@ static brisk_status stage_pass(pp_stage *s, brisk_tp *tp, brisk_forward *fwd,
  * micro-batch from the previous stage to the next (or into the logits). */
 static brisk_status follow_step(pp_stage *s, const pp_header *h) {
   brisk_status st;
-  if ((st = grow_msg(&s->msg, &s->msg_cap, payload_bytes(h))) ||
-      (st = brisk_comm_broadcast(s->comm, s->msg, payload_bytes(h), 0)))
+  if ((st = brisk_step_grow(&s->msg, &s->msg_cap, brisk_step_payload_bytes(h))) ||
+      (st = brisk_comm_broadcast(s->comm, s->msg, brisk_step_payload_bytes(h), 0)))
     return st;
   if (atomic_exchange(&s->force_error, 0))
     return brisk_error(BRISK_E_INTERNAL, "pipeline stage %d: forced error (test hook)", s->stage);
-  pp_views v = views_of(s->msg, h);
+  brisk_step_views v = brisk_step_views_of(s->msg, h);
   for (int32_t l = s->begin; h->n_copies && l < s->end; l++)
     if ((st = s->be->kv_copy_blocks(s->be, &s->kv.layout, s->kv.k[l], v.copies,
                                     (int32_t)h->n_copies)) ||
@@ -327,10 +294,10 @@ brisk_status brisk_pp_run(brisk_pp *g, brisk_forward *fwd0, brisk_tp *tp0,
   uint64_t t_start = brisk_now_ns();
   pp_stage *s0 = &g->stages[0];
   pp_header h = {PP_OP_STEP, b->n_tokens, b->n_seqs, b->max_blocks, b->n_out, n_copies};
-  size_t bytes = payload_bytes(&h);
-  brisk_status st = grow_msg(&s0->msg, &s0->msg_cap, bytes);
+  size_t bytes = brisk_step_payload_bytes(&h);
+  brisk_status st = brisk_step_grow(&s0->msg, &s0->msg_cap, bytes);
   if (st) return st; /* nothing sent yet: the group is still good */
-  pp_views v = views_of(s0->msg, &h);
+  brisk_step_views v = brisk_step_views_of(s0->msg, &h);
   size_t n = (size_t)b->n_tokens;
   memcpy(v.slot, b->slot, n * sizeof(int64_t));
   memcpy(v.tokens, b->tokens, n * sizeof(int32_t));

@@ -1,5 +1,6 @@
 /* Tensor-parallel follower ranks as threads (context/tp.h). */
 #include "context/tp.h"
+#include "context/step_msg.h"
 
 #include "backend/device.h"
 #include "core/alloc.h"
@@ -35,9 +36,7 @@ static int worker_served, worker_force_at;
 
 /* The step header every rank receives first; the payload's size follows
  * from it. */
-typedef struct tp_header {
-  int64_t op, n_tokens, n_seqs, max_blocks, n_out, n_copies;
-} tp_header;
+typedef brisk_step_header tp_header;
 
 typedef struct tp_rank {
   brisk_tp *g;
@@ -72,29 +71,6 @@ struct brisk_tp {
    * comm[0] is the world's handle, borrowed, and no thread is started. */
   bool remote;
 };
-
-static size_t payload_bytes(const tp_header *h) {
-  return (size_t)h->n_tokens * (sizeof(int64_t) + 3 * sizeof(int32_t)) +
-         (size_t)(h->n_out + h->n_seqs * h->max_blocks + 2 * h->n_copies) * sizeof(int32_t);
-}
-
-/* The batch's arrays in (or out of) one payload, in a fixed order. */
-typedef struct tp_views {
-  int64_t *slot;
-  int32_t *tokens, *pos, *seq_row, *out_rows, *tables, *copies;
-} tp_views;
-
-static tp_views views_of(unsigned char *p, const tp_header *h) {
-  tp_views v;
-  v.slot = (int64_t *)(void *)p;
-  v.tokens = (int32_t *)(void *)(v.slot + h->n_tokens);
-  v.pos = v.tokens + h->n_tokens;
-  v.seq_row = v.pos + h->n_tokens;
-  v.out_rows = v.seq_row + h->n_tokens;
-  v.tables = v.out_rows + h->n_out;
-  v.copies = v.tables + h->n_seqs * h->max_blocks;
-  return v;
-}
 
 static brisk_status alloc_kv(tp_rank *r, uint32_t dtype, int32_t n_blocks, int32_t block_size) {
   const brisk_hparams *hp = &r->shard->hp;
@@ -133,13 +109,9 @@ static void free_rank(tp_rank *r) {
 
 /* One follower step: the payload, the copies, the pass. */
 static brisk_status follow_step(tp_rank *r, const tp_header *h) {
-  size_t bytes = payload_bytes(h);
-  if (bytes > r->msg_cap) {
-    brisk_free(r->msg);
-    r->msg_cap = 0;
-    if (!(r->msg = brisk_malloc(bytes))) return brisk_error_oom();
-    r->msg_cap = bytes;
-  }
+  size_t bytes = brisk_step_payload_bytes(h);
+  brisk_status gst = brisk_step_grow(&r->msg, &r->msg_cap, bytes);
+  if (gst) return gst;
   brisk_status st = brisk_comm_broadcast(r->comm, r->msg, bytes, 0);
   /* A later pipeline stage: the stage's input activations follow. */
   if (!st && r->g->layer_begin > 0)
@@ -148,7 +120,7 @@ static brisk_status follow_step(tp_rank *r, const tp_header *h) {
   if (st) return st;
   if (atomic_exchange(&r->force_error, 0))
     return brisk_error(BRISK_E_INTERNAL, "rank %d: forced error (test hook)", r->rank);
-  tp_views v = views_of(r->msg, h);
+  brisk_step_views v = brisk_step_views_of(r->msg, h);
   for (int32_t l = r->g->layer_begin; h->n_copies && l < r->g->layer_end; l++)
     if ((st = r->be->kv_copy_blocks(r->be, &r->kv.layout, r->kv.k[l], v.copies,
                                     (int32_t)h->n_copies)) ||
@@ -287,14 +259,10 @@ brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
     return brisk_error(BRISK_E_CANCELLED,
                        "a tensor-parallel rank of this context failed earlier; make a new context");
   tp_header h = {TP_OP_STEP, b->n_tokens, b->n_seqs, b->max_blocks, b->n_out, n_copies};
-  size_t bytes = payload_bytes(&h);
-  if (bytes > g->msg_cap) {
-    brisk_free(g->msg);
-    g->msg_cap = 0;
-    if (!(g->msg = brisk_malloc(bytes))) return brisk_error_oom();
-    g->msg_cap = bytes;
-  }
-  tp_views v = views_of(g->msg, &h);
+  size_t bytes = brisk_step_payload_bytes(&h);
+  brisk_status gst = brisk_step_grow(&g->msg, &g->msg_cap, bytes);
+  if (gst) return gst;
+  brisk_step_views v = brisk_step_views_of(g->msg, &h);
   size_t n = (size_t)b->n_tokens;
   memcpy(v.slot, b->slot, n * sizeof(int64_t));
   memcpy(v.tokens, b->tokens, n * sizeof(int32_t));
