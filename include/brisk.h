@@ -2072,6 +2072,19 @@ BRISK_API uint64_t brisk_engine_memory_used(const brisk_engine *engine);
 BRISK_API brisk_status brisk_context_set_memory_limit(brisk_context *ctx, uint64_t bytes);
 BRISK_API brisk_status brisk_engine_set_memory_limit(brisk_engine *engine, uint64_t bytes);
 
+/*
+ * Bytes of weights one forward step of n_tokens tokens reads, n_out of them
+ * producing logits: every layer's matrices and norms once, a
+ * mixture-of-experts layer only the experts n_tokens tokens can choose (at
+ * most all of them), n_tokens rows of the token embedding, and the output
+ * matrix once when n_out > 0. The numerator of memory-bandwidth
+ * utilisation (MBU) for a decode step (n_tokens = n_out = 1), as `brisk
+ * bench` and the engine's metrics report it. 0 for NULL or n_tokens <= 0.
+ * Thread-safe.
+ */
+BRISK_API uint64_t brisk_model_step_weight_bytes(const brisk_model *model, int64_t n_tokens,
+                                                 int64_t n_out);
+
 /* What a model and a context will take, before loading anything. */
 typedef struct brisk_memory_estimate {
   uint32_t struct_size; /* set by the caller: sizeof(brisk_memory_estimate) */

@@ -94,3 +94,11 @@ void brisk_model_cost_attention(const brisk_model *m, uint32_t kv_elem_bytes, in
     c->bytes += kv_pos_bytes * (double)(end - first_read + n_new);
   }
 }
+
+BRISK_API uint64_t brisk_model_step_weight_bytes(const brisk_model *m, int64_t n_tokens,
+                                                 int64_t n_out) {
+  if (!m || n_tokens <= 0) return 0;
+  brisk_model_cost c = {0, 0};
+  brisk_model_cost_weights(m, n_tokens, n_out, &c);
+  return (uint64_t)c.bytes;
+}

@@ -33,28 +33,6 @@ static int progress_none(float f, void *u) {
   return 1;
 }
 
-/* Bytes of weights one decode step reads. */
-static uint64_t decode_weight_bytes(const brisk_model *m) {
-  uint64_t total = 0, embd = 0;
-  bool has_output = false;
-  const int64_t n = brisk_model_n_tensors(m);
-  for (int64_t i = 0; i < n; i++) {
-    brisk_tensor_info t = {.struct_size = sizeof t};
-    if (brisk_model_tensor(m, i, &t) != BRISK_OK) continue;
-    if (!strcmp(t.name, "token_embd.weight"))
-      embd = t.n_bytes;
-    else
-      total += t.n_bytes;
-    if (!strcmp(t.name, "output.weight")) has_output = true;
-  }
-  const int32_t n_vocab = brisk_model_n_vocab(m);
-  if (has_output)
-    total += n_vocab > 0 ? embd / (uint64_t)n_vocab : 0; /* the gathered row */
-  else
-    total += embd; /* tied: the logits read the whole table */
-  return total;
-}
-
 typedef struct test_result {
   int n_tokens;
   int reps;
@@ -225,7 +203,9 @@ int bench_model_run(const bench_model_opts *o) {
     return 1;
   }
 
-  const uint64_t w_bytes = decode_weight_bytes(m);
+  /* What a decode step reads: a mixture-of-experts model's chosen experts
+   * only, not every expert in the file. */
+  const uint64_t w_bytes = brisk_model_step_weight_bytes(m, 1, 1);
   static test_result pp, tg;
   uint64_t kv_bpt_pp = 0, kv_bpt = 0;
   if (opt.p > 0 && run_test(m, &opt, true, &pp, &kv_bpt_pp) != 0) goto fail;
