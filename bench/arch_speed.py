@@ -18,7 +18,7 @@ The measure is decode bandwidth: `brisk bench -p 0 -n N` tokens/s times the
 bytes a decode step reads (the bench's decode_bytes_per_token: the weights
 the token goes through, its experts only, plus its KV), so that models of
 different sizes compare per byte. The architectures run one after another
-within each round, for --rounds rounds, and the ratio to llama is taken
+within each round (each round starting one later), for --rounds rounds, and the ratio to llama is taken
 round by round (the same minute of machine load on both sides), then the
 median. Needs torch and transformers (a tool, not a test: it is not run in
 CI); the models go to --workdir (default: a temporary folder), never into
@@ -148,7 +148,9 @@ def main(argv):
     load_before = os.getloadavg()
     runs = {x: [] for x in archs}  # per round: (tok/s, bytes/token)
     for r in range(a.rounds):
-        for x in archs:
+        # Each round starts one architecture later, so none always runs first.
+        k = r % len(archs)
+        for x in archs[k:] + archs[:k]:
             runs[x].append(bench(a.brisk, paths[x], a.n, a.t))
             tps, bpt = runs[x][-1]
             print(f"arch_speed: round {r + 1} {x}: {tps:.1f} tok/s, "
