@@ -160,6 +160,10 @@ brisk_host_block *brisk_host_tier_add(brisk_host_tier *t, uint64_t hash, uint64_
     brisk_host_tier_remove(t, t->lru_head);
     t->n_evictions++;
   }
+  if (t->used + table + t->entry_bytes > t->budget) { /* the table alone is too large */
+    t->n_dropped++;
+    return NULL;
+  }
   grow_table(t);
   brisk_host_block *b = t->n_buckets ? brisk_malloc(t->entry_bytes) : NULL;
   if (!b) {
