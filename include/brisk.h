@@ -785,6 +785,20 @@ typedef struct brisk_context_params {
    * process-wide one. A call that would pass it fails with
    * BRISK_E_OUT_OF_MEMORY and leaves the context as it was. */
   uint64_t memory_limit;
+  /* The prefix cache's host tier, in bytes of host memory; 0 (default):
+   * off. A full block the prefix cache keeps is, when new tokens evict it
+   * from the KV pool, first copied to host memory (brisk's allocator, so
+   * within memory_limit), and brisk_seq_match_prefix moves it back into
+   * the pool when a prefix needs it, instead of it being recomputed (the
+   * logits are bitwise the same). The tier keeps one copy per block of a
+   * prefix, however many sequences computed it, none of those the pool
+   * holds, and drops the least recently used to stay within this budget,
+   * which counts the copies and the tier's index
+   * (brisk_kv_stats.host_tier_bytes). A copy that cannot be made (no
+   * memory, a device error) just drops that block: no call fails because
+   * of the tier. Ignored with prefix_cache 0; a tensor- or
+   * pipeline-parallel model refuses it (BRISK_E_UNSUPPORTED). */
+  uint64_t prefix_host_bytes;
 } brisk_context_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -824,6 +838,19 @@ typedef struct brisk_kv_stats {
    * which is what the cache type changes. Filled only when struct_size
    * covers it. */
   uint64_t bytes_per_token;
+  /* The prefix cache's host tier (brisk_context_params.prefix_host_bytes;
+   * all 0 when it is off): host bytes it holds (block copies and index),
+   * of those the index (entries' hashes, links and token ids, and its hash
+   * table), blocks it holds; since creation, blocks brought back into the
+   * pool by brisk_seq_match_prefix, lookups of a block neither the pool nor
+   * the tier had (at most one per match), and blocks it dropped to stay
+   * within its budget. Filled only when struct_size covers them. */
+  uint64_t host_tier_bytes;
+  uint64_t host_tier_index_bytes;
+  uint64_t n_host_tier_blocks;
+  uint64_t n_host_tier_hits;
+  uint64_t n_host_tier_misses;
+  uint64_t n_host_tier_evictions;
 } brisk_kv_stats;
 
 /* Fills *stats (whose struct_size the caller sets; a struct_size from an
@@ -919,7 +946,10 @@ BRISK_API brisk_status brisk_seq_fork(brisk_context *ctx, int32_t src_seq_id, in
  * are then bitwise those of decoding all n tokens in this context. Attached
  * blocks are shared (with other sequences and the cache) and never written:
  * a later write into one, after brisk_seq_truncate, copies it first. With
- * params.prefix_cache 0, *reused is always 0.
+ * a host tier (params.prefix_host_bytes), blocks the pool evicted but the
+ * tier kept are moved back into free or cached blocks of the pool (O(their
+ * bytes)) and shared from then on; if the pool has no block left for one,
+ * the match ends there. With params.prefix_cache 0, *reused is always 0.
  * BRISK_E_INVALID_ARGUMENT: NULL ctx or reused, n < 0, NULL tokens with
  * n > 0, a token outside [0, n_vocab), a bad sequence id, or a sequence
  * that is not empty. BRISK_E_OUT_OF_MEMORY. On error the sequence stays
@@ -1419,6 +1449,11 @@ typedef struct brisk_engine_params {
    * while an allocation for one request's own state that fails finishes
    * that request with BRISK_FINISH_ERROR. */
   uint64_t memory_limit;
+  /* The prefix cache's host tier (brisk_context_params.prefix_host_bytes),
+   * in bytes; 0 (default): off. Requests whose cached prefixes the pool
+   * evicted copy them back from host memory at admission instead of
+   * recomputing them (counted as prefix hits); outputs are the same. */
+  uint64_t prefix_host_bytes;
 } brisk_engine_params;
 
 /* Fills *params with defaults (including struct_size). NULL is ignored. */
@@ -1802,6 +1837,16 @@ typedef struct brisk_engine_metrics {
   uint64_t n_prefix_lookup_tokens;
   uint64_t n_prefix_hit_tokens;
   double prefix_hit_rate;
+  /* The prefix cache's host tier (brisk_engine_params.prefix_host_bytes),
+   * as in brisk_kv_stats: bytes, index bytes and blocks it holds now; in
+   * the window, blocks it gave back to the pool (their tokens are among
+   * n_prefix_hit_tokens), lookups it missed and blocks it evicted. */
+  uint64_t host_tier_bytes;
+  uint64_t host_tier_index_bytes;
+  uint64_t n_host_tier_blocks;
+  uint64_t n_host_tier_hits;
+  uint64_t n_host_tier_misses;
+  uint64_t n_host_tier_evictions;
 } brisk_engine_metrics;
 
 /*

@@ -18,6 +18,7 @@
 #include "core/threadpool.h"
 #include "forward/forward.h"
 #include "forward/rowpar.h"
+#include "kv/host_tier.h"
 #include "kv/kv.h"
 #include "model/model.h"
 #include "parallel/world.h"
@@ -274,7 +275,8 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
       (pp > 1 && (st = brisk_pp_create(model, rank_threads, c->storage.layout.dtype, n_blocks,
                                        p.block_size, p.max_batch_tokens, &c->pp))) ||
       (st = output_backend(c)->buffer_alloc(output_backend(c), nb * nv * sizeof(float),
-                                            (void **)&c->logits_dev)))
+                                            (void **)&c->logits_dev)) ||
+      (st = brisk_context_prefix_host_setup(c, p.prefix_host_bytes)))
     goto fail;
   brisk_mem_leave(outer);
   if (c->tp) brisk_forward_set_comm(c->fwd, c->comm0);
@@ -346,6 +348,13 @@ BRISK_API brisk_status brisk_context_kv_stats(const brisk_context *c, brisk_kv_s
                   (uint64_t)c->params.max_batch_tokens * c->model->hp.n_vocab * sizeof(float);
   k.n_cached_blocks = brisk_kv_n_cached_blocks(c->kv);
   k.bytes_per_token = c->bytes_per_block / (uint64_t)k.block_size;
+  const brisk_host_tier *h = brisk_kv_host_tier(c->kv);
+  k.host_tier_bytes = h->used;
+  k.host_tier_index_bytes = brisk_host_tier_index_bytes(h);
+  k.n_host_tier_blocks = h->n_blocks;
+  k.n_host_tier_hits = h->n_hits;
+  k.n_host_tier_misses = h->n_misses;
+  k.n_host_tier_evictions = h->n_evictions;
   return brisk_abi_write(&brisk_abi_kv_stats, s, &k);
 }
 

@@ -141,6 +141,29 @@ brisk_status brisk_seq_swap_in(brisk_context *c, int32_t seq, const brisk_seq_sw
   return s;
 }
 
+/* The prefix cache's host tier copies single blocks the same way. */
+static brisk_status host_download(void *user, int32_t block, void *host) {
+  return copy_block(user, block, host, 1);
+}
+
+static brisk_status host_upload(void *user, int32_t block, const void *host) {
+  return copy_block(user, block, (unsigned char *)(uintptr_t)host, 0);
+}
+
+brisk_status brisk_context_prefix_host_setup(brisk_context *c, uint64_t budget) {
+  brisk_kv *kv;
+  brisk_forward_kv *st;
+  brisk_context_kv_parts(c, &kv, &st);
+  if (budget == 0) return BRISK_OK;
+  if (brisk_context_is_split(c))
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "prefix_host_bytes: the prefix cache's host tier is not available with "
+                       "tensor or pipeline parallelism yet (other ranks hold their own KV)");
+  const brisk_kv_host_io io = {host_download, host_upload, c};
+  brisk_kv_set_host_tier(kv, budget, brisk_seq_swap_bytes(c, brisk_kv_block_size(kv)), &io);
+  return BRISK_OK;
+}
+
 void brisk_seq_swap_release(brisk_seq_swap *s) {
   brisk_free(s->data);
   memset(s, 0, sizeof *s);

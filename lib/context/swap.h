@@ -51,6 +51,12 @@ brisk_status brisk_seq_swap_out(brisk_context *c, int32_t seq, brisk_seq_swap *o
 brisk_status brisk_seq_swap_in(brisk_context *c, int32_t seq, const brisk_seq_swap *in,
                                const int32_t *tokens);
 
+/* Turns on the prefix cache's host tier of the context's KV manager with
+ * `budget` bytes (kv.h: brisk_kv_set_host_tier), its block copies made as
+ * swap's are; 0 leaves it off. BRISK_E_UNSUPPORTED for a tensor- or
+ * pipeline-parallel context. */
+brisk_status brisk_context_prefix_host_setup(brisk_context *c, uint64_t budget);
+
 /* Frees the host copy and empties *s. */
 void brisk_seq_swap_release(brisk_seq_swap *s);
 

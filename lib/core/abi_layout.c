@@ -51,6 +51,7 @@ static const brisk_abi_field context_params_fields[] = {
     BRISK_ABI_FIELD(brisk_context_params, abort_user_data),
     BRISK_ABI_FIELD(brisk_context_params, prefix_cache),
     BRISK_ABI_FIELD(brisk_context_params, memory_limit),
+    BRISK_ABI_FIELD(brisk_context_params, prefix_host_bytes),
 };
 const brisk_abi_layout brisk_abi_context_params = {
     "brisk_context_params", sizeof(brisk_context_params), context_params_fields,
@@ -66,6 +67,12 @@ static const brisk_abi_field kv_stats_fields[] = {
     BRISK_ABI_FIELD(brisk_kv_stats, other_bytes),
     BRISK_ABI_FIELD(brisk_kv_stats, n_cached_blocks),
     BRISK_ABI_FIELD(brisk_kv_stats, bytes_per_token),
+    BRISK_ABI_FIELD(brisk_kv_stats, host_tier_bytes),
+    BRISK_ABI_FIELD(brisk_kv_stats, host_tier_index_bytes),
+    BRISK_ABI_FIELD(brisk_kv_stats, n_host_tier_blocks),
+    BRISK_ABI_FIELD(brisk_kv_stats, n_host_tier_hits),
+    BRISK_ABI_FIELD(brisk_kv_stats, n_host_tier_misses),
+    BRISK_ABI_FIELD(brisk_kv_stats, n_host_tier_evictions),
 };
 const brisk_abi_layout brisk_abi_kv_stats = {"brisk_kv_stats", sizeof(brisk_kv_stats),
                                              kv_stats_fields,
@@ -153,6 +160,7 @@ static const brisk_abi_field engine_params_fields[] = {
     BRISK_ABI_FIELD(brisk_engine_params, reserve_blocks),
     BRISK_ABI_FIELD(brisk_engine_params, draft_model),
     BRISK_ABI_FIELD(brisk_engine_params, memory_limit),
+    BRISK_ABI_FIELD(brisk_engine_params, prefix_host_bytes),
 };
 const brisk_abi_layout brisk_abi_engine_params = {
     "brisk_engine_params", sizeof(brisk_engine_params), engine_params_fields,
@@ -278,6 +286,12 @@ static const brisk_abi_field engine_metrics_fields[] = {
     BRISK_ABI_FIELD(brisk_engine_metrics, n_prefix_lookup_tokens),
     BRISK_ABI_FIELD(brisk_engine_metrics, n_prefix_hit_tokens),
     BRISK_ABI_FIELD(brisk_engine_metrics, prefix_hit_rate),
+    BRISK_ABI_FIELD(brisk_engine_metrics, host_tier_bytes),
+    BRISK_ABI_FIELD(brisk_engine_metrics, host_tier_index_bytes),
+    BRISK_ABI_FIELD(brisk_engine_metrics, n_host_tier_blocks),
+    BRISK_ABI_FIELD(brisk_engine_metrics, n_host_tier_hits),
+    BRISK_ABI_FIELD(brisk_engine_metrics, n_host_tier_misses),
+    BRISK_ABI_FIELD(brisk_engine_metrics, n_host_tier_evictions),
 };
 const brisk_abi_layout brisk_abi_engine_metrics = {
     "brisk_engine_metrics", sizeof(brisk_engine_metrics), engine_metrics_fields,

@@ -104,6 +104,7 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   cp.max_batch_tokens = p.max_batch_tokens;
   cp.n_seq_max = p.max_running;
   cp.prefix_cache = p.prefix_cache;
+  cp.prefix_host_bytes = p.prefix_host_bytes;
   brisk_mem_account *mem = NULL;
   if ((st = brisk_mem_account_create(p.memory_limit, "engine's", &mem))) return st;
   brisk_mem_account *outer = brisk_mem_enter(mem);

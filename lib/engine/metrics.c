@@ -206,6 +206,15 @@ BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *e, brisk_engine_me
   full.prefix_hit_rate = full.n_prefix_lookup_tokens ? (double)full.n_prefix_hit_tokens /
                                                            (double)full.n_prefix_lookup_tokens
                                                      : 0;
+  brisk_kv_stats ks = {.struct_size = sizeof ks};
+  if (!brisk_context_kv_stats(e->ctx, &ks)) {
+    full.host_tier_bytes = ks.host_tier_bytes;
+    full.host_tier_index_bytes = ks.host_tier_index_bytes;
+    full.n_host_tier_blocks = ks.n_host_tier_blocks;
+    full.n_host_tier_hits = ks.n_host_tier_hits - e->metrics.host_base[0];
+    full.n_host_tier_misses = ks.n_host_tier_misses - e->metrics.host_base[1];
+    full.n_host_tier_evictions = ks.n_host_tier_evictions - e->metrics.host_base[2];
+  }
   return brisk_abi_write(&brisk_abi_engine_metrics, m, &full);
 }
 
@@ -219,5 +228,11 @@ BRISK_API brisk_status brisk_engine_reset_metrics(brisk_engine *e) {
   e->metrics.preemptions_base = e->n_preemptions;
   e->metrics.prefix_lookup_base = e->n_prefix_lookup_tokens;
   e->metrics.prefix_hit_base = e->n_prefix_hit_tokens;
+  brisk_kv_stats ks = {.struct_size = sizeof ks};
+  if (!brisk_context_kv_stats(e->ctx, &ks)) {
+    e->metrics.host_base[0] = ks.n_host_tier_hits;
+    e->metrics.host_base[1] = ks.n_host_tier_misses;
+    e->metrics.host_base[2] = ks.n_host_tier_evictions;
+  }
   return BRISK_OK;
 }

@@ -36,7 +36,8 @@ typedef struct brisk_metrics {
   uint64_t n_busy_steps, busy_ns;
   uint64_t preemptions_base;                    /* the engine's preemption count at the reset */
   uint64_t prefix_lookup_base, prefix_hit_base; /* its prefix counters then */
-  double kv_util_sum;                           /* over busy steps */
+  uint64_t host_base[3]; /* the host tier's hits, misses and evictions then */
+  double kv_util_sum;    /* over busy steps */
   double bytes, flops;
 } brisk_metrics;
 

@@ -2,6 +2,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "kv/host_tier.h"
 #include "kv/prefix_cache.h"
 
 #include <string.h>
@@ -43,6 +44,10 @@ struct brisk_kv {
    * cache's array, or one of its own when the prefix cache is off, so that
    * a sequence's tokens can always be read back (snapshots). */
   int32_t *tokens;
+  /* Copies of published blocks the pool evicted (off: budget 0), and the
+   * caller's block copies to and from it. */
+  brisk_host_tier host;
+  brisk_kv_host_io io;
 };
 
 brisk_status brisk_kv_create(int32_t n_blocks, int32_t block_size, int32_t n_seq_max,
@@ -62,6 +67,7 @@ brisk_status brisk_kv_create(int32_t n_blocks, int32_t block_size, int32_t n_seq
   kv->cow_sources = brisk_calloc((size_t)n_seq_max, sizeof *kv->cow_sources);
   kv->n_evict = brisk_calloc((size_t)n_seq_max, sizeof *kv->n_evict);
   kv->prefix = prefix_cache;
+  brisk_host_tier_init(&kv->host, block_size, 0, 0);
   if (!kv->seqs || !kv->next || !kv->touched || !kv->cow_sources || !kv->n_evict ||
       brisk_block_pool_init(&kv->pool, n_blocks) ||
       (prefix_cache && brisk_prefix_cache_init(&kv->pc, n_blocks, block_size))) {
@@ -93,8 +99,18 @@ void brisk_kv_free(brisk_kv *kv) {
   if (!kv->prefix) brisk_free(kv->tokens);
   brisk_block_pool_destroy(&kv->pool);
   brisk_prefix_cache_destroy(&kv->pc);
+  brisk_host_tier_destroy(&kv->host);
   brisk_free(kv);
 }
+
+void brisk_kv_set_host_tier(brisk_kv *kv, uint64_t budget, size_t block_bytes,
+                            const brisk_kv_host_io *io) {
+  brisk_host_tier_destroy(&kv->host);
+  brisk_host_tier_init(&kv->host, kv->block_size, block_bytes, kv->prefix ? budget : 0);
+  kv->io = *io;
+}
+
+const brisk_host_tier *brisk_kv_host_tier(const brisk_kv *kv) { return &kv->host; }
 
 int32_t brisk_kv_block_size(const brisk_kv *kv) { return kv->block_size; }
 int32_t brisk_kv_n_blocks(const brisk_kv *kv) { return kv->pool.n_blocks; }
@@ -161,14 +177,47 @@ static bool needs_cow(const brisk_kv *kv, const kv_seq *s) {
   return kv->pool.ref[last] > 1 || brisk_prefix_cache_is_published(&kv->pc, last);
 }
 
-/* A block for new tokens of s: one of its spare blocks (the last), else a
- * block of the pool; one evicted from the prefix cache is forgotten. */
-static int32_t take_block(brisk_kv *kv, kv_seq *s) {
-  if (s->n_spare > 0) return s->blocks[s->n_blocks + --s->n_spare];
+/* Keeps a copy of published block b, which the pool is evicting, in the
+ * host tier (its K/V is intact until the caller writes the batch). A block
+ * the tier holds already is only marked used; one it cannot keep (no
+ * memory, a failed copy) is dropped, as without the tier. */
+static void spill(brisk_kv *kv, int32_t b) {
+  brisk_host_tier *t = &kv->host;
+  if (!brisk_host_tier_on(t)) return;
+  const int32_t *tok = kv->tokens + (size_t)b * (size_t)kv->block_size;
+  brisk_host_block *h = brisk_host_tier_find(t, kv->pc.hash[b], kv->pc.parent[b], tok);
+  if (h) {
+    brisk_host_tier_touch(t, h);
+    t->n_dedup++;
+    return;
+  }
+  h = brisk_host_tier_add(t, kv->pc.hash[b], kv->pc.parent[b], tok);
+  if (!h) return;
+  if (kv->io.download(kv->io.user, b, brisk_host_tier_data(t, h))) {
+    brisk_host_tier_remove(t, h);
+    t->n_dropped++;
+    return;
+  }
+  t->n_stored++;
+}
+
+/* A block of the pool (the caller checked one is available); one evicted
+ * from the prefix cache goes to the host tier and is forgotten here. */
+static int32_t pool_take(brisk_kv *kv) {
   bool evicted;
   int32_t b = brisk_block_pool_alloc(&kv->pool, &evicted);
-  if (evicted) brisk_prefix_cache_unpublish(&kv->pc, b);
+  if (evicted) {
+    spill(kv, b);
+    brisk_prefix_cache_unpublish(&kv->pc, b);
+  }
   return b;
+}
+
+/* A block for new tokens of s: one of its spare blocks (the last), else a
+ * block of the pool. */
+static int32_t take_block(brisk_kv *kv, kv_seq *s) {
+  if (s->n_spare > 0) return s->blocks[s->n_blocks + --s->n_spare];
+  return pool_take(kv);
 }
 
 /* Drops one holder; a published block then stays cached for reuse. */
@@ -339,6 +388,36 @@ void brisk_kv_commit(brisk_kv *kv, int32_t seq, int32_t from_len) {
       brisk_prefix_cache_publish(&kv->pc, s->blocks[b], parent_hash(kv, s, b));
 }
 
+/* Moves the block holding tokens after `parent` (chain hash `hash`) back
+ * from the host tier into a block of the pool, held once and published as
+ * if decoded; -1 when the tier lacks it, the pool has no block to spare or
+ * the copy fails (the block goes back free, the copy back to the tier). */
+static int32_t restore(brisk_kv *kv, uint64_t parent, uint64_t hash, const int32_t *tokens) {
+  brisk_host_tier *t = &kv->host;
+  if (!brisk_host_tier_on(t)) return -1;
+  brisk_host_block *h = brisk_host_tier_find(t, hash, parent, tokens);
+  if (!h) {
+    t->n_misses++;
+    return -1;
+  }
+  if (brisk_block_pool_available(&kv->pool) == 0) return -1;
+  /* Out of the tier first: the block the pool evicts for it takes its
+   * place there, and cannot push it (or the rest of this prefix) out. */
+  brisk_host_tier_detach(t, h);
+  int32_t b = pool_take(kv);
+  if (kv->io.upload(kv->io.user, b, brisk_host_tier_data(t, h))) {
+    brisk_host_tier_attach(t, h);
+    brisk_block_pool_decref(&kv->pool, b, false);
+    return -1;
+  }
+  brisk_host_tier_release(h);
+  memcpy(kv->tokens + (size_t)b * (size_t)kv->block_size, tokens,
+         (size_t)kv->block_size * sizeof *tokens);
+  brisk_prefix_cache_publish(&kv->pc, b, parent);
+  t->n_hits++;
+  return b;
+}
+
 brisk_status brisk_kv_match_prefix(brisk_kv *kv, int32_t seq, const int32_t *tokens, int32_t n,
                                    int32_t *reused) {
   brisk_status st = check_seq(kv, seq);
@@ -357,15 +436,20 @@ brisk_status brisk_kv_match_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok
   if (brisk_grow((void **)&s->blocks, &s->cap, (size_t)max_blocks, sizeof *s->blocks))
     return brisk_error_oom();
   release_spares(kv, s); /* the table takes their place */
-  uint64_t parent = BRISK_PREFIX_ROOT_HASH;
+  uint64_t parent = BRISK_PREFIX_ROOT_HASH, hash;
   int32_t k = 0;
   while (k < max_blocks) {
-    int32_t b = brisk_prefix_cache_find(&kv->pc, parent,
-                                        tokens + (size_t)k * (size_t)kv->block_size, &parent);
-    if (b < 0) break;
+    const int32_t *tk = tokens + (size_t)k * (size_t)kv->block_size;
+    int32_t b = brisk_prefix_cache_find(&kv->pc, parent, tk, &hash);
+    /* Held at once, so that a block restored later in the walk cannot
+     * evict it. A restored block is held already. */
+    if (b >= 0)
+      brisk_block_pool_incref(&kv->pool, b);
+    else if ((b = restore(kv, parent, hash, tk)) < 0)
+      break;
     s->blocks[k++] = b;
+    parent = hash;
   }
-  for (int32_t i = 0; i < k; i++) brisk_block_pool_incref(&kv->pool, s->blocks[i]);
   s->n_blocks = k;
   s->len = k * kv->block_size;
   *reused = s->len;
@@ -418,12 +502,7 @@ brisk_status brisk_kv_seq_reserve(brisk_kv *kv, int32_t seq, const brisk_kv_ask 
   if (brisk_grow((void **)&s->blocks, &s->cap, (size_t)(s->n_blocks + s->n_spare + hold),
                  sizeof *s->blocks))
     return brisk_error_oom();
-  for (int32_t i = 0; i < hold; i++) {
-    bool evicted;
-    int32_t b = brisk_block_pool_alloc(&kv->pool, &evicted);
-    if (evicted) brisk_prefix_cache_unpublish(&kv->pc, b);
-    s->blocks[s->n_blocks + s->n_spare++] = b;
-  }
+  for (int32_t i = 0; i < hold; i++) s->blocks[s->n_blocks + s->n_spare++] = pool_take(kv);
   set_promise(kv, s, promise > INT32_MAX ? INT32_MAX : (int32_t)promise);
   return BRISK_OK;
 }

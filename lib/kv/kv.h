@@ -126,9 +126,32 @@ void brisk_kv_commit(brisk_kv *kv, int32_t seq, int32_t from_len);
  * window evicted return to their places, then it is truncated. */
 void brisk_kv_abort(brisk_kv *kv, int32_t seq, int32_t from_len);
 
+/* The caller's copies of one block's K/V (every layer, K and V: the host
+ * tier's block_bytes) out of the pool into host memory and back. A failed
+ * copy only drops that block from the host tier. */
+typedef struct brisk_kv_host_io {
+  brisk_status (*download)(void *user, int32_t block, void *host);
+  brisk_status (*upload)(void *user, int32_t block, const void *host);
+  void *user;
+} brisk_kv_host_io;
+
+/* The prefix cache's host tier (kv/host_tier.h), emptied and set to
+ * `budget` bytes (0: off; always off without the prefix cache): a
+ * published block the pool evicts is first copied out through io (unless
+ * the tier has it), and brisk_kv_match_prefix brings back blocks the pool
+ * lacks but the tier holds. A copy out that cannot be made (no memory, the
+ * budget, a failed download) drops the block, as without the tier: no call
+ * fails because of the tier. */
+void brisk_kv_set_host_tier(brisk_kv *kv, uint64_t budget, size_t block_bytes,
+                            const brisk_kv_host_io *io);
+/* Its counters and sizes (read only). */
+const struct brisk_host_tier *brisk_kv_host_tier(const brisk_kv *kv);
+
 /* Attaches to empty sequence seq the longest run of published blocks that
  * hold tokens[0 .. k * block_size) with k * block_size <= n - 1, sharing
- * them (cached ones leave the cache); *reused = k * block_size. 0 when the
+ * them (cached ones leave the cache); blocks the pool lacks come back from
+ * the host tier into available blocks (evicting cached ones), published as
+ * if decoded; *reused = k * block_size. 0 when the
  * prefix cache is off. BRISK_E_INVALID_ARGUMENT for a bad or non-empty
  * sequence, BRISK_E_OUT_OF_MEMORY with nothing changed. */
 brisk_status brisk_kv_match_prefix(brisk_kv *kv, int32_t seq, const int32_t *tokens, int32_t n,

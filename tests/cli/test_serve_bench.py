@@ -66,7 +66,7 @@ with tempfile.TemporaryDirectory() as out:
 
 assert j["kv_tokens"] == 128 and j["block_size"] == 16 and j["rates"] == list(RATES), j
 assert j["workload"] == {"n_requests": N, "prompt_len": [4, 40], "output_len": [1, 12],
-                         "prefix_frac": 0.5, "seed": 7}, j["workload"]
+                         "prefix_frac": 0.5, "prefix_groups": 1, "seed": 7}, j["workload"]
 prefix = True
 configs = ["continuous", "static", "continuous-eqbatch"] + (["prefix-cache"] if prefix else []) + \
     ["chunked-64"]
@@ -210,6 +210,30 @@ c = j["comparisons"][0]
 assert c["name"] == "prefix" and close(
     c["mean_ttft_off_over_on"], off["ttft_ms"]["mean"] / on["ttft_ms"]["mean"], 1e-3, 1e-3), c
 
+# The prefix cache's host tier: 4 shared prefixes of 96 tokens (24 blocks of 4) in a pool
+# of 32 blocks, requests one at a time. The pool alone keeps about one prefix; the host
+# tier brings the others back: more tokens reused, the same tokens generated.
+j = json.loads(run("-m", stories, "-n", "16", "--rate", "0", "--prompt-len", "100",
+                   "--prefix-frac", "0.96", "--prefix-groups", "4", "--output-len", "2",
+                   "--kv-tokens", "128", "--block-size", "4", "--max-running", "1", "-t", "1",
+                   "--compare", "prefix", "--prefix-host-bytes", "64M", "--json").stdout)
+assert j["workload"]["prefix_groups"] == 4, j["workload"]
+off, pc, ph = j["runs"]
+assert [r["config"] for r in j["runs"]] == ["continuous", "prefix-cache", "prefix-host"]
+assert ph["prefix_host_bytes"] == 64 << 20 and pc["prefix_host_bytes"] == 0, ph
+assert pc["host_tier_hits"] == 0 and pc["host_tier_bytes"] == 0, pc
+assert ph["host_tier_hits"] > 0 and ph["host_tier_bytes"] > 0, ph
+assert ph["host_tier_evictions"] == 0, ph  # 64 MiB holds every prefix of this model
+assert ph["prefix_hit_tokens"] > pc["prefix_hit_tokens"], (ph, pc)
+# Every block brought back is reused (hit tokens count them and the pool's own).
+assert ph["prefix_hit_tokens"] >= 4 * ph["host_tier_hits"], ph
+assert ph["n_computed_tokens"] == off["n_computed_tokens"] - ph["prefix_hit_tokens"], (ph, off)
+assert ph["requests"]["out_hash"] == off["requests"]["out_hash"] == pc["requests"]["out_hash"]
+c = [c for c in j["comparisons"] if c["name"] == "prefix-host"][0]
+assert c["baseline"] == "prefix-cache" and close(
+    c["mean_ttft_baseline_over_host"], pc["ttft_ms"]["mean"] / ph["ttft_ms"]["mean"], 1e-3, 1e-3)
+assert close(c["hit_rate_host"], ph["prefix_hit_tokens"] / ph["prefix_lookup_tokens"]), c
+
 # Preemption under a small KV pool (no growth reserve, so admission fills
 # it), by recompute or by swap: same tokens either way.
 outs = {}
@@ -252,5 +276,7 @@ run("-m", stories, "--output-len", "5..2", ok=False)
 run("-m", stories, "--rate", "-1", ok=False)
 run("-m", stories, "--compare", "bogus", ok=False)
 run("-m", stories, "--preempt", "sometimes", ok=False)
+run("-m", stories, "--prefix-host-bytes", "lots", ok=False)
+run("-m", stories, "--prefix-groups", "0", ok=False)
 run("-m", stories, "--prompt-len", "100", "--output-len", "100", "--kv-tokens", "64", ok=False)
 run("-m", "/nonexistent.gguf", ok=False)

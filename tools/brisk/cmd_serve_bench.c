@@ -24,7 +24,7 @@
 int cmd_serve_bench(int argc, char **argv);
 
 #define MAX_RATES 16
-#define MAX_CONFIGS 6
+#define MAX_CONFIGS 8
 
 typedef struct opts {
   cli_model_args load; /* -m, -t, --no-mmap, --no-repack */
@@ -33,7 +33,8 @@ typedef struct opts {
   double rates[MAX_RATES];
   int n_rates;
   int kv_tokens, max_batch_tokens, max_running, block_size, chunk_size, threads, kv_type;
-  int reserve_blocks; /* -1: the engine's default */
+  int reserve_blocks;         /* -1: the engine's default */
+  uint64_t prefix_host_bytes; /* > 0: a "prefix-host" configuration with that host tier */
   brisk_preempt_mode preempt;
   bool cmp_static, cmp_prefix, cmp_chunked, static_pad, json;
   sb_slo slo;
@@ -107,6 +108,9 @@ static int parse_args(int argc, char **argv, opts *o) {
                       "generated tokens, fixed or uniform (default 16..256)", parse_dist)},
       {CLI_DOUBLE_OPT(0, "prefix-frac", &o->spec.prefix_frac, "F",
                       "leading share of each prompt common to all (default 0)", 0, 1)},
+      {CLI_INT_OPT(0, "prefix-groups", &o->spec.prefix_groups, "G",
+                   "G distinct shared prefixes, one per request at\nrandom (default 1)", 1,
+                   1 << 20)},
       {CLI_U64_OPT(0, "seed", &o->spec.seed, "S", "(default 1)")},
   };
   const cli_opt serving[] = {
@@ -128,6 +132,10 @@ static int parse_args(int argc, char **argv, opts *o) {
                    "engine: growth blocks admission keeps per running\n"
                    "request (default: the engine's, 1)",
                    0, INT_MAX)},
+      {CLI_CUSTOM_OPT(0, "prefix-host-bytes", &o->prefix_host_bytes, "BYTES",
+                      "adds a 'prefix-host' configuration: the prefix\ncache with a host tier of "
+                      "BYTES (K, M, G)",
+                      cli_parse_bytes)},
       {CLI_CUSTOM_OPT(0, "compare", o, "LIST",
                       "extra configurations: static, prefix, chunked, all\n"
                       "(repeatable, or comma-separated)",
@@ -195,6 +203,12 @@ static int make_configs(const opts *o, int32_t n_slots, int32_t slot_tokens, sb_
                          .kind = SB_CONTINUOUS,
                          .max_running = o->max_running,
                          .prefix_cache = 1};
+  if (o->prefix_host_bytes)
+    c[n++] = (sb_config){.name = "prefix-host",
+                         .kind = SB_CONTINUOUS,
+                         .max_running = o->max_running,
+                         .prefix_cache = 1,
+                         .prefix_host_bytes = o->prefix_host_bytes};
   if (o->cmp_chunked) {
     c[n] = (sb_config){.kind = SB_CONTINUOUS,
                        .max_running = o->max_running,
@@ -222,8 +236,13 @@ static void json_run(const sb_record *r, int32_t n) {
     printf("\"n_slots\": %d, \"slot_tokens\": %d, \"padded\": %s, ", r->c->n_slots,
            r->c->slot_tokens, r->c->pad ? "true" : "false");
   else
-    printf("\"max_running\": %d, \"prefill_chunk\": %d, \"prefix_cache\": %d, ", r->c->max_running,
-           r->c->prefill_chunk, r->c->prefix_cache);
+    printf("\"max_running\": %d, \"prefill_chunk\": %d, \"prefix_cache\": %d, "
+           "\"prefix_host_bytes\": %llu, \"host_tier_hits\": %llu, \"host_tier_misses\": %llu, "
+           "\"host_tier_evictions\": %llu, \"host_tier_bytes\": %llu, ",
+           r->c->max_running, r->c->prefill_chunk, r->c->prefix_cache,
+           (unsigned long long)r->c->prefix_host_bytes, (unsigned long long)r->res.n_host_hits,
+           (unsigned long long)r->res.n_host_misses, (unsigned long long)r->res.n_host_evictions,
+           (unsigned long long)r->res.host_bytes);
   printf("\"n_requests\": %d, \"duration_s\": %.6f, \"prompt_tokens\": %llu, "
          "\"output_tokens\": %llu, \"output_tok_s\": %.4f, \"total_tok_s\": %.4f, "
          "\"req_s\": %.6f, \"goodput_req_s\": %.6f, \"n_slo_ok\": %d, \"n_steps\": %llu, "
@@ -278,6 +297,11 @@ static const sb_record *find_prefix(const sb_record *runs, int n_runs, const cha
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
+/* Prompt tokens reused from the prefix cache over those looked up. */
+static double hit_rate(const sb_record *r) {
+  return ratio((double)r->res.n_prefix_hit_tokens, (double)r->res.n_prefix_lookup_tokens);
+}
+
 /* The comparisons at one rate, as JSON objects or text lines. */
 static void print_comparisons(const opts *o, const sb_record *runs, int n_runs, double rate,
                               bool *first) {
@@ -286,6 +310,7 @@ static void print_comparisons(const opts *o, const sb_record *runs, int n_runs, 
   const sb_record *eq = find(runs, n_runs, "continuous-eqbatch", rate);
   const sb_record *pc = find(runs, n_runs, "prefix-cache", rate);
   const sb_record *ch = find_prefix(runs, n_runs, "chunked-", rate);
+  const sb_record *ph = find(runs, n_runs, "prefix-host", rate);
   if (st && cont && eq) {
     const double r1 = ratio(cont->sum.output_tps, st->sum.output_tps),
                  r2 = ratio(eq->sum.output_tps, st->sum.output_tps);
@@ -310,6 +335,27 @@ static void print_comparisons(const opts *o, const sb_record *runs, int n_runs, 
              cont->sum.ttft.mean * 1e3, pc->sum.ttft.mean * 1e3);
     *first = false;
   }
+  /* The host tier against recomputing what the pool evicted (the prefix
+   * cache alone), and against no cache. */
+  if (ph && (pc || cont)) {
+    const sb_record *base = pc ? pc : cont;
+    const double r = ratio(base->sum.ttft.mean, ph->sum.ttft.mean);
+    const double r50 = ratio(base->sum.ttft.p50, ph->sum.ttft.p50);
+    if (o->json)
+      printf("%s{\"name\": \"prefix-host\", \"rate\": %g, \"baseline\": \"%s\", "
+             "\"mean_ttft_baseline_over_host\": %.4f, \"p50_ttft_baseline_over_host\": %.4f, "
+             "\"hit_rate_baseline\": %.4f, \"hit_rate_host\": %.4f}",
+             *first ? "" : ", ", rate, base->c->name, r, r50, hit_rate(base), hit_rate(ph));
+    else
+      printf("rate %g: %s / prefix-host mean TTFT = %.2fx (%.1f ms / %.1f ms), p50 %.2fx; "
+             "prefix hit rate %.1f%% / %.1f%% (host tier: %llu blocks back, %llu misses, "
+             "%llu evictions)\n",
+             rate, base->c->name, r, base->sum.ttft.mean * 1e3, ph->sum.ttft.mean * 1e3, r50,
+             100 * hit_rate(base), 100 * hit_rate(ph), (unsigned long long)ph->res.n_host_hits,
+             (unsigned long long)ph->res.n_host_misses,
+             (unsigned long long)ph->res.n_host_evictions);
+    *first = false;
+  }
   if (cont && ch) {
     if (o->json)
       printf("%s{\"name\": \"chunked\", \"rate\": %g, \"prefill_chunk\": %d, "
@@ -329,11 +375,11 @@ static void print_comparisons(const opts *o, const sb_record *runs, int n_runs, 
 static void print_text_row(const sb_record *r) {
   const sb_summary *s = &r->sum;
   printf("%-20s %6g %7.2f %9.1f %9.1f %7.2f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f %8.1f %8.1f "
-         "%8.1f\n",
+         "%8.1f %6.1f\n",
          r->c->name, r->rate, s->req_per_s, s->output_tps, s->total_tps, s->goodput_req_per_s,
          s->ttft.p50 * 1e3, s->ttft.p90 * 1e3, s->ttft.p99 * 1e3, s->tpot.p50 * 1e3,
-         s->tpot.p90 * 1e3, s->tpot.p99 * 1e3, s->e2e.p50 * 1e3, s->e2e.p90 * 1e3,
-         s->e2e.p99 * 1e3);
+         s->tpot.p90 * 1e3, s->tpot.p99 * 1e3, s->e2e.p50 * 1e3, s->e2e.p90 * 1e3, s->e2e.p99 * 1e3,
+         100 * hit_rate(r));
 }
 
 int cmd_serve_bench(int argc, char **argv) {
@@ -431,9 +477,10 @@ int cmd_serve_bench(int argc, char **argv) {
            o.spec.n_vocab, o.threads, load_before, load_after, o.kv_tokens, o.max_batch_tokens,
            o.block_size, o.preempt == BRISK_PREEMPT_SWAP ? "swap" : "recompute");
     printf("\"workload\": {\"n_requests\": %d, \"prompt_len\": [%d, %d], \"output_len\": [%d, "
-           "%d], \"prefix_frac\": %g, \"seed\": %llu}, ",
+           "%d], \"prefix_frac\": %g, \"prefix_groups\": %d, \"seed\": %llu}, ",
            o.spec.n_requests, o.spec.prompt_len.lo, o.spec.prompt_len.hi, o.spec.output_len.lo,
-           o.spec.output_len.hi, o.spec.prefix_frac, (unsigned long long)o.spec.seed);
+           o.spec.output_len.hi, o.spec.prefix_frac,
+           o.spec.prefix_groups > 1 ? o.spec.prefix_groups : 1, (unsigned long long)o.spec.seed);
     printf("\"slo\": {\"ttft_ms\": %g, \"tpot_ms\": %g}, \"rates\": [", o.slo.ttft_s * 1e3,
            o.slo.tpot_s * 1e3);
     for (int i = 0; i < o.n_rates; i++) printf("%s%g", i ? ", " : "", o.rates[i]);
@@ -447,18 +494,20 @@ int cmd_serve_bench(int argc, char **argv) {
     for (int i = 0; i < o.n_rates; i++) print_comparisons(&o, runs, n_runs, o.rates[i], &first);
     printf("]}\n");
   } else if (ok) {
-    printf("model %s, %d requests, prompt %d..%d, output %d..%d tokens, prefix fraction %g, "
-           "seed %llu\n",
+    printf("model %s, %d requests, prompt %d..%d, output %d..%d tokens, prefix fraction %g "
+           "(%d group%s), seed %llu\n",
            o.model, o.spec.n_requests, o.spec.prompt_len.lo, o.spec.prompt_len.hi,
            o.spec.output_len.lo, o.spec.output_len.hi, o.spec.prefix_frac,
+           o.spec.prefix_groups > 1 ? o.spec.prefix_groups : 1, o.spec.prefix_groups > 1 ? "s" : "",
            (unsigned long long)o.spec.seed);
     printf("KV budget %d tokens, %d tokens per step; load average before %s, after %s\n",
            o.kv_tokens, o.max_batch_tokens, load_before, load_after);
-    printf("%-20s %6s %7s %9s %9s %7s %8s %8s %8s %7s %7s %7s %8s %8s %8s\n", "config", "rate",
+    printf("%-20s %6s %7s %9s %9s %7s %8s %8s %8s %7s %7s %7s %8s %8s %8s %6s\n", "config", "rate",
            "req/s", "out tok/s", "tot tok/s", "goodput", "TTFT p50", "p90", "p99", "TPOT p50",
-           "p90", "p99", "e2e p50", "p90", "p99");
+           "p90", "p99", "e2e p50", "p90", "p99", "hit%");
     for (int i = 0; i < n_runs; i++) print_text_row(&runs[i]);
-    printf("(latencies in ms; goodput: requests/s within the SLO)\n");
+    printf("(latencies in ms; goodput: requests/s within the SLO; hit%%: prompt tokens reused "
+           "from the prefix cache)\n");
     bool first = true;
     for (int i = 0; i < o.n_rates; i++) print_comparisons(&o, runs, n_runs, o.rates[i], &first);
   }

@@ -56,6 +56,18 @@ static bool counters(brisk_engine *e, brisk_engine_counters *c, const char *name
   return brisk_engine_stats(e, c) == BRISK_OK || fail(name, "stats");
 }
 
+/* The metrics window starts after the warm-up: its host-tier counters are
+ * the run's. */
+static bool host_tier(brisk_engine *e, sb_result *out, const char *name) {
+  brisk_engine_metrics m = {.struct_size = sizeof m};
+  if (brisk_engine_get_metrics(e, &m) != BRISK_OK) return fail(name, "metrics");
+  out->n_host_hits = m.n_host_tier_hits;
+  out->n_host_misses = m.n_host_tier_misses;
+  out->n_host_evictions = m.n_host_tier_evictions;
+  out->host_bytes = m.host_tier_bytes;
+  return true;
+}
+
 /* Records the events of one poll; false on an unexpected event. */
 static bool take_events(brisk_engine *e, const brisk_engine_event *ev, size_t n, double t,
                         const wl_workload *w, sb_request *req, int32_t *n_got, sb_itl *itl,
@@ -103,6 +115,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
   ep.preempt_mode = common->preempt;
   if (common->reserve_blocks >= 0) ep.reserve_blocks = common->reserve_blocks;
   if (c->prefix_cache >= 0) ep.prefix_cache = c->prefix_cache;
+  ep.prefix_host_bytes = c->prefix_host_bytes;
   brisk_engine *e = NULL;
   if (brisk_engine_create(common->model, &ep, &e) != BRISK_OK) return fail(c->name, "engine");
   brisk_sampler_params sp;
@@ -116,7 +129,8 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
   bool ok = req && n_got && ev;
   ok = ok && sb_itl_init(&itl, w);
   if (!ok) fprintf(stderr, "brisk serve-bench: out of memory\n");
-  ok = ok && warm_up(e, &sp, c->name) && counters(e, &c0, c->name);
+  ok = ok && warm_up(e, &sp, c->name) && counters(e, &c0, c->name) &&
+       (brisk_engine_reset_metrics(e) == BRISK_OK || fail(c->name, "reset metrics"));
 
   const double t0 = sb_now_s(), cpu0 = sb_cpu_s();
   int32_t next = 0, done = 0, idle = 0;
@@ -159,7 +173,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
     } while (ok && n == EVENT_CAP);
   }
   const double cpu = sb_cpu_s() - cpu0;
-  ok = ok && counters(e, &c1, c->name);
+  ok = ok && counters(e, &c1, c->name) && host_tier(e, out, c->name);
   if (ok) {
     double end = 0;
     for (int32_t i = 0; i < w->n; i++)

@@ -31,6 +31,7 @@ typedef struct sb_config {
   /* SB_CONTINUOUS: engine params (max_running, prefill_chunk); prefix_cache
    * -1 leaves the engine's default, else 0 / 1 (when the engine has it). */
   int32_t max_running, prefill_chunk, prefix_cache;
+  uint64_t prefix_host_bytes; /* the prefix cache's host tier; 0: off */
   /* SB_STATIC: slots, each reserving slot_tokens of KV for its request;
    * pad: finished slots keep decoding until the batch's longest ends. */
   int32_t n_slots, slot_tokens;
@@ -45,6 +46,9 @@ typedef struct sb_result {
   uint64_t n_computed_tokens; /* tokens run through the model */
   double cpu_s;               /* CPU time of the process (all threads) in the run */
   uint64_t n_prefix_lookup_tokens, n_prefix_hit_tokens; /* engine prefix cache */
+  /* Its host tier: blocks copied back, missed lookups, evictions in the run,
+   * and the bytes it held at the end. */
+  uint64_t n_host_hits, n_host_misses, n_host_evictions, host_bytes;
   double *itl; /* [n_itl] inter-token latencies: every gap between two
                   consecutive tokens of one request, in seconds */
   size_t n_itl;

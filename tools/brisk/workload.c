@@ -47,7 +47,7 @@ bool wl_generate(const wl_spec *s, wl_workload *out) {
   if (s->n_requests < 1 || !(s->rate >= 0) || !isfinite(s->rate) || s->prompt_len.lo < 1 ||
       s->prompt_len.hi < s->prompt_len.lo || s->output_len.lo < 1 ||
       s->output_len.hi < s->output_len.lo || !(s->prefix_frac >= 0 && s->prefix_frac <= 1) ||
-      s->n_vocab < 1) {
+      s->n_vocab < 1 || s->prefix_groups < 0) {
     fprintf(stderr, "workload: bad spec (requests %d, rate %g, prefix fraction %g)\n",
             s->n_requests, s->rate, s->prefix_frac);
     return false;
@@ -78,20 +78,30 @@ bool wl_generate(const wl_spec *s, wl_workload *out) {
     if (r->n_output > w.max_output) w.max_output = r->n_output;
   }
   w.tokens = brisk_calloc(total, sizeof *w.tokens);
-  int32_t *shared = brisk_calloc((size_t)w.max_prompt, sizeof *shared);
+  const int32_t n_groups = s->prefix_groups > 1 ? s->prefix_groups : 1;
+  size_t n_shared_tokens;
+  int32_t *shared =
+      brisk_mul_overflow_size((size_t)w.max_prompt, (size_t)n_groups, &n_shared_tokens)
+          ? NULL
+          : brisk_calloc(n_shared_tokens, sizeof *shared);
   if (!w.tokens || !shared) {
     brisk_free(shared);
     goto oom;
   }
-  /* [max_prompt]: the common sequence every prompt's prefix is cut from. */
-  for (int32_t j = 0; j < w.max_prompt; j++)
+  /* [n_groups][max_prompt]: the common sequences prompts' prefixes are cut
+   * from. The first group's is the single group's, and the groups are drawn
+   * from their own stream, so one group gives the workload it always did. */
+  for (size_t j = 0; j < n_shared_tokens; j++)
     shared[j] = (int32_t)(bench_rand(&rng_tok) % (uint64_t)s->n_vocab);
+  uint64_t rng_grp = s->seed ^ 0x082EFA98EC4E6C89ull;
+  if (!rng_grp) rng_grp = 1;
   size_t at = 0;
   for (int32_t i = 0; i < w.n; i++) {
     wl_request *r = &w.req[i];
     int32_t *p = w.tokens + at;
     const int32_t n_shared = (int32_t)floor(s->prefix_frac * r->n_prompt);
-    memcpy(p, shared, (size_t)n_shared * sizeof *p);
+    const size_t g = n_groups > 1 ? (size_t)(bench_rand(&rng_grp) % (uint64_t)n_groups) : 0;
+    memcpy(p, shared + g * (size_t)w.max_prompt, (size_t)n_shared * sizeof *p);
     for (int32_t j = n_shared; j < r->n_prompt; j++)
       p[j] = (int32_t)(bench_rand(&rng_tok) % (uint64_t)s->n_vocab);
     r->prompt = p;

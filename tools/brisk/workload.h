@@ -1,6 +1,7 @@
 /* Synthetic serving workloads for `brisk serve-bench`: Poisson arrivals,
  * prompt and output lengths from simple distributions, prompts of random
- * token ids of which a fraction is a prefix shared by every request. The
+ * token ids of which a fraction is a prefix shared by every request (or by
+ * the requests of one of several groups). The
  * same spec and seed give the same workload on every machine. */
 #ifndef BRISK_TOOLS_WORKLOAD_H
 #define BRISK_TOOLS_WORKLOAD_H
@@ -22,6 +23,9 @@ typedef struct wl_spec {
   wl_dist prompt_len; /* tokens */
   wl_dist output_len; /* tokens generated (the request's max_tokens) */
   double prefix_frac; /* [0, 1]: leading share of each prompt that is common */
+  /* Distinct shared prefixes (0 or 1: one); each request takes one of them
+   * uniformly at random, so the prefixes together are this many times one. */
+  int32_t prefix_groups;
   uint64_t seed;
   int32_t n_vocab; /* token ids are drawn from [0, n_vocab) */
 } wl_spec;
@@ -41,9 +45,10 @@ typedef struct wl_workload {
 } wl_workload;
 
 /* Builds the workload; false (and a message on stderr) for a bad spec or no
- * memory. The prefix shared by all prompts is the first prefix_frac x
- * (prompt length) tokens of one common sequence, so with a fixed prompt
- * length every prompt shares exactly that many leading tokens. */
+ * memory. The prefix shared by all prompts (of a group) is the first
+ * prefix_frac x (prompt length) tokens of one common sequence (the
+ * group's), so with a fixed prompt length every prompt shares exactly that
+ * many leading tokens with the others of its group. */
 bool wl_generate(const wl_spec *spec, wl_workload *out);
 void wl_free(wl_workload *w);
 

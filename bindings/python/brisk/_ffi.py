@@ -41,14 +41,18 @@ class ContextParams(Structure):
                 ("kv_bytes", c_uint64), ("block_size", c_int32), ("kv_type", c_int),
                 ("max_batch_tokens", c_int32), ("n_seq_max", c_int32),
                 ("abort_callback", ABORT_FN), ("abort_user_data", c_void_p),
-                ("prefix_cache", c_int32), ("memory_limit", c_uint64)]
+                ("prefix_cache", c_int32), ("memory_limit", c_uint64),
+                ("prefix_host_bytes", c_uint64)]
 
 
 class KVStats(Structure):
     _fields_ = [("struct_size", c_uint32), ("block_size", c_int32), ("n_blocks", c_int32),
                 ("n_free_blocks", c_int32), ("bytes_per_block", c_uint64), ("kv_bytes", c_uint64),
                 ("other_bytes", c_uint64), ("n_cached_blocks", c_int32),
-                ("bytes_per_token", c_uint64)]
+                ("bytes_per_token", c_uint64), ("host_tier_bytes", c_uint64),
+                ("host_tier_index_bytes", c_uint64), ("n_host_tier_blocks", c_uint64),
+                ("n_host_tier_hits", c_uint64), ("n_host_tier_misses", c_uint64),
+                ("n_host_tier_evictions", c_uint64)]
 
 
 class LogitBias(Structure):
@@ -84,7 +88,7 @@ class EngineParams(Structure):
                 ("preempt_mode", c_int), ("swap_bytes", c_uint64),
                 ("step_time_budget_us", c_int64), ("prefix_cache", c_int32),
                 ("reserve_blocks", c_int32), ("draft_model", c_void_p),
-                ("memory_limit", c_uint64)]
+                ("memory_limit", c_uint64), ("prefix_host_bytes", c_uint64)]
 
 
 class RequestParams(Structure):

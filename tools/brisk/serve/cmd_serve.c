@@ -52,6 +52,7 @@ int cmd_serve(int argc, char **argv) {
   int prefill_chunk = -1, max_queue = 256, max_body = 8 << 20, max_conn = 512, opt_idle = 60;
   int kv_type = 0, preempt = 0;
   bool no_prefix_cache = false;
+  uint64_t prefix_host_bytes = 0;
   static const char *const kv_types[] = {"f16", "f32", "q8_0", "fp8", NULL}; /* brisk_kv_type */
   static const char *const preempts[] = {"recompute", "swap", NULL};
   const cli_opt http[] = {
@@ -97,6 +98,10 @@ int cmd_serve(int argc, char **argv) {
                    "most prompt tokens one request prefills per step (0: no cap)", 0, INT32_MAX)},
       {CLI_FLAG_OPT(0, "no-prefix-cache", &no_prefix_cache,
                     "do not reuse the KV of earlier prompts")},
+      {CLI_CUSTOM_OPT(0, "prefix-host-bytes", &prefix_host_bytes, "BYTES",
+                      "host memory for prefix-cache blocks evicted from the\nKV pool, copied "
+                      "back on a hit (K, M, G; default 0: off)",
+                      cli_parse_bytes)},
       {CLI_OPT_(0, "preempt", CLI_CHOICE, &preempt, "MODE",
                 "when the KV pool runs out: recompute (default) or swap"),
        .choices = preempts},
@@ -146,6 +151,7 @@ int cmd_serve(int argc, char **argv) {
   if (max_batch) ep.max_batch_tokens = max_batch;
   if (prefill_chunk >= 0) ep.prefill_chunk = prefill_chunk;
   if (no_prefix_cache) ep.prefix_cache = 0;
+  ep.prefix_host_bytes = prefix_host_bytes;
   ep.preempt_mode = preempt ? BRISK_PREEMPT_SWAP : BRISK_PREEMPT_RECOMPUTE;
   if (key_file && !(cfg->api_key = read_key_file(key_file))) {
     cli_fail("serve", "cannot read the API key from %s", key_file);

@@ -85,6 +85,20 @@ char *sv_metrics_text(sv_server *s) {
          "Prefix-cache hit tokens over lookup tokens since start.",
          c.n_prefix_lookup_tokens ? (double)c.n_prefix_hit_tokens / (double)c.n_prefix_lookup_tokens
                                   : 0);
+  metric(&t, "brisk_prefix_host_tier_bytes", "gauge",
+         "Host memory of the prefix cache's host tier (block copies and index).",
+         (double)m.host_tier_bytes);
+  metric(&t, "brisk_prefix_host_tier_blocks", "gauge", "KV blocks the host tier holds.",
+         (double)m.n_host_tier_blocks);
+  metric(&t, "brisk_prefix_host_tier_hits_total", "counter",
+         "Blocks copied back from the host tier instead of recomputed.",
+         (double)m.n_host_tier_hits);
+  metric(&t, "brisk_prefix_host_tier_misses_total", "counter",
+         "Lookups of a block neither the KV pool nor the host tier held.",
+         (double)m.n_host_tier_misses);
+  metric(&t, "brisk_prefix_host_tier_evictions_total", "counter",
+         "Blocks the host tier dropped to stay within its budget.",
+         (double)m.n_host_tier_evictions);
   metric(&t, "brisk_requests_submitted_total", "counter", "Requests accepted by the engine.",
          (double)c.n_submitted);
   metric(&t, "brisk_requests_finished_total", "counter", "Requests finished (any reason).",

@@ -114,6 +114,7 @@ pub struct brisk_context_params {
     pub abort_user_data: *mut c_void,
     pub prefix_cache: i32,
     pub memory_limit: u64,
+    pub prefix_host_bytes: u64,
 }
 
 #[repr(C)]
@@ -128,6 +129,12 @@ pub struct brisk_kv_stats {
     pub other_bytes: u64,
     pub n_cached_blocks: i32,
     pub bytes_per_token: u64,
+    pub host_tier_bytes: u64,
+    pub host_tier_index_bytes: u64,
+    pub n_host_tier_blocks: u64,
+    pub n_host_tier_hits: u64,
+    pub n_host_tier_misses: u64,
+    pub n_host_tier_evictions: u64,
 }
 
 #[repr(C)]
@@ -199,6 +206,7 @@ pub struct brisk_engine_params {
     pub reserve_blocks: i32,
     pub draft_model: *const brisk_model,
     pub memory_limit: u64,
+    pub prefix_host_bytes: u64,
 }
 
 #[repr(C)]

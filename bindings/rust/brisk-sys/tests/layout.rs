@@ -52,7 +52,8 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             abort_callback,
             abort_user_data,
             prefix_cache,
-            memory_limit
+            memory_limit,
+            prefix_host_bytes
         }),
         layout!(brisk_kv_stats {
             struct_size,
@@ -63,7 +64,13 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             kv_bytes,
             other_bytes,
             n_cached_blocks,
-            bytes_per_token
+            bytes_per_token,
+            host_tier_bytes,
+            host_tier_index_bytes,
+            n_host_tier_blocks,
+            n_host_tier_hits,
+            n_host_tier_misses,
+            n_host_tier_evictions
         }),
         layout!(brisk_logit_bias { token, bias }),
         layout!(brisk_sampler_params {
@@ -113,7 +120,8 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             prefix_cache,
             reserve_blocks,
             draft_model,
-            memory_limit
+            memory_limit,
+            prefix_host_bytes
         }),
         layout!(brisk_request_params {
             struct_size,
