@@ -1,5 +1,6 @@
 /* Tensor-parallel follower ranks as threads (context/tp.h). */
 #include "context/tp.h"
+#include "context/pp.h"
 #include "context/step_msg.h"
 
 #include "backend/device.h"
@@ -166,27 +167,35 @@ static void *follow(void *arg) {
   return NULL;
 }
 
+brisk_status brisk_world_context_begin(uint32_t kv_dtype, int32_t n_blocks, int32_t block_size,
+                                       int32_t max_tokens) {
+  brisk_comm *w = brisk_world();
+  if (brisk_comm_rank(w) != 0)
+    return brisk_error(BRISK_E_INVALID_STATE,
+                       "rank %d of the MPI world: rank 0 creates the contexts, this rank follows "
+                       "them through brisk_worker_run",
+                       brisk_comm_rank(w));
+  if (world_failed) return brisk_error(BRISK_E_CANCELLED, "a rank of the MPI world failed earlier");
+  world_header h = {WORLD_OP_CONTEXT, kv_dtype, n_blocks, block_size, max_tokens};
+  brisk_status st;
+  if ((st = brisk_comm_broadcast(w, &h, sizeof h, 0)) || (st = brisk_comm_barrier(w)))
+    world_failed = true;
+  return st;
+}
+
+void brisk_world_fail(void) { world_failed = true; }
+
+bool brisk_world_forced_error(void) { return ++worker_served == worker_force_at; }
+
 /* Rank 0 of an MPI world as large as the model's TP: the workers
  * (brisk_worker_run) are told the geometry and answer in a barrier. */
 static brisk_status create_remote(brisk_tp *g, brisk_comm *w, uint32_t kv_dtype, int32_t n_blocks,
                                   int32_t block_size, brisk_tp **out, brisk_comm **comm0) {
-  brisk_status st = BRISK_OK;
-  if (brisk_comm_rank(w) != 0)
-    st = brisk_error(BRISK_E_INVALID_STATE,
-                     "rank %d of the MPI world: rank 0 creates the contexts, this rank follows "
-                     "them through brisk_worker_run",
-                     brisk_comm_rank(w));
-  else if (world_failed)
-    st = brisk_error(BRISK_E_CANCELLED, "a rank of the MPI world failed earlier");
-  if (st) {
-    brisk_free(g);
-    return st;
-  }
+  brisk_status st = brisk_world_context_begin(kv_dtype, n_blocks, block_size, g->max_tokens);
   g->remote = true;
   g->comm[0] = w;
-  world_header h = {WORLD_OP_CONTEXT, kv_dtype, n_blocks, block_size, g->max_tokens};
-  if ((st = brisk_comm_broadcast(w, &h, sizeof h, 0)) || (st = brisk_comm_barrier(w))) {
-    world_failed = g->failed = true;
+  if (st) {
+    g->failed = true; /* nothing more to send the workers */
     brisk_tp_free(g);
     return st;
   }
@@ -227,6 +236,13 @@ brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
     r->shard = m->tp_ranks[q];
     r->comm = g->comm[q];
     g->comm[q] = NULL;
+    if (!r->shard) {
+      st = brisk_error(BRISK_E_INVALID_STATE,
+                       "tensor-parallel rank %d: this process holds one rank's shard only (the "
+                       "model was loaded in an MPI job); its ranks are the job's processes",
+                       q);
+      break;
+    }
     if ((st = brisk_threadpool_create(n_threads, &r->pool)) ||
         (st = brisk_device_backend_create(&host, r->pool, &r->be)) ||
         (st = alloc_kv(r, kv_dtype, n_blocks, block_size)) ||
@@ -328,6 +344,12 @@ brisk_status brisk_tp_serve(const brisk_model *m, int n_threads, bool *ended) {
     *ended = true;
     return BRISK_OK;
   }
+  /* The job's processes are pipeline stages (context/pp.h). */
+  if (m->pp_size > 1) {
+    st = brisk_pp_serve(m, n_threads, (uint32_t)h.kv_dtype, h.n_blocks, h.block_size, h.max_tokens);
+    if (st) world_failed = true;
+    return st;
+  }
   brisk_tp g = {.model = m,
                 .size = m->tp_size,
                 .max_tokens = (int32_t)h.max_tokens,
@@ -352,7 +374,7 @@ brisk_status brisk_tp_serve(const brisk_model *m, int n_threads, bool *ended) {
     (void)0;
   if (!st && !(r->logits = brisk_malloc(logit_floats * sizeof(float)))) st = brisk_error_oom();
   if (!st) brisk_forward_set_comm(r->fwd, r->comm);
-  if (!st && ++worker_served == worker_force_at) atomic_store(&r->force_error, 1);
+  if (!st && brisk_world_forced_error()) atomic_store(&r->force_error, 1);
   /* The setup's outcome, in the barrier rank 0 waits in. */
   if (st) brisk_comm_abort(w);
   brisk_status met = brisk_comm_barrier(w);

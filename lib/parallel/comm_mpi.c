@@ -86,8 +86,11 @@ static brisk_status m_broadcast(brisk_comm *c, void *buf, size_t bytes, int root
 
 static brisk_status m_barrier(brisk_comm *c) { return agree(c, word(4, 0)); }
 
-/* Point to point carries a header (failed flag, size) before the data, so a
- * receiver learns of a failed sender or a size mismatch. */
+/* Point to point carries a header (failed flag, size) before the data, and
+ * the receiver answers it (1: send, 0: another size, -1: the receiver
+ * failed), so that either side learns of the other's failure or a size
+ * mismatch; a failed side still takes part in the exchange, so a rank that
+ * fails mid-pipeline releases the peers waiting on it. */
 static brisk_status m_send(brisk_comm *c, const void *buf, size_t bytes, int peer) {
   mpi_state *s = st_of(c);
   long long hdr[2] = {s->failed ? 1 : 0, (long long)bytes};
@@ -97,6 +100,7 @@ static brisk_status m_send(brisk_comm *c, const void *buf, size_t bytes, int pee
   long long ok = 0;
   if ((e = MPI_Recv(&ok, 1, MPI_LONG_LONG, peer, 2, s->comm, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
     return mpi_fail(e, "send");
+  if (ok < 0) return brisk_error(BRISK_E_CANCELLED, "send: rank %d of the group failed", peer);
   if (!ok)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "send: rank %d expected another size than %zu",
                        peer, bytes);
@@ -111,9 +115,10 @@ static brisk_status m_recv(brisk_comm *c, void *buf, size_t bytes, int peer) {
   int e = MPI_Recv(hdr, 2, MPI_LONG_LONG, peer, 1, s->comm, MPI_STATUS_IGNORE);
   if (e != MPI_SUCCESS) return mpi_fail(e, "recv");
   if (hdr[0]) return brisk_error(BRISK_E_CANCELLED, "recv: rank %d of the group failed", peer);
-  long long ok = hdr[1] == (long long)bytes;
+  long long ok = s->failed ? -1 : hdr[1] == (long long)bytes;
   if ((e = MPI_Send(&ok, 1, MPI_LONG_LONG, peer, 2, s->comm)) != MPI_SUCCESS)
     return mpi_fail(e, "recv");
+  if (ok < 0) return brisk_error(BRISK_E_CANCELLED, "recv: this rank failed");
   if (!ok)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "recv: expected %zu bytes from rank %d, which sent %lld", bytes, peer,

@@ -1,9 +1,10 @@
 /* This process's MPI world (multi-process ranks, docs/parallelism.md):
  * joined once by brisk_mpi_world (lib/context/worker.c), shared by every
- * context of the process. Built from world_mpi.c when Open MPI is
- * installed, from world_none.c otherwise (joining then fails with
- * BRISK_E_UNSUPPORTED saying so). Not thread-safe: join and leave from the
- * thread that owns the process's ranks. */
+ * context of the process. The communicator comes from the MPI plugin
+ * (parallel/mpi_plugin.h), opened on the first join; without it (a build
+ * without Open MPI, a machine without its libraries) joining fails with
+ * BRISK_E_UNSUPPORTED saying what was looked for. Not thread-safe: join and
+ * leave from the thread that owns the process's ranks. */
 #ifndef BRISK_PARALLEL_WORLD_H
 #define BRISK_PARALLEL_WORLD_H
 

@@ -214,9 +214,18 @@ int bench_model_run(const bench_model_opts *o) {
   mp.use_mmap = !opt.no_mmap;
   mp.tp_size = opt.tp;
   mp.pp_size = opt.pp;
+  const int join_rc = cli_mpi_join("bench", opt.tp, opt.pp);
+  if (join_rc >= 0) return join_rc;
   brisk_model *m = NULL;
   if (brisk_model_load(opt.model, &mp, &m) != BRISK_OK)
     return cli_fail("bench", "%s", brisk_last_error());
+  /* Under mpirun, ranks 1.. follow rank 0's contexts; rank 0 measures and
+   * reports. */
+  const int worker_rc = cli_mpi_follow("bench", o->threads, m);
+  if (worker_rc >= 0) {
+    brisk_model_free(m);
+    return worker_rc;
+  }
   /* Bandwidth before and after the tests, when no context exists (so no
    * idle workers compete); MBU uses the mean of the two medians. */
   bench_bandwidth bw0 = {0}, bw1 = {0};
