@@ -64,6 +64,8 @@ for split in (["--tp", "2"], ["--pp", "2"]):
     j = json.loads(lines[0])
     assert j["tp_size" if split[0] == "--tp" else "pp_size"] == 2, j
     assert j["pp"]["tps"] and j["tg"]["tps"], j
+    # Rank 0 holds its part of the weights only.
+    assert j["mpi_processes"] == 2 and 0 < j["rank0_weight_bytes"] < j["file_weight_bytes"], j
 
 # serve-bench: the same completions (their hashes) as one process.
 sb = ["serve-bench", "-m", stories, "-n", "4", "--rates", "0", "--prompt-len", "4..16",

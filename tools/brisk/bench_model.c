@@ -19,6 +19,7 @@
 #include "cli_opt.h"
 
 #include "core/cpu.h"
+#include "model/shard.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -275,6 +276,11 @@ int bench_model_run(const bench_model_opts *o) {
            ", \"decode_bytes_per_token\": %.0f",
            w_bytes, kv_bpt, opt.n > 0 ? step_bytes : 0.0);
     printf(", \"llc_bytes\": %zu", llc);
+    /* Under mpirun: what rank 0 holds of the model (each rank its part). */
+    if (cli_mpi_size())
+      printf(", \"mpi_processes\": %d, \"rank0_weight_bytes\": %" PRIu64
+             ", \"rank0_model_memory_bytes\": %" PRIu64,
+             cli_mpi_size(), brisk_split_rank_bytes(m, 0), brisk_model_memory_used(m));
     if (opt.n > 0)
       printf(", \"mbu\": %.4f, \"mbu_meaningful\": %s", mbu, mbu_meaningful ? "true" : "false");
     printf("}\n");
@@ -287,6 +293,11 @@ int bench_model_run(const bench_model_opts *o) {
            (unsigned long long)(opt.n > 0 ? kv_bpt : kv_bpt_pp), opt.depth ? "" : "\n");
     if (opt.depth) printf("; tg after %d tokens already cached\n", opt.depth);
     printf("load average before %s, after %s\n", load_before, load_after);
+    if (cli_mpi_size())
+      printf("%d MPI processes: rank 0 holds %.1f MiB of the weights (its part), %.1f MiB "
+             "allocated\n",
+             cli_mpi_size(), (double)brisk_split_rank_bytes(m, 0) / 1048576.0,
+             (double)brisk_model_memory_used(m) / 1048576.0);
     printf("memory read %.1f GB/s before, %.1f after (medians of 12 passes over %zu MiB), "
            "copy %.1f / %.1f GB/s\n",
            bw0.read_gbs.median, bw1.read_gbs.median, BW_BYTES >> 20, bw0.copy_gbs.median,

@@ -402,7 +402,7 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
 static void mpi_at_exit(void) { brisk_mpi_finalize(); }
 
 static bool mpi_joined;
-static int32_t mpi_rank;
+static int32_t mpi_rank, mpi_size;
 
 int cli_mpi_join(const char *cmd, int tp, int pp) {
   /* The launcher says the job's size: a job of the wrong size fails on
@@ -428,6 +428,8 @@ int cli_mpi_join(const char *cmd, int tp, int pp) {
   atexit(mpi_at_exit);
   return -1;
 }
+
+int cli_mpi_size(void) { return mpi_joined ? (int)mpi_size : 0; }
 
 int cli_mpi_follow(const char *cmd, int threads, const brisk_model *m) {
   if (!mpi_joined || mpi_rank == 0) return -1;

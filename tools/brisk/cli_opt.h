@@ -167,6 +167,9 @@ int cli_mpi_join(const char *cmd, int tp, int pp);
  * get -1. */
 int cli_mpi_follow(const char *cmd, int threads, const brisk_model *m);
 
+/* The job's size once cli_mpi_join joined one, else 0. */
+int cli_mpi_size(void);
+
 /* Parses a byte count: digits with an optional K, M, G or T suffix (powers
  * of 1024; "KiB", "MB" spellings too). CLI_CUSTOM parse function over a
  * uint64_t. */
