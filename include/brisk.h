@@ -2218,8 +2218,10 @@ BRISK_API brisk_status brisk_context_pipeline_stats(const brisk_context *ctx, in
  * Multi-process ranks over MPI (docs/parallelism.md): tensor or pipeline
  * parallelism whose ranks are the processes of an MPI job (mpirun -np N),
  * one rank per process, on the CPU. Every process loads the same model with
- * tp_size N, or pp_size N (the job's size), after brisk_mpi_world, and
- * keeps only its rank's part of it (its TP shard, or its stage's layers);
+ * tp_size N, or pp_size N, or tp_size x pp_size = N (the job's size; a grid:
+ * process p is TP rank p % tp_size of stage p / tp_size), after
+ * brisk_mpi_world, and keeps only its rank's part of it (its TP shard of
+ * its stage's layers);
  * rank 0 then creates contexts (and engines) on it as usual, one at a
  * time, and the other ranks call brisk_worker_run, which follows rank 0's
  * contexts step by step. Logits are bit for bit those of one process. Rank
@@ -2243,8 +2245,8 @@ BRISK_API brisk_status brisk_mpi_world(int32_t *rank, int32_t *size);
 
 /*
  * Ranks 1..N-1: follows rank 0. Each context rank 0 creates on its model
- * (loaded with tp_size N, or pp_size N: then this rank is pipeline stage
- * rank) gets this rank's shard or stage, KV storage and a pass of
+ * (loaded with tp_size x pp_size = N) gets this rank's shard of its stage,
+ * KV storage and a pass of
  * n_threads threads (0: one per processor) here, and runs every decode
  * with it until rank 0 frees that context; then the next one. Returns
  * BRISK_OK when rank 0 calls brisk_mpi_finalize. A context that fails on
@@ -2255,8 +2257,7 @@ BRISK_API brisk_status brisk_mpi_world(int32_t *rank, int32_t *size);
  * dies outright is mpirun's to report (it ends the job).
  * Returns BRISK_E_INVALID_STATE before brisk_mpi_world,
  * BRISK_E_INVALID_ARGUMENT on rank 0, for a NULL model, a model whose
- * tp_size or pp_size is not the job's size (or both above 1), or n_threads
- * outside [0, 1024].
+ * tp_size x pp_size is not the job's size, or n_threads outside [0, 1024].
  * The model must outlive the call; call it on the thread that joined.
  */
 BRISK_API brisk_status brisk_worker_run(const brisk_model *model, int32_t n_threads);

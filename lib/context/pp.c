@@ -70,6 +70,7 @@ struct brisk_pp {
  * and the exchanges return at once. */
 typedef struct step_fail {
   brisk_status st;
+  bool in_pass; /* it came from the stage's pass (its TP group saw it) */
   char why[512];
 } step_fail;
 
@@ -82,6 +83,21 @@ static void note(step_fail *f, brisk_comm *c, brisk_status e) {
 
 static brisk_status outcome(const step_fail *f) {
   return f->st ? brisk_error(f->st, "%s", f->why) : BRISK_OK;
+}
+
+/* The stage's own pass (TP group and forward): a failure there is one its
+ * TP group took part in when the group reported it (BRISK_E_CANCELLED). */
+static void note_pass(step_fail *f, brisk_comm *c, brisk_status e) {
+  if (e && !f->st) f->in_pass = e == BRISK_E_CANCELLED;
+  note(f, c, e);
+}
+
+/* How the stage's TP group learns of a failed step (brisk_tp_fail): one
+ * its collectives reported needs nothing more; any other (the stage's own,
+ * or another stage's, which the group has not seen) reaches the group's
+ * processes in one more collective. */
+static brisk_status tp_why(const step_fail *f) {
+  return f->in_pass ? BRISK_E_CANCELLED : BRISK_E_INTERNAL;
 }
 
 int32_t brisk_pp_micro_batches(int32_t n_tokens, int32_t stages) {
@@ -213,14 +229,16 @@ static brisk_status follow_step(pp_stage *s, const pp_header *h) {
     brisk_forward_batch mb = micro(&b, j, n_micro, s->out_rows, &o0);
     note(&f, s->comm, brisk_comm_recv(s->comm, x, (size_t)mb.n_tokens * row, s->stage - 1));
     if (!f.st)
-      note(&f, s->comm,
-           stage_pass(s, s->tp, s->fwd, &s->kv, j ? NULL : v.copies, j ? 0 : (int32_t)h->n_copies,
-                      &mb, last ? s->logits + o0 * nv : NULL));
+      note_pass(&f, s->comm,
+                stage_pass(s, s->tp, s->fwd, &s->kv, j ? NULL : v.copies,
+                           j ? 0 : (int32_t)h->n_copies, &mb, last ? s->logits + o0 * nv : NULL));
     if (!last)
       note(&f, s->comm, brisk_comm_send(s->comm, x, (size_t)mb.n_tokens * row, s->stage + 1));
   }
   if (last)
     note(&f, s->comm, brisk_comm_send(s->comm, s->logits, (size_t)b.n_out * nv * sizeof(float), 0));
+  /* The stage's TP group learns of the failure here; follow() then stops. */
+  if (f.st) brisk_tp_fail(s->tp, tp_why(&f));
   return outcome(&f);
 }
 
@@ -236,7 +254,9 @@ static void *follow(void *arg) {
        * waiting. */
       BRISK_DEBUG("pipeline stage %d stops: %s", s->stage, brisk_last_error());
       brisk_comm_abort(s->comm);
-      brisk_tp_fail(s->tp, BRISK_E_CANCELLED);
+      /* A failure the stage's TP group has not seen (a broadcast of the
+       * pipeline's; follow_step told the group of the others). */
+      brisk_tp_fail(s->tp, BRISK_E_INTERNAL);
       s->status = st;
       break;
     }
@@ -283,23 +303,23 @@ brisk_status brisk_pp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
   /* An MPI world of pp_size processes: the stages are its processes
    * (brisk_worker_run on ranks 1..), told of the context and waited for. */
   brisk_comm *w = brisk_world();
-  if (w && brisk_comm_size(w) == g->size) {
+  const int tp = m->tp_size > 1 ? m->tp_size : 1;
+  if (w && brisk_comm_size(w) == g->size * tp) {
     brisk_status st = BRISK_OK;
-    if (m->tp_size > 1)
-      st = brisk_error(BRISK_E_UNSUPPORTED,
-                       "tensor x pipeline parallelism across the processes of an MPI job is not "
-                       "supported yet: run the stages (or the TP ranks) as processes, not both");
-    else if (!(g->stages[0].out_rows = brisk_malloc((size_t)max_tokens * sizeof(int32_t))))
-      st = brisk_error_oom();
-    if (st) {
-      brisk_free(g->stages[0].out_rows);
-      brisk_free(g);
-      return st;
-    }
     g->remote = true;
     g->comm0 = w;
-    if ((st = brisk_world_context_begin(kv_dtype, n_blocks, block_size, max_tokens))) {
-      g->failed = true; /* nothing more to send the workers */
+    if (tp > 1) {
+      /* A grid: the stage leaders' group, made (and the workers told of
+       * the context) by stage 0's TP group, context/tp.c. */
+      brisk_comm *group = NULL;
+      st = brisk_world_grid(tp, &group, &g->comm0);
+    } else {
+      st = brisk_world_context_begin(kv_dtype, n_blocks, block_size, max_tokens, 1);
+    }
+    g->failed = st != BRISK_OK; /* then nothing more to send the stages */
+    if (!st && !(g->stages[0].out_rows = brisk_malloc((size_t)max_tokens * sizeof(int32_t))))
+      st = brisk_error_oom(); /* the stages are told to stop (brisk_pp_free) */
+    if (st) {
       brisk_pp_free(g);
       return st;
     }
@@ -383,8 +403,8 @@ brisk_status brisk_pp_run(brisk_pp *g, brisk_forward *fwd0, brisk_tp *tp0,
     int32_t o0;
     brisk_forward_batch mb = micro(b, j, n_micro, s0->out_rows, &o0);
     if (!f.st)
-      note(&f, g->comm0,
-           stage_pass(s0, tp0, fwd0, kv0, j ? NULL : copies, j ? 0 : n_copies, &mb, NULL));
+      note_pass(&f, g->comm0,
+                stage_pass(s0, tp0, fwd0, kv0, j ? NULL : copies, j ? 0 : n_copies, &mb, NULL));
     if (!f.st && g->force_error0) {
       /* Rank 0 failing with micro-batches in flight (test hook). */
       g->force_error0 = false;
@@ -395,7 +415,11 @@ brisk_status brisk_pp_run(brisk_pp *g, brisk_forward *fwd0, brisk_tp *tp0,
   note(&f, g->comm0,
        brisk_comm_recv(g->comm0, logits, (size_t)b->n_out * g->model->hp.n_vocab * sizeof(float),
                        g->size - 1));
-  if ((st = outcome(&f))) goto fail;
+  if (f.st) {
+    brisk_tp_fail(tp0, tp_why(&f));
+    st = outcome(&f);
+    goto fail;
+  }
   g->n_steps++;
   g->n_micro += (uint64_t)n_micro;
   g->wall_ns += brisk_now_ns() - t_start;
@@ -403,7 +427,7 @@ brisk_status brisk_pp_run(brisk_pp *g, brisk_forward *fwd0, brisk_tp *tp0,
   return BRISK_OK;
 fail:
   pp_fail(g);
-  brisk_tp_fail(tp0, BRISK_E_CANCELLED);
+  brisk_tp_fail(tp0, BRISK_E_INTERNAL); /* a no-op once told (above) */
   return st;
 }
 
@@ -448,23 +472,24 @@ void brisk_pp_free(brisk_pp *g) {
 }
 
 brisk_status brisk_pp_serve(const brisk_model *m, int n_threads, uint32_t kv_dtype,
-                            int64_t n_blocks, int64_t block_size, int64_t max_tokens) {
+                            int64_t n_blocks, int64_t block_size, int64_t max_tokens,
+                            brisk_comm *stages) {
   brisk_comm *w = brisk_world();
   brisk_pp g = {.model = m, .size = m->pp_size, .max_tokens = (int32_t)max_tokens, .remote = true};
-  const int rank = brisk_comm_rank(w);
+  const int rank = brisk_comm_rank(stages);
   pp_stage *s = &g.stages[rank];
   s->g = &g;
   s->stage = rank;
   s->begin = brisk_model_stage_begin(m, rank);
   s->end = brisk_model_stage_begin(m, rank + 1);
-  s->comm = w;
+  s->comm = stages;
   brisk_status st = BRISK_OK;
   size_t logit_floats = 0;
-  if (brisk_comm_size(w) != m->pp_size || m->tp_size > 1)
+  if (brisk_comm_size(stages) != m->pp_size)
     st = brisk_error(BRISK_E_UNSUPPORTED,
-                     "stage %d: pipeline stages over an MPI job need pp_size = the job's size "
-                     "and no tensor parallelism",
-                     rank);
+                     "stage %d: pipeline stages over an MPI job need pp_size = the number of "
+                     "stages the job has (%d)",
+                     rank, brisk_comm_size(stages));
   else if (max_tokens < 1 || max_tokens > (1 << 20) || n_blocks < 1 || n_blocks > INT32_MAX ||
            block_size < 1 || block_size > 4096 ||
            brisk_mul_overflow_size((size_t)max_tokens, m->hp.n_vocab, &logit_floats))

@@ -72,12 +72,15 @@ void brisk_pp_free(brisk_pp *g);
 /* Stages as the processes of an MPI world of pp_size processes
  * (parallel/world.h; context/tp.h has the world's protocol): on rank 0,
  * brisk_pp_create runs the pipeline over the world (stage s is rank s)
- * instead of threads. A worker process serves one context (whose geometry
- * rank 0 sent, brisk_tp_serve) as its stage: BRISK_OK when rank 0 frees it,
+ * instead of threads; with tp_size > 1 over a world of tp_size x pp_size
+ * processes, over the stage leaders (brisk_world_grid), each stage with a
+ * TP group of processes. A worker process serves one context (whose
+ * geometry rank 0 sent, brisk_tp_serve) as stage rank(stages): BRISK_OK when rank 0 frees it,
  * else how the context failed (a failing stage, or rank 0, makes every
  * stage return a status: each finishes the step's exchanges in failed
  * mode). */
 brisk_status brisk_pp_serve(const brisk_model *model, int n_threads, uint32_t kv_dtype,
-                            int64_t n_blocks, int64_t block_size, int64_t max_tokens);
+                            int64_t n_blocks, int64_t block_size, int64_t max_tokens,
+                            brisk_comm *stages);
 
 #endif

@@ -66,10 +66,12 @@ brisk_status brisk_tp_end_world(void);
 /* The world's side of a context over the processes (TP ranks here, or
  * pipeline stages, context/pp.h), on rank 0: tells the workers the
  * context's KV geometry and pass size and waits for every worker's setup
- * (a barrier). BRISK_E_INVALID_STATE on another rank; BRISK_E_CANCELLED
+ * (a barrier); with grid_tp > 1 the world is a grid of pipeline stages
+ * of grid_tp TP ranks and its groups are made in between
+ * (brisk_world_grid). BRISK_E_INVALID_STATE on another rank; BRISK_E_CANCELLED
  * once a context over the world failed. A failure here fails the world. */
 brisk_status brisk_world_context_begin(uint32_t kv_dtype, int32_t n_blocks, int32_t block_size,
-                                       int32_t max_tokens);
+                                       int32_t max_tokens, int32_t grid_tp);
 /* A context over the world failed: the world takes no more (and rank 0
  * sends no end message). */
 void brisk_world_fail(void);

@@ -174,3 +174,29 @@ brisk_status brisk_comm_mpi_world(brisk_comm **out) {
   *out = &s->handle;
   return BRISK_OK;
 }
+
+brisk_status brisk_comm_mpi_split(brisk_comm *c, int color, int key, brisk_comm **out) {
+  if (!c || !out || c->ops != &mpi_ops || color < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "mpi split: an MPI communicator, color >= 0");
+  mpi_state *s = brisk_calloc(1, sizeof *s);
+  /* Every rank must take part in the split: one without memory takes part
+   * without a group and then says so. */
+  MPI_Comm part = MPI_COMM_NULL;
+  int e = MPI_Comm_split(st_of(c)->comm, s ? color : MPI_UNDEFINED, key, &part);
+  if (!s) {
+    if (part != MPI_COMM_NULL) MPI_Comm_free(&part);
+    return brisk_error_oom();
+  }
+  if (e != MPI_SUCCESS) {
+    brisk_free(s);
+    return mpi_fail(e, "MPI_Comm_split");
+  }
+  s->comm = part;
+  MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(s->comm, &rank);
+  MPI_Comm_size(s->comm, &size);
+  s->handle = (brisk_comm){&mpi_ops, rank, size, s};
+  *out = &s->handle;
+  return BRISK_OK;
+}

@@ -18,5 +18,6 @@ brisk_status brisk_mpi_plugin_entry_v1(const brisk_plugin_host *h, brisk_mpi_plu
   api->abi = BRISK_MPI_PLUGIN_ABI;
   api->version = BRISK_VERSION_STRING;
   api->world = brisk_comm_mpi_world;
+  api->split = brisk_comm_mpi_split;
   return BRISK_OK;
 }

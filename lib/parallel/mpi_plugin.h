@@ -28,6 +28,8 @@ typedef struct brisk_mpi_plugin_api {
   /* This process's rank of MPI_COMM_WORLD (comm_mpi.h's
    * brisk_comm_mpi_world): initializes MPI if the program has not. */
   brisk_status (*world)(brisk_comm **out);
+  /* A part of a communicator of the plugin's (brisk_comm_mpi_split). */
+  brisk_status (*split)(brisk_comm *c, int color, int key, brisk_comm **out);
 } brisk_mpi_plugin_api;
 
 typedef brisk_status (*brisk_mpi_plugin_entry_fn)(const brisk_plugin_host *host,

@@ -15,6 +15,10 @@
 #define REASON_CAP 2048
 
 static brisk_comm *world;
+/* The world as a grid of pipeline stages of grid_t TP ranks each (NULL
+ * until asked for): this process's stage group and the stage leaders. */
+static brisk_comm *grid_tp, *grid_pp;
+static int grid_t;
 static bool looked;
 static brisk_mpi_plugin_api api; /* valid when api.world is set */
 static char reason[REASON_CAP];  /* why not, when it is not */
@@ -39,7 +43,7 @@ static void load(const char *path) {
   if (!entry) {
     snprintf(reason, REASON_CAP, "%s is not brisk's MPI plugin (no %s)", path,
              BRISK_MPI_PLUGIN_ENTRY);
-  } else if (entry(brisk_dso_host(), &a) != BRISK_OK || !a.world) {
+  } else if (entry(brisk_dso_host(), &a) != BRISK_OK || !a.world || !a.split) {
     snprintf(reason, REASON_CAP, "the MPI plugin %s failed to start: %.800s", path,
              brisk_last_error());
   } else if (a.abi != BRISK_MPI_PLUGIN_ABI || !a.version ||
@@ -84,7 +88,36 @@ brisk_status brisk_world_join(brisk_comm **out) {
 
 brisk_comm *brisk_world(void) { return world; }
 
+static void grid_free(void) {
+  brisk_comm_free(grid_tp);
+  brisk_comm_free(grid_pp);
+  grid_tp = grid_pp = NULL;
+  grid_t = 0;
+}
+
+brisk_status brisk_world_grid(int tp, brisk_comm **tp_group, brisk_comm **stages) {
+  if (!world || tp < 1 || brisk_comm_size(world) % tp)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "MPI grid: %d TP ranks per stage", tp);
+  if (grid_t != tp) {
+    grid_free();
+    const int p = brisk_comm_rank(world);
+    brisk_status st;
+    /* Both splits are made by every process, whatever the first's outcome. */
+    brisk_status a = api.split(world, p / tp, p % tp, &grid_tp);
+    brisk_status b = api.split(world, p % tp == 0 ? 0 : 1, p / tp, &grid_pp);
+    if ((st = a ? a : b)) {
+      grid_free();
+      return st;
+    }
+    grid_t = tp;
+  }
+  *tp_group = grid_tp;
+  *stages = grid_pp;
+  return BRISK_OK;
+}
+
 void brisk_world_leave(void) {
+  grid_free();
   brisk_comm_free(world);
   world = NULL;
 }

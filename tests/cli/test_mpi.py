@@ -4,7 +4,8 @@
 and logits are byte for byte those of one process; `brisk bench` and
 `brisk serve-bench` under mpirun: rank 0 reports once (the other rank
 follows), serve-bench's completions are those of one process; a job whose
-size is not --tp or --pp fails on every rank with one line saying so.
+size is not --tp or --pp fails on every rank with one line saying so; `--tp
+2 --pp 2` over 4 processes (a grid) gives one process's logits too.
 Usage: test_mpi.py BRISK_BINARY SHARED_DIR MPIRUN. Exit 77 (skip) without
 ../shared or mpirun."""
 import json
@@ -47,6 +48,9 @@ with tempfile.TemporaryDirectory() as d:
     assert open(one, "rb").read() == open(two, "rb").read(), "logits over 2 processes differ"
     run("logits", "-m", tiny, "--pp", "2", "-t", "1", two, *toks, np=2)
     assert open(one, "rb").read() == open(two, "rb").read(), "logits over 2 stages differ"
+    # A grid of 4 processes: 2 stages of 2 TP ranks.
+    run("logits", "-m", tiny, "--tp", "2", "--pp", "2", "-t", "1", two, *toks, np=4)
+    assert open(one, "rb").read() == open(two, "rb").read(), "logits over a 2 x 2 grid differ"
 
 gen = ["-n", "24", "--temp", "0", "-p", "Once upon a time"]
 a = run("run", "-m", stories, "-t", "2", *gen).stdout
@@ -86,5 +90,5 @@ p = run("logits", "-m", tiny, "--tp", "4", "-t", "1", os.path.join(tempfile.gett
 err = p.stderr.decode()
 assert err.count("brisk logits:") == 2 and err.count("needs a job of 4 processes (mpirun -np 4)") == 2, err
 p = run("run", "-m", tiny, "--tp", "2", "--pp", "2", "-n", "1", "-p", "x", np=2, ok=False)
-assert p.stderr.decode().count("--tp with --pp across processes is not supported yet") == 2, p.stderr
+assert p.stderr.decode().count("--tp 2 x --pp 2 needs a job of 4 processes") == 2, p.stderr
 print("ok")

@@ -9,7 +9,9 @@
  * BRISK_E_CANCELLED and is rolled back, the failing worker's
  * brisk_worker_run returns BRISK_E_INTERNAL and the others'
  * BRISK_E_CANCELLED, and every process ends (the suite's timeout catches
- * one left waiting). `rank0` / `pp-rank0`: rank 0 fails instead. Not
+ * one left waiting). `grid` (-np 4): pipeline stages of 2 TP ranks each,
+ * rank 1 (stage 0's TP rank 1) failing. `rank0` / `pp-rank0` /
+ * `grid-rank0`: rank 0 fails instead. Not
  * cmocka: each process checks and exits nonzero on the first failure,
  * which mpirun reports. */
 #include "brisk.h"
@@ -34,15 +36,20 @@ static int rank_g = -1;
     }                                                                                              \
   } while (0)
 
-static bool pp_mode; /* the processes are pipeline stages, not TP ranks */
+static bool pp_mode;   /* the processes are pipeline stages, not TP ranks */
+static bool grid_mode; /* a grid: pipeline stages of 2 TP ranks each */
 
 static brisk_model *load(const char *path, int ranks) {
   brisk_model_params mp;
   brisk_model_params_init(&mp);
-  if (pp_mode)
+  if (grid_mode && ranks > 1) {
+    mp.tp_size = 2;
+    mp.pp_size = ranks / 2;
+  } else if (pp_mode) {
     mp.pp_size = ranks;
-  else
+  } else {
     mp.tp_size = ranks;
+  }
   brisk_model *m = NULL;
   CHECK(brisk_model_load(path, &mp, &m) == BRISK_OK);
   return m;
@@ -66,7 +73,26 @@ static brisk_context *make_ctx(const brisk_model *m) {
  * of a whole model's. */
 static void check_divided_pp(const char *path, const brisk_model *m, int32_t rank, int32_t size);
 
+/* In a grid, process p keeps TP shard p % 2 (only) of stage p / 2's
+ * layers (only). */
+static void check_divided_grid(const brisk_model *m, int32_t rank, int32_t size) {
+  const int32_t n = (int32_t)m->hp.n_layer, st = rank / 2, stages = size / 2;
+  CHECK(m->local && m->local_tp_rank == rank % 2);
+  CHECK(m->local_begin == st * n / stages && m->local_end == (st + 1) * n / stages);
+  for (int32_t q = 0; q < 2; q++) CHECK((m->tp_ranks[q] != NULL) == (q == rank % 2));
+  const brisk_model *r = m->tp_ranks[rank % 2];
+  for (int32_t l = 0; l < n; l++)
+    CHECK((r->split->layers[l].wo[0].data != NULL) == (l >= m->local_begin && l < m->local_end));
+  printf("grid rank %d: stage %d, TP rank %d, layers %d..%d, weights %.3f MiB\n", (int)rank,
+         (int)st, (int)(rank % 2), (int)m->local_begin, (int)m->local_end - 1,
+         brisk_split_rank_bytes(m, rank % 2) / 1048576.0);
+}
+
 static void check_divided(const char *path, const brisk_model *m, int32_t rank, int32_t size) {
+  if (grid_mode) {
+    check_divided_grid(m, rank, size);
+    return;
+  }
   if (pp_mode) {
     check_divided_pp(path, m, rank, size);
     return;
@@ -197,6 +223,8 @@ int main(int argc, char **argv) {
   CHECK(size >= 2);
   const char *mode = argc > 1 ? argv[1] : "tp";
   pp_mode = !strncmp(mode, "pp", 2);
+  grid_mode = !strncmp(mode, "grid", 4);
+  if (grid_mode) pp_mode = true; /* rank 0 fails as a pipeline stage */
   brisk_model *m = load(path, size);
   check_divided(path, m, rank, size);
   if (strstr(mode, "rank0")) return rank0_fails(rank, m);

@@ -414,15 +414,16 @@ int cli_mpi_join(const char *cmd, int tp, int pp) {
   if (ranks < 2 || !env) return -1;
   long job = strtol(env, NULL, 10);
   if (job == 1) return -1; /* one process: the ranks are threads */
-  if (tp > 1 && pp > 1)
-    return cli_fail(cmd, "under mpirun: --tp with --pp across processes is not supported yet "
-                         "(one of them, or run one process)");
+  if (job != ranks && tp > 1 && pp > 1)
+    return cli_fail(cmd,
+                    "under mpirun: --tp %d x --pp %d needs a job of %d processes (mpirun -np %d); "
+                    "it has %ld",
+                    tp, pp, ranks, ranks, job);
   if (job != ranks)
     return cli_fail(cmd,
                     "under mpirun: --%s %d needs a job of %d processes (mpirun -np %d); it has %ld",
                     tp > 1 ? "tp" : "pp", ranks, ranks, ranks, job);
-  int32_t size = 1;
-  if (brisk_mpi_world(&mpi_rank, &size))
+  if (brisk_mpi_world(&mpi_rank, &mpi_size))
     return cli_fail(cmd, "under mpirun: %s", brisk_last_error());
   mpi_joined = true;
   atexit(mpi_at_exit);
