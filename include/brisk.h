@@ -389,12 +389,14 @@ BRISK_API brisk_status brisk_device_info(int32_t i, brisk_device_props *props);
 BRISK_API brisk_status brisk_device_check(const char *device);
 
 /*
- * Where to look first for device plugins (libbrisk-cuda.so): a directory,
- * copied; NULL restores the default search. Without it (and without the
- * BRISK_PLUGIN_DIR environment variable, which comes next) the plugin is
- * looked for next to the library or program that holds brisk (dladdr), then
- * in the install's library directory. Takes effect only before the first
- * device lookup: afterwards BRISK_E_INVALID_STATE. Thread-safe.
+ * Where to look first for brisk's plugins (the CUDA device plugin
+ * libbrisk-cuda.so, the MPI plugin libbrisk-mpi.so): a directory, copied;
+ * NULL restores the default search. Without it (and without the
+ * BRISK_PLUGIN_DIR environment variable, which comes next) a plugin is
+ * looked for next to the library or program that holds brisk (dladdr) and
+ * in its ../lib, then in the install's library directory. Takes effect only
+ * before the first device lookup, model load or brisk_mpi_world:
+ * afterwards BRISK_E_INVALID_STATE. Thread-safe.
  */
 BRISK_API brisk_status brisk_set_plugin_dir(const char *dir);
 
@@ -2271,21 +2273,29 @@ BRISK_API brisk_status brisk_context_pipeline_stats(const brisk_context *ctx, in
                                                     double *ideal_bubble);
 
 /*
- * Multi-process ranks over MPI (docs/parallelism.md): tensor parallelism
- * whose ranks are the processes of an MPI job (mpirun -np N), one rank per
- * process, on the CPU. Every process loads the same model with tp_size N
- * (the job's size) after brisk_mpi_world; rank 0 then creates contexts
- * (and engines) on it as usual, one at a time, and the other ranks call
- * brisk_worker_run, which follows rank 0's contexts step by step. Logits
- * are bit for bit those of one process. Rank 0 ends the job's ranks with
- * brisk_mpi_finalize, which every process calls before it exits.
+ * Multi-process ranks over MPI (docs/parallelism.md): tensor or pipeline
+ * parallelism whose ranks are the processes of an MPI job (mpirun -np N),
+ * one rank per process, on the CPU. Every process loads the same model with
+ * tp_size N, or pp_size N, or tp_size x pp_size = N (the job's size; a grid:
+ * process p is TP rank p % tp_size of stage p / tp_size), after
+ * brisk_mpi_world, and keeps only its rank's part of it (its TP shard of
+ * its stage's layers);
+ * rank 0 then creates contexts (and engines) on it as usual, one at a
+ * time, and the other ranks call brisk_worker_run, which follows rank 0's
+ * contexts step by step. Logits are bit for bit those of one process. Rank
+ * 0 ends the job's ranks with brisk_mpi_finalize, which every process calls
+ * before it exits. MPI lives in a plugin, libbrisk-mpi.so, opened on the
+ * first brisk_mpi_world and looked for as brisk_set_plugin_dir says:
+ * libbrisk itself does not link MPI.
  */
 
 /*
  * Joins the MPI job (initializing MPI, thread level SERIALIZED, unless the
  * program did): *rank and *size receive this process's rank and the job's
- * size. Idempotent. Returns BRISK_E_UNSUPPORTED when brisk was built
- * without MPI (the message says so), BRISK_E_INVALID_ARGUMENT for a NULL
+ * size. Idempotent. Returns BRISK_E_UNSUPPORTED when the MPI plugin
+ * (libbrisk-mpi.so) is absent (a build without Open MPI) or cannot be
+ * loaded (Open MPI's libraries missing): the message says where it looked
+ * or why, BRISK_E_INVALID_ARGUMENT for a NULL
  * argument, BRISK_E_INTERNAL for an MPI error. Not thread-safe: call it
  * from the thread that will use the model, before loading it.
  */
@@ -2293,7 +2303,8 @@ BRISK_API brisk_status brisk_mpi_world(int32_t *rank, int32_t *size);
 
 /*
  * Ranks 1..N-1: follows rank 0. Each context rank 0 creates on its model
- * (loaded with tp_size N) gets this rank's shard, KV storage and a pass of
+ * (loaded with tp_size x pp_size = N) gets this rank's shard of its stage,
+ * KV storage and a pass of
  * n_threads threads (0: one per processor) here, and runs every decode
  * with it until rank 0 frees that context; then the next one. Returns
  * BRISK_OK when rank 0 calls brisk_mpi_finalize. A context that fails on
@@ -2303,8 +2314,8 @@ BRISK_API brisk_status brisk_mpi_world(int32_t *rank, int32_t *size);
  * the job takes no more contexts; no rank is left waiting. A rank that
  * dies outright is mpirun's to report (it ends the job).
  * Returns BRISK_E_INVALID_STATE before brisk_mpi_world,
- * BRISK_E_INVALID_ARGUMENT on rank 0, for a NULL model, a tp_size other
- * than the job's size, pipeline stages, or n_threads outside [0, 1024].
+ * BRISK_E_INVALID_ARGUMENT on rank 0, for a NULL model, a model whose
+ * tp_size x pp_size is not the job's size, or n_threads outside [0, 1024].
  * The model must outlive the call; call it on the thread that joined.
  */
 BRISK_API brisk_status brisk_worker_run(const brisk_model *model, int32_t n_threads);

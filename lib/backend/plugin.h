@@ -11,23 +11,13 @@
 #define BRISK_BACKEND_PLUGIN_H
 
 #include "backend/device.h"
+#include "core/dso.h" /* the host table, brisk_plugin_host */
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BRISK_PLUGIN_ABI 1
+#define BRISK_PLUGIN_ABI 1 /* the API table's and the host table's */
 #define BRISK_PLUGIN_ENTRY "brisk_plugin_entry_v1"
-
-typedef struct brisk_plugin_host {
-  uint32_t abi;
-  /* Sets the calling thread's brisk_last_error and returns st. */
-  brisk_status (*error)(brisk_status st, const char *message);
-  void (*log)(brisk_log_level level, const char *message);
-  /* Host memory through the allocator hook and its accounting. */
-  void *(*malloc)(size_t bytes);
-  void *(*calloc)(size_t n, size_t size);
-  void (*free)(void *p);
-} brisk_plugin_host;
 
 struct brisk_nccl_rt; /* parallel/comm_nccl.h */
 

@@ -205,6 +205,12 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   brisk_context_params p;
   brisk_status st = copy_params(params, &p);
   if (st) return st;
+  /* A rank of an MPI job other than 0 holds its part of the model only
+   * (model/shard.h): it follows rank 0's contexts, it makes none. */
+  if ((model->tp_size > 1 && !model->tp_ranks[0]) || model->local_begin > 0)
+    return brisk_error(BRISK_E_INVALID_STATE,
+                       "this process holds its MPI rank's part of the model only: rank 0 creates "
+                       "the contexts, this rank follows them through brisk_worker_run");
   const brisk_hparams *hp = &model->hp;
   /* Tensor parallelism: rank 0's shard, its KV heads, its share of the
    * threads (KV figures are rank 0's). */
@@ -214,7 +220,7 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   /* TP ranks that are the processes of an MPI job (context/tp.h) each have
    * their process's threads. */
   brisk_comm *world = brisk_world();
-  int local = pp == 1 && world && brisk_comm_size(world) == tp ? pp : tp * pp;
+  int local = world && brisk_comm_size(world) == tp * pp ? 1 : tp * pp;
   rank_threads = rank_threads / local > 0 ? rank_threads / local : 1;
   const uint32_t kv_dtype = brisk_context_kv_dtype(p.kv_type);
   int32_t kv_heads, kv_dim; /* latent attention: one latent row per token (forward.h) */

@@ -12,9 +12,11 @@
 #include "core/threadpool.h"
 #include "model/model.h"
 #include "model/shard.h"
+#include "parallel/world.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 enum { PP_OP_STEP = 1, PP_OP_SHUTDOWN = 2 };
@@ -42,6 +44,7 @@ typedef struct pp_stage {
   bool started;
   atomic_int force_error;
   atomic_uint_fast64_t busy_ns; /* time in its passes */
+  brisk_status status;          /* how a follower ended */
 } pp_stage;
 
 struct brisk_pp {
@@ -51,9 +54,51 @@ struct brisk_pp {
   pp_stage stages[BRISK_PP_MAX]; /* [0] holds only stage 0's scratch */
   brisk_comm *comm0;             /* stage 0's handle */
   bool failed;
+  /* The stages are the processes of the MPI world (parallel/world.h):
+   * comm0 is the world's handle, borrowed, and no thread is started. */
+  bool remote;
+  bool force_error0; /* test hook: stage 0 fails its next step mid-way */
   uint64_t n_steps, n_micro, wall_ns;
   double ideal_sum;
 };
+
+/* A step's first failure, its message kept while the stage goes on with
+ * the step's remaining sends and receives in failed mode: over MPI a peer
+ * waiting in one is not woken otherwise, and each exchange then tells it
+ * (it returns BRISK_E_CANCELLED and goes on the same way), so every stage
+ * finishes the step with a status; over threads the abort has woken them
+ * and the exchanges return at once. */
+typedef struct step_fail {
+  brisk_status st;
+  bool in_pass; /* it came from the stage's pass (its TP group saw it) */
+  char why[512];
+} step_fail;
+
+static void note(step_fail *f, brisk_comm *c, brisk_status e) {
+  if (!e || f->st) return;
+  f->st = e;
+  snprintf(f->why, sizeof f->why, "%s", brisk_last_error());
+  brisk_comm_abort(c);
+}
+
+static brisk_status outcome(const step_fail *f) {
+  return f->st ? brisk_error(f->st, "%s", f->why) : BRISK_OK;
+}
+
+/* The stage's own pass (TP group and forward): a failure there is one its
+ * TP group took part in when the group reported it (BRISK_E_CANCELLED). */
+static void note_pass(step_fail *f, brisk_comm *c, brisk_status e) {
+  if (e && !f->st) f->in_pass = e == BRISK_E_CANCELLED;
+  note(f, c, e);
+}
+
+/* How the stage's TP group learns of a failed step (brisk_tp_fail): one
+ * its collectives reported needs nothing more; any other (the stage's own,
+ * or another stage's, which the group has not seen) reaches the group's
+ * processes in one more collective. */
+static brisk_status tp_why(const step_fail *f) {
+  return f->in_pass ? BRISK_E_CANCELLED : BRISK_E_INTERNAL;
+}
 
 int32_t brisk_pp_micro_batches(int32_t n_tokens, int32_t stages) {
   /* Four per stage keep the ideal bubble (S - 1) / (M + S - 1) under 1/5
@@ -142,19 +187,23 @@ static brisk_status stage_pass(pp_stage *s, brisk_tp *tp, brisk_forward *fwd,
 /* A later stage's step: the payload, its block copies, then each
  * micro-batch from the previous stage to the next (or into the logits). */
 static brisk_status follow_step(pp_stage *s, const pp_header *h) {
-  brisk_status st;
-  if ((st = brisk_step_grow(&s->msg, &s->msg_cap, brisk_step_payload_bytes(h))) ||
-      (st = brisk_comm_broadcast(s->comm, s->msg, brisk_step_payload_bytes(h), 0)))
-    return st;
+  step_fail f = {0};
+  const size_t bytes = brisk_step_payload_bytes(h);
+  note(&f, s->comm, brisk_step_grow(&s->msg, &s->msg_cap, bytes));
+  /* A stage that failed still enters the broadcast, which then fails on
+   * every stage (its flag travels with it): no exchange follows. */
+  brisk_status st = brisk_comm_broadcast(s->comm, s->msg, f.st ? 0 : bytes, 0);
+  if (f.st || st) return f.st ? outcome(&f) : st;
   if (atomic_exchange(&s->force_error, 0))
-    return brisk_error(BRISK_E_INTERNAL, "pipeline stage %d: forced error (test hook)", s->stage);
+    note(&f, s->comm,
+         brisk_error(BRISK_E_INTERNAL, "pipeline stage %d: forced error (test hook)", s->stage));
   brisk_step_views v = brisk_step_views_of(s->msg, h);
-  for (int32_t l = s->begin; h->n_copies && l < s->end; l++)
+  for (int32_t l = s->begin; !f.st && h->n_copies && l < s->end; l++)
     if ((st = s->be->kv_copy_blocks(s->be, &s->kv.layout, s->kv.k[l], v.copies,
                                     (int32_t)h->n_copies)) ||
         (st = s->be->kv_copy_blocks(s->be, &s->kv.layout, s->kv.v[l], v.copies,
                                     (int32_t)h->n_copies)))
-      return st;
+      note(&f, s->comm, st);
   brisk_forward_batch b = {(int32_t)h->n_tokens,
                            v.tokens,
                            v.pos,
@@ -178,14 +227,19 @@ static brisk_status follow_step(pp_stage *s, const pp_header *h) {
   for (int32_t j = 0; j < n_micro; j++) {
     int32_t o0;
     brisk_forward_batch mb = micro(&b, j, n_micro, s->out_rows, &o0);
-    if ((st = brisk_comm_recv(s->comm, x, (size_t)mb.n_tokens * row, s->stage - 1)) ||
-        (st = stage_pass(s, s->tp, s->fwd, &s->kv, j ? NULL : v.copies,
-                         j ? 0 : (int32_t)h->n_copies, &mb, last ? s->logits + o0 * nv : NULL)) ||
-        (!last && (st = brisk_comm_send(s->comm, x, (size_t)mb.n_tokens * row, s->stage + 1))))
-      return st;
+    note(&f, s->comm, brisk_comm_recv(s->comm, x, (size_t)mb.n_tokens * row, s->stage - 1));
+    if (!f.st)
+      note_pass(&f, s->comm,
+                stage_pass(s, s->tp, s->fwd, &s->kv, j ? NULL : v.copies,
+                           j ? 0 : (int32_t)h->n_copies, &mb, last ? s->logits + o0 * nv : NULL));
+    if (!last)
+      note(&f, s->comm, brisk_comm_send(s->comm, x, (size_t)mb.n_tokens * row, s->stage + 1));
   }
-  return last ? brisk_comm_send(s->comm, s->logits, (size_t)b.n_out * nv * sizeof(float), 0)
-              : BRISK_OK;
+  if (last)
+    note(&f, s->comm, brisk_comm_send(s->comm, s->logits, (size_t)b.n_out * nv * sizeof(float), 0));
+  /* The stage's TP group learns of the failure here; follow() then stops. */
+  if (f.st) brisk_tp_fail(s->tp, tp_why(&f));
+  return outcome(&f);
 }
 
 static void *follow(void *arg) {
@@ -200,7 +254,10 @@ static void *follow(void *arg) {
        * waiting. */
       BRISK_DEBUG("pipeline stage %d stops: %s", s->stage, brisk_last_error());
       brisk_comm_abort(s->comm);
-      brisk_tp_fail(s->tp, BRISK_E_CANCELLED);
+      /* A failure the stage's TP group has not seen (a broadcast of the
+       * pipeline's; follow_step told the group of the others). */
+      brisk_tp_fail(s->tp, BRISK_E_INTERNAL);
+      s->status = st;
       break;
     }
   }
@@ -237,6 +294,38 @@ brisk_status brisk_pp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
   g->model = m;
   g->size = m->pp_size;
   g->max_tokens = max_tokens;
+  for (int s = 0; s < g->size; s++) {
+    g->stages[s].g = g;
+    g->stages[s].stage = s;
+    g->stages[s].begin = brisk_model_stage_begin(m, s);
+    g->stages[s].end = brisk_model_stage_begin(m, s + 1);
+  }
+  /* An MPI world of pp_size processes: the stages are its processes
+   * (brisk_worker_run on ranks 1..), told of the context and waited for. */
+  brisk_comm *w = brisk_world();
+  const int tp = m->tp_size > 1 ? m->tp_size : 1;
+  if (w && brisk_comm_size(w) == g->size * tp) {
+    brisk_status st = BRISK_OK;
+    g->remote = true;
+    g->comm0 = w;
+    if (tp > 1) {
+      /* A grid: the stage leaders' group, made (and the workers told of
+       * the context) by stage 0's TP group, context/tp.c. */
+      brisk_comm *group = NULL;
+      st = brisk_world_grid(tp, &group, &g->comm0);
+    } else {
+      st = brisk_world_context_begin(kv_dtype, n_blocks, block_size, max_tokens, 1);
+    }
+    g->failed = st != BRISK_OK; /* then nothing more to send the stages */
+    if (!st && !(g->stages[0].out_rows = brisk_malloc((size_t)max_tokens * sizeof(int32_t))))
+      st = brisk_error_oom(); /* the stages are told to stop (brisk_pp_free) */
+    if (st) {
+      brisk_pp_free(g);
+      return st;
+    }
+    *out = g;
+    return BRISK_OK;
+  }
   brisk_comm *comm[BRISK_PP_MAX] = {0};
   brisk_status st = brisk_comm_threads_create(g->size, comm);
   if (st) {
@@ -244,13 +333,7 @@ brisk_status brisk_pp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
     return st;
   }
   g->comm0 = comm[0];
-  for (int s = 0; s < g->size; s++) {
-    g->stages[s].g = g;
-    g->stages[s].stage = s;
-    g->stages[s].begin = brisk_model_stage_begin(m, s);
-    g->stages[s].end = brisk_model_stage_begin(m, s + 1);
-    g->stages[s].comm = s ? comm[s] : NULL;
-  }
+  for (int s = 1; s < g->size; s++) g->stages[s].comm = comm[s];
   size_t logit_floats;
   if (brisk_mul_overflow_size((size_t)max_tokens, m->hp.n_vocab, &logit_floats)) {
     st = brisk_error(BRISK_E_INVALID_ARGUMENT, "logits of %d tokens do not fit", max_tokens);
@@ -282,6 +365,7 @@ fail:
 static void pp_fail(brisk_pp *g) {
   if (g->failed) return;
   g->failed = true;
+  if (g->remote) brisk_world_fail();
   brisk_comm_abort(g->comm0);
 }
 
@@ -312,16 +396,30 @@ brisk_status brisk_pp_run(brisk_pp *g, brisk_forward *fwd0, brisk_tp *tp0,
   if ((st = brisk_comm_broadcast(g->comm0, &h, sizeof h, 0)) ||
       (st = brisk_comm_broadcast(g->comm0, s0->msg, bytes, 0)))
     goto fail;
+  /* After a failure, the step's remaining exchanges in failed mode (see
+   * step_fail): every stage finishes the step with a status. */
+  step_fail f = {0};
   for (int32_t j = 0; j < n_micro; j++) {
     int32_t o0;
     brisk_forward_batch mb = micro(b, j, n_micro, s0->out_rows, &o0);
-    if ((st = stage_pass(s0, tp0, fwd0, kv0, j ? NULL : copies, j ? 0 : n_copies, &mb, NULL)) ||
-        (st = brisk_comm_send(g->comm0, x, (size_t)mb.n_tokens * row, 1)))
-      goto fail;
+    if (!f.st)
+      note_pass(&f, g->comm0,
+                stage_pass(s0, tp0, fwd0, kv0, j ? NULL : copies, j ? 0 : n_copies, &mb, NULL));
+    if (!f.st && g->force_error0) {
+      /* Rank 0 failing with micro-batches in flight (test hook). */
+      g->force_error0 = false;
+      note(&f, g->comm0, brisk_error(BRISK_E_INTERNAL, "stage 0: forced error (test hook)"));
+    }
+    note(&f, g->comm0, brisk_comm_send(g->comm0, x, (size_t)mb.n_tokens * row, 1));
   }
-  if ((st = brisk_comm_recv(g->comm0, logits,
-                            (size_t)b->n_out * g->model->hp.n_vocab * sizeof(float), g->size - 1)))
+  note(&f, g->comm0,
+       brisk_comm_recv(g->comm0, logits, (size_t)b->n_out * g->model->hp.n_vocab * sizeof(float),
+                       g->size - 1));
+  if (f.st) {
+    brisk_tp_fail(tp0, tp_why(&f));
+    st = outcome(&f);
     goto fail;
+  }
   g->n_steps++;
   g->n_micro += (uint64_t)n_micro;
   g->wall_ns += brisk_now_ns() - t_start;
@@ -329,7 +427,7 @@ brisk_status brisk_pp_run(brisk_pp *g, brisk_forward *fwd0, brisk_tp *tp0,
   return BRISK_OK;
 fail:
   pp_fail(g);
-  brisk_tp_fail(tp0, BRISK_E_CANCELLED);
+  brisk_tp_fail(tp0, BRISK_E_INTERNAL); /* a no-op once told (above) */
   return st;
 }
 
@@ -339,13 +437,17 @@ void brisk_pp_stats(const brisk_pp *g, uint64_t *n_micro, double *bubble, double
   if (!g->n_steps || !g->wall_ns) return;
   double busy = 0;
   for (int s = 0; s < g->size; s++) busy += (double)atomic_load(&g->stages[s].busy_ns);
-  double b = 1.0 - busy / ((double)g->size * (double)g->wall_ns);
+  /* Stages in other processes: stage 0's own idle share. */
+  const double stages = g->remote ? 1.0 : (double)g->size;
+  double b = 1.0 - busy / (stages * (double)g->wall_ns);
   *bubble = b < 0 ? 0 : b;
   *ideal = g->ideal_sum / (double)g->n_steps;
 }
 
 void brisk_pp_force_error(brisk_pp *g, int stage) {
-  if (g && stage > 0 && stage < g->size) atomic_store(&g->stages[stage].force_error, 1);
+  if (g && stage == 0) g->force_error0 = true;
+  if (g && stage > 0 && stage < g->size && !g->remote)
+    atomic_store(&g->stages[stage].force_error, 1);
 }
 
 void brisk_pp_free(brisk_pp *g) {
@@ -365,6 +467,49 @@ void brisk_pp_free(brisk_pp *g) {
   }
   brisk_free(g->stages[0].out_rows);
   brisk_free(g->stages[0].msg);
-  brisk_comm_free(g->comm0);
+  if (!g->remote) brisk_comm_free(g->comm0);
   brisk_free(g);
+}
+
+brisk_status brisk_pp_serve(const brisk_model *m, int n_threads, uint32_t kv_dtype,
+                            int64_t n_blocks, int64_t block_size, int64_t max_tokens,
+                            brisk_comm *stages) {
+  brisk_comm *w = brisk_world();
+  brisk_pp g = {.model = m, .size = m->pp_size, .max_tokens = (int32_t)max_tokens, .remote = true};
+  const int rank = brisk_comm_rank(stages);
+  pp_stage *s = &g.stages[rank];
+  s->g = &g;
+  s->stage = rank;
+  s->begin = brisk_model_stage_begin(m, rank);
+  s->end = brisk_model_stage_begin(m, rank + 1);
+  s->comm = stages;
+  brisk_status st = BRISK_OK;
+  size_t logit_floats = 0;
+  if (brisk_comm_size(stages) != m->pp_size)
+    st = brisk_error(BRISK_E_UNSUPPORTED,
+                     "stage %d: pipeline stages over an MPI job need pp_size = the number of "
+                     "stages the job has (%d)",
+                     rank, brisk_comm_size(stages));
+  else if (max_tokens < 1 || max_tokens > (1 << 20) || n_blocks < 1 || n_blocks > INT32_MAX ||
+           block_size < 1 || block_size > 4096 ||
+           brisk_mul_overflow_size((size_t)max_tokens, m->hp.n_vocab, &logit_floats))
+    st = brisk_error(BRISK_E_INVALID_ARGUMENT,
+                     "stage %d: a context of %lld tokens per pass, %lld blocks of %lld", rank,
+                     (long long)max_tokens, (long long)n_blocks, (long long)block_size);
+  if (!st)
+    st = create_stage(&g, s, n_threads, kv_dtype, (int32_t)n_blocks, (int32_t)block_size,
+                      logit_floats);
+  if (!st && brisk_world_forced_error()) atomic_store(&s->force_error, 1);
+  /* The setup's outcome, in the barrier rank 0 waits in. */
+  if (st) brisk_comm_abort(w);
+  brisk_status met = brisk_comm_barrier(w);
+  if (!st && !met) {
+    follow(s);
+    st = s->status;
+  } else if (!st) {
+    st = met;
+  }
+  s->comm = NULL; /* the world's, not this context's */
+  free_stage(s);
+  return st;
 }

@@ -60,12 +60,27 @@ int32_t brisk_pp_micro_batches(int32_t n_tokens, int32_t stages);
  * (S - 1) / (M + S - 1) averaged over the steps. Zeros before a step. */
 void brisk_pp_stats(const brisk_pp *g, uint64_t *n_micro, double *bubble, double *ideal);
 
-/* Test hook: stage `stage` (1..S-1) fails its next step with
- * BRISK_E_INTERNAL once it has the step. */
+/* Test hook: stage `stage` (1..S-1, thread stages) fails its next step
+ * with BRISK_E_INTERNAL once it has the step; stage 0 fails its next step
+ * after its first micro-batch's pass (the later stages in theirs). */
 void brisk_pp_force_error(brisk_pp *g, int stage);
 
 /* Stops the stages (a shutdown step, or abort after a failure), joins them
  * and frees everything; NULL is a no-op. */
 void brisk_pp_free(brisk_pp *g);
+
+/* Stages as the processes of an MPI world of pp_size processes
+ * (parallel/world.h; context/tp.h has the world's protocol): on rank 0,
+ * brisk_pp_create runs the pipeline over the world (stage s is rank s)
+ * instead of threads; with tp_size > 1 over a world of tp_size x pp_size
+ * processes, over the stage leaders (brisk_world_grid), each stage with a
+ * TP group of processes. A worker process serves one context (whose
+ * geometry rank 0 sent, brisk_tp_serve) as stage rank(stages): BRISK_OK when rank 0 frees it,
+ * else how the context failed (a failing stage, or rank 0, makes every
+ * stage return a status: each finishes the step's exchanges in failed
+ * mode). */
+brisk_status brisk_pp_serve(const brisk_model *model, int n_threads, uint32_t kv_dtype,
+                            int64_t n_blocks, int64_t block_size, int64_t max_tokens,
+                            brisk_comm *stages);
 
 #endif

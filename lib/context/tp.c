@@ -1,5 +1,6 @@
 /* Tensor-parallel follower ranks as threads (context/tp.h). */
 #include "context/tp.h"
+#include "context/pp.h"
 #include "context/step_msg.h"
 
 #include "backend/device.h"
@@ -166,31 +167,73 @@ static void *follow(void *arg) {
   return NULL;
 }
 
+brisk_status brisk_world_context_begin(uint32_t kv_dtype, int32_t n_blocks, int32_t block_size,
+                                       int32_t max_tokens, int32_t grid_tp) {
+  brisk_comm *w = brisk_world();
+  if (brisk_comm_rank(w) != 0)
+    return brisk_error(BRISK_E_INVALID_STATE,
+                       "rank %d of the MPI world: rank 0 creates the contexts, this rank follows "
+                       "them through brisk_worker_run",
+                       brisk_comm_rank(w));
+  if (world_failed) return brisk_error(BRISK_E_CANCELLED, "a rank of the MPI world failed earlier");
+  world_header h = {WORLD_OP_CONTEXT, kv_dtype, n_blocks, block_size, max_tokens};
+  brisk_status st = brisk_comm_broadcast(w, &h, sizeof h, 0);
+  if (st) {
+    world_failed = true;
+    return st;
+  }
+  if (grid_tp > 1) {
+    /* The workers make the grid's groups now too (a collective). */
+    brisk_comm *group, *stages;
+    if ((st = brisk_world_grid(grid_tp, &group, &stages))) brisk_comm_abort(w);
+  }
+  brisk_status met = brisk_comm_barrier(w);
+  if (!st) st = met;
+  if (st) world_failed = true;
+  return st;
+}
+
+void brisk_world_fail(void) { world_failed = true; }
+
+bool brisk_world_forced_error(void) { return ++worker_served == worker_force_at; }
+
 /* Rank 0 of an MPI world as large as the model's TP: the workers
  * (brisk_worker_run) are told the geometry and answer in a barrier. */
 static brisk_status create_remote(brisk_tp *g, brisk_comm *w, uint32_t kv_dtype, int32_t n_blocks,
                                   int32_t block_size, brisk_tp **out, brisk_comm **comm0) {
-  brisk_status st = BRISK_OK;
-  if (brisk_comm_rank(w) != 0)
-    st = brisk_error(BRISK_E_INVALID_STATE,
-                     "rank %d of the MPI world: rank 0 creates the contexts, this rank follows "
-                     "them through brisk_worker_run",
-                     brisk_comm_rank(w));
-  else if (world_failed)
-    st = brisk_error(BRISK_E_CANCELLED, "a rank of the MPI world failed earlier");
-  if (st) {
-    brisk_free(g);
-    return st;
-  }
+  brisk_status st = brisk_world_context_begin(kv_dtype, n_blocks, block_size, g->max_tokens, 1);
   g->remote = true;
   g->comm[0] = w;
-  world_header h = {WORLD_OP_CONTEXT, kv_dtype, n_blocks, block_size, g->max_tokens};
-  if ((st = brisk_comm_broadcast(w, &h, sizeof h, 0)) || (st = brisk_comm_barrier(w))) {
-    world_failed = g->failed = true;
+  if (st) {
+    g->failed = true; /* nothing more to send the workers */
     brisk_tp_free(g);
     return st;
   }
   *comm0 = w;
+  *out = g;
+  return BRISK_OK;
+}
+
+/* A stage's TP group in an MPI world that is a grid of pipeline stages of
+ * TP groups (context/pp.h): the stage's group of processes. On rank 0 (the
+ * context's stage 0) this is where the workers are told of the context,
+ * and the grid's groups made; a later stage's leader (a worker, in
+ * brisk_pp_serve) just takes its group. */
+static brisk_status create_grid(brisk_tp *g, brisk_comm *w, uint32_t kv_dtype, int32_t n_blocks,
+                                int32_t block_size, brisk_tp **out, brisk_comm **comm0) {
+  brisk_status st = BRISK_OK;
+  if (brisk_comm_rank(w) == 0)
+    st = brisk_world_context_begin(kv_dtype, n_blocks, block_size, g->max_tokens, g->size);
+  brisk_comm *group = NULL, *stages = NULL;
+  if (!st) st = brisk_world_grid(g->size, &group, &stages);
+  g->remote = true;
+  g->comm[0] = group;
+  if (st) {
+    g->failed = true; /* nothing more to send the group */
+    brisk_tp_free(g);
+    return st;
+  }
+  *comm0 = group;
   *out = g;
   return BRISK_OK;
 }
@@ -207,6 +250,8 @@ brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
   g->layer_begin = layer_begin;
   g->layer_end = layer_end;
   brisk_comm *w = brisk_world();
+  if (w && m->pp_size > 1 && brisk_comm_size(w) == g->size * m->pp_size)
+    return create_grid(g, w, kv_dtype, n_blocks, block_size, out, comm0);
   if (w && brisk_comm_size(w) == g->size && layer_begin == 0 && layer_end == (int32_t)m->hp.n_layer)
     return create_remote(g, w, kv_dtype, n_blocks, block_size, out, comm0);
   brisk_status st = brisk_comm_threads_create(g->size, g->comm);
@@ -227,6 +272,13 @@ brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
     r->shard = m->tp_ranks[q];
     r->comm = g->comm[q];
     g->comm[q] = NULL;
+    if (!r->shard) {
+      st = brisk_error(BRISK_E_INVALID_STATE,
+                       "tensor-parallel rank %d: this process holds one rank's shard only (the "
+                       "model was loaded in an MPI job); its ranks are the job's processes",
+                       q);
+      break;
+    }
     if ((st = brisk_threadpool_create(n_threads, &r->pool)) ||
         (st = brisk_device_backend_create(&host, r->pool, &r->be)) ||
         (st = alloc_kv(r, kv_dtype, n_blocks, block_size)) ||
@@ -318,6 +370,67 @@ void brisk_tp_free(brisk_tp *g) {
   brisk_free(g);
 }
 
+/* A worker process as TP rank rank(comm) > 0 of a group over layers
+ * [layer_begin, layer_end) (all of them, or a pipeline stage's), for one
+ * context of the geometry h: sets up, reports in the world's barrier,
+ * follows the group's leader until it frees the context. */
+static brisk_status serve_rank(const brisk_model *m, int n_threads, const world_header *h,
+                               brisk_comm *comm, int32_t layer_begin, int32_t layer_end) {
+  brisk_comm *w = brisk_world();
+  brisk_tp g = {.model = m,
+                .size = m->tp_size,
+                .max_tokens = (int32_t)h->max_tokens,
+                .layer_begin = layer_begin,
+                .layer_end = layer_end,
+                .remote = true};
+  tp_rank *r = &g.ranks[brisk_comm_rank(comm)];
+  r->g = &g;
+  r->rank = brisk_comm_rank(comm);
+  r->shard = m->tp_ranks[r->rank];
+  r->comm = comm;
+  brisk_device_ref host = brisk_device_cpu();
+  size_t logit_floats = 0;
+  brisk_status st = BRISK_OK;
+  if (!r->shard || h->max_tokens < 1 || h->max_tokens > (1 << 20) ||
+      brisk_mul_overflow_size((size_t)h->max_tokens, m->hp.n_vocab, &logit_floats))
+    st = brisk_error(BRISK_E_INVALID_ARGUMENT,
+                     "rank %d: a context of %lld tokens per pass (or no shard of this rank)",
+                     r->rank, (long long)h->max_tokens);
+  if (!st &&
+      ((st = brisk_threadpool_create(n_threads, &r->pool)) ||
+       (st = brisk_device_backend_create(&host, r->pool, &r->be)) ||
+       (st = alloc_kv(r, (uint32_t)h->kv_dtype, (int32_t)h->n_blocks, (int32_t)h->block_size)) ||
+       (st = brisk_forward_create(r->shard, r->be, NULL, g.max_tokens, &r->fwd))))
+    (void)0;
+  if (!st && !(r->logits = brisk_malloc(logit_floats * sizeof(float)))) st = brisk_error_oom();
+  if (!st) {
+    brisk_forward_set_comm(r->fwd, r->comm);
+    brisk_forward_set_layers(r->fwd, layer_begin, layer_end);
+  }
+  if (!st && brisk_world_forced_error()) atomic_store(&r->force_error, 1);
+  /* The setup's outcome, in the barrier rank 0 waits in. */
+  if (st) brisk_comm_abort(w);
+  brisk_status met = brisk_comm_barrier(w);
+  if (!st && !met) {
+    follow(r);
+    st = r->status;
+  } else if (!st) {
+    st = met;
+  }
+  r->comm = NULL; /* the world's, not this context's */
+  if (r->shard) free_rank(r);
+  return st;
+}
+
+/* A worker whose setup cannot start: its failure, in the barrier rank 0
+ * waits in. */
+static brisk_status refuse(brisk_status st) {
+  brisk_comm *w = brisk_world();
+  brisk_comm_abort(w);
+  (void)brisk_comm_barrier(w);
+  return st;
+}
+
 brisk_status brisk_tp_serve(const brisk_model *m, int n_threads, bool *ended) {
   brisk_comm *w = brisk_world();
   *ended = false;
@@ -328,43 +441,29 @@ brisk_status brisk_tp_serve(const brisk_model *m, int n_threads, bool *ended) {
     *ended = true;
     return BRISK_OK;
   }
-  brisk_tp g = {.model = m,
-                .size = m->tp_size,
-                .max_tokens = (int32_t)h.max_tokens,
-                .layer_end = (int32_t)m->hp.n_layer,
-                .remote = true};
-  tp_rank *r = &g.ranks[brisk_comm_rank(w)];
-  r->g = &g;
-  r->rank = brisk_comm_rank(w);
-  r->shard = m->tp_ranks[r->rank];
-  r->comm = w;
-  brisk_device_ref host = brisk_device_cpu();
-  size_t logit_floats = 0;
-  if (h.max_tokens < 1 || h.max_tokens > (1 << 20) ||
-      brisk_mul_overflow_size((size_t)h.max_tokens, m->hp.n_vocab, &logit_floats))
-    st = brisk_error(BRISK_E_INVALID_ARGUMENT, "rank %d: a context of %lld tokens per pass",
-                     r->rank, (long long)h.max_tokens);
-  if (!st &&
-      ((st = brisk_threadpool_create(n_threads, &r->pool)) ||
-       (st = brisk_device_backend_create(&host, r->pool, &r->be)) ||
-       (st = alloc_kv(r, (uint32_t)h.kv_dtype, (int32_t)h.n_blocks, (int32_t)h.block_size)) ||
-       (st = brisk_forward_create(r->shard, r->be, NULL, g.max_tokens, &r->fwd))))
-    (void)0;
-  if (!st && !(r->logits = brisk_malloc(logit_floats * sizeof(float)))) st = brisk_error_oom();
-  if (!st) brisk_forward_set_comm(r->fwd, r->comm);
-  if (!st && ++worker_served == worker_force_at) atomic_store(&r->force_error, 1);
-  /* The setup's outcome, in the barrier rank 0 waits in. */
-  if (st) brisk_comm_abort(w);
-  brisk_status met = brisk_comm_barrier(w);
-  if (!st && !met) {
-    follow(r);
-    st = r->status;
-  } else if (!st) {
-    st = met;
+  if (m->pp_size > 1 && m->tp_size > 1) {
+    /* A grid: pipeline stages of TP groups (process p: TP rank p % tp of
+     * stage p / tp). A stage's TP rank 0 runs the stage, the others follow
+     * it over the stage's group. */
+    brisk_comm *group = NULL, *stages = NULL;
+    if ((st = brisk_world_grid(m->tp_size, &group, &stages)))
+      st = refuse(st);
+    else if (brisk_comm_rank(group) == 0)
+      st = brisk_pp_serve(m, n_threads, (uint32_t)h.kv_dtype, h.n_blocks, h.block_size,
+                          h.max_tokens, stages);
+    else {
+      const int32_t s = brisk_comm_rank(w) / m->tp_size;
+      st = serve_rank(m, n_threads, &h, group, brisk_model_stage_begin(m, s),
+                      brisk_model_stage_begin(m, s + 1));
+    }
+  } else if (m->pp_size > 1) {
+    /* The job's processes are pipeline stages (context/pp.h). */
+    st = brisk_pp_serve(m, n_threads, (uint32_t)h.kv_dtype, h.n_blocks, h.block_size, h.max_tokens,
+                        w);
+  } else {
+    st = serve_rank(m, n_threads, &h, w, 0, (int32_t)m->hp.n_layer);
   }
   if (st) world_failed = true;
-  r->comm = NULL; /* the world's, not this context's */
-  free_rank(r);
   return st;
 }
 

@@ -62,6 +62,22 @@ void brisk_tp_free(brisk_tp *g);
  * world (brisk_tp_end_world), or returns how the context failed. */
 brisk_status brisk_tp_serve(const brisk_model *model, int n_threads, bool *ended);
 brisk_status brisk_tp_end_world(void);
+
+/* The world's side of a context over the processes (TP ranks here, or
+ * pipeline stages, context/pp.h), on rank 0: tells the workers the
+ * context's KV geometry and pass size and waits for every worker's setup
+ * (a barrier); with grid_tp > 1 the world is a grid of pipeline stages
+ * of grid_tp TP ranks and its groups are made in between
+ * (brisk_world_grid). BRISK_E_INVALID_STATE on another rank; BRISK_E_CANCELLED
+ * once a context over the world failed. A failure here fails the world. */
+brisk_status brisk_world_context_begin(uint32_t kv_dtype, int32_t n_blocks, int32_t block_size,
+                                       int32_t max_tokens, int32_t grid_tp);
+/* A context over the world failed: the world takes no more (and rank 0
+ * sends no end message). */
+void brisk_world_fail(void);
+/* A worker starting to serve a context: whether the test hook
+ * (brisk_tp_worker_force_error) says this one fails its first step. */
+bool brisk_world_forced_error(void);
 /* Test hook of a follower process: the nth context it serves from now on
  * (1: the next) fails its first step with BRISK_E_INTERNAL, after the step
  * arrived, while rank 0 is in its pass. */

@@ -28,11 +28,15 @@ BRISK_API brisk_status brisk_worker_run(const brisk_model *model, int32_t n_thre
   if (brisk_comm_rank(w) == 0)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "brisk_worker_run: rank 0 owns the contexts; ranks 1.. call this");
-  if (model->tp_size != brisk_comm_size(w) || model->pp_size > 1)
+  /* The job's processes are the TP ranks, the pipeline stages, or a grid
+   * of stages of TP ranks. */
+  const int size = brisk_comm_size(w), tp = model->tp_size > 1 ? model->tp_size : 1,
+            pp = model->pp_size > 1 ? model->pp_size : 1;
+  if (tp * pp != size)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_worker_run: the model must be loaded with tp_size %d (the MPI "
-                       "world's size; it has %d) and no pipeline stages",
-                       brisk_comm_size(w), (int)model->tp_size);
+                       "brisk_worker_run: the model must be loaded with tp_size x pp_size = %d "
+                       "(the MPI world's size); it has tp_size %d, pp_size %d",
+                       size, tp, pp);
   int threads = n_threads > 0 ? n_threads : brisk_cpu_count();
   for (;;) {
     bool ended = false;

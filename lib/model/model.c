@@ -10,7 +10,9 @@
 #include "core/checked.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/memcap.h"
+#include "parallel/world.h"
 #include "tokenizer/wordpiece.h"
 #include "tokenizer/tokenizer.h"
 
@@ -60,6 +62,26 @@ static brisk_status set_stages(brisk_model *m, int32_t pp_size) {
     return brisk_error(BRISK_E_UNSUPPORTED, "pp_size %d: the model has only %u layers to cut",
                        (int)pp_size, m->hp.n_layer);
   return BRISK_OK;
+}
+
+/* In an MPI job of tp_size x pp_size processes (joined before the load),
+ * this process keeps its rank's layers and shard only (model/shard.h). */
+static brisk_status keep_local(brisk_model *m, const brisk_model_params *p) {
+  brisk_comm *w = brisk_world();
+  if (w && brisk_comm_size(w) > 1 && brisk_device_is_cpu(&m->device))
+    brisk_model_set_local(m, p->tp_size, p->pp_size, brisk_comm_rank(w), brisk_comm_size(w));
+  return BRISK_OK;
+}
+
+/* What a rank of an MPI job keeps, for the host's log. */
+static void log_local(const brisk_model *m) {
+  if (!m->local) return;
+  int32_t q = m->local_tp_rank < 0 ? 0 : m->local_tp_rank;
+  BRISK_INFO("MPI rank: layers %d..%d%s%s, %.1f MiB of weights read, %.1f MiB allocated",
+             (int)m->local_begin, (int)m->local_end - 1, m->local_output ? " and the output" : "",
+             m->local_tp_rank < 0 ? "" : ", one tensor-parallel shard",
+             (double)brisk_split_rank_bytes(m, q) / 1048576.0,
+             (double)brisk_mem_account_used(m->mem) / 1048576.0);
 }
 
 brisk_status brisk_model_report_progress(const brisk_model_params *params, float fraction) {
@@ -327,6 +349,7 @@ static brisk_status load(const load_from *from, const char *name,
   m->device = device;
   if ((st = open_source(from, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
+      (m->layers && (st = keep_local(m, &params))) ||
       (m->layers && (st = brisk_model_split(m, params.tp_size, params.n_gpu_layers))) ||
       (m->layers && !m->tp_size && (st = brisk_model_place(m, &params))) ||
       (m->layers && (st = set_stages(m, params.pp_size))) ||
@@ -336,6 +359,7 @@ static brisk_status load(const load_from *from, const char *name,
     return st;
   }
   brisk_mem_leave(outer);
+  log_local(m);
   *out = m;
   return BRISK_OK;
 }

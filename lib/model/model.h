@@ -119,7 +119,30 @@ struct brisk_model {
   /* Pipeline stages (context/pp.h): 1 runs whole; stage s runs layers
    * [brisk_model_stage_begin(m, s), brisk_model_stage_begin(m, s + 1)). */
   int32_t pp_size;
+  /* What this process keeps (model/shard.h, brisk_model_set_local): the
+   * layers [local_begin, local_end) and the tensor-parallel shard
+   * local_tp_rank (-1: every shard). All layers and shards, unless the
+   * model was loaded by one rank of an MPI job whose size is tp x pp: that
+   * rank keeps its stage's layers and its shard only, so the job divides
+   * the weights' memory. */
+  bool local; /* set: the fields below hold; unset (zeros): everything */
+  int32_t local_begin, local_end;
+  int32_t local_tp_rank;
+  bool local_output; /* this process computes the logits (the last stage) */
 };
+
+/* The layers this process keeps, [0, brisk_model_local_end(m)) starting at
+ * m->local_begin (0 unless m->local). */
+static inline int32_t brisk_model_local_end(const struct brisk_model *m) {
+  return m->local ? m->local_end : (int32_t)m->hp.n_layer;
+}
+/* Whether this process keeps TP shard q; and whether it computes the logits. */
+static inline bool brisk_model_local_shard(const struct brisk_model *m, int32_t q) {
+  return !m->local || m->local_tp_rank < 0 || m->local_tp_rank == q;
+}
+static inline bool brisk_model_local_output(const struct brisk_model *m) {
+  return !m->local || m->local_output;
+}
 
 /* Most pipeline stages a model may be cut into. */
 #define BRISK_PP_MAX 16

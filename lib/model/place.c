@@ -110,9 +110,12 @@ static brisk_status visit_layer_host(place_pass *p, brisk_layer *ly, uint32_t l)
 static brisk_status run_host_pass(place_pass *p) {
   brisk_model *m = p->m;
   brisk_status st = BRISK_OK;
-  for (uint32_t l = (uint32_t)m->n_dev_layers; l < m->hp.n_layer && !st; l++)
+  /* Only the layers (and output) this process runs: an MPI job's stage
+   * leaves the others' pages untouched (model/shard.h). */
+  uint32_t l0 = (uint32_t)(m->n_dev_layers > m->local_begin ? m->n_dev_layers : m->local_begin);
+  for (uint32_t l = l0; l < (uint32_t)brisk_model_local_end(m) && !st; l++)
     st = visit_layer_host(p, &m->layers[l], l);
-  if (st || m->output_on_device) return st;
+  if (st || m->output_on_device || !brisk_model_local_output(m)) return st;
   /* Tied embeddings: the gather reads the same bytes, rewritten (the CPU
    * embed op reads packed rows). */
   const bool tied = m->token_embd.data == m->output.data;

@@ -140,7 +140,10 @@ static brisk_status make_split(const brisk_model *m, int32_t tp, int32_t rank, i
     if (sp->vocab_begin[q + 1] - sp->vocab_begin[q] > sp->vocab_max)
       sp->vocab_max = sp->vocab_begin[q + 1] - sp->vocab_begin[q];
   brisk_status st = BRISK_OK;
-  for (uint32_t l = first_layer; l < m->hp.n_layer && !st; l++)
+  /* The slot copies of the layers this process runs (all but in an MPI
+   * job's stage). */
+  uint32_t l0 = first_layer > (uint32_t)m->local_begin ? first_layer : (uint32_t)m->local_begin;
+  for (uint32_t l = l0; l < (uint32_t)brisk_model_local_end(m) && !st; l++)
     st = split_layer(sp, m, &m->layers[l], rank * n_slots, n_slots, &sp->layers[l]);
   if (st) {
     free_split(sp);
@@ -227,6 +230,9 @@ static brisk_status make_rank(const brisk_model *m, int32_t tp, int32_t rank, br
     brisk_layer *b = &r->layers[l];
     *b = *a;
     b->expert_gate = b->expert_up = b->expert_down = NULL;
+    /* A layer another process runs (an MPI job's stage): left as the
+     * whole layer's views, nothing copied, never read here. */
+    if ((int32_t)l < m->local_begin || (int32_t)l >= brisk_model_local_end(m)) continue;
     b->wq = view_rows(&a->wq, h0 * hd, h1 * hd);
     b->bq = view_rows(&a->bq, h0 * hd, h1 * hd);
     uint32_t nkv = 0;
@@ -318,7 +324,9 @@ brisk_status brisk_split_make_ranks(brisk_model *m, int32_t tp) {
   if (!m->tp_ranks) return brisk_error_oom();
   m->tp_size = tp;
   brisk_status st = BRISK_OK;
-  for (int32_t q = 0; q < tp && !st; q++) st = make_rank(m, tp, q, &m->tp_ranks[q]);
+  /* One rank of an MPI job makes its own shard only (the others are NULL). */
+  for (int32_t q = 0; q < tp && !st; q++)
+    if (brisk_model_local_shard(m, q)) st = make_rank(m, tp, q, &m->tp_ranks[q]);
   if (st) brisk_split_free(m);
   return st;
 }
@@ -365,9 +373,26 @@ static uint64_t layer_bytes(const brisk_model *m, const brisk_layer *ly, const b
 
 uint64_t brisk_split_rank_bytes(const brisk_model *m, int32_t rank) {
   const brisk_model *r = m->tp_ranks && rank >= 0 && rank < m->tp_size ? m->tp_ranks[rank] : m;
+  if (!r) return 0; /* a shard this process does not hold */
   uint64_t b = wbytes(&r->token_embd) + wbytes(&r->output_norm) + wbytes(&r->rope_freqs);
   /* Tied: the output rows are part of the embeddings every rank keeps. */
-  if (m->output.data != m->token_embd.data) b += wbytes(&r->output);
-  for (uint32_t l = 0; l < r->hp.n_layer; l++) b += layer_bytes(r, &r->layers[l], r->split, l);
+  if (brisk_model_local_output(m) && m->output.data != m->token_embd.data) b += wbytes(&r->output);
+  for (int32_t l = m->local_begin; l < brisk_model_local_end(m); l++)
+    b += layer_bytes(r, &r->layers[l], r->split, (uint32_t)l);
   return b;
+}
+
+void brisk_model_set_local(brisk_model *m, int32_t tp_size, int32_t pp_size, int32_t rank,
+                           int32_t size) {
+  const int32_t tp = tp_size > 1 ? tp_size : 1, pp = pp_size > 1 ? pp_size : 1,
+                n = (int32_t)m->hp.n_layer;
+  m->local = false;
+  if (size < 2 || size != tp * pp || rank < 0 || rank >= size || pp > n) return;
+  /* Rank p of the job is TP rank p % tp of stage p / tp. */
+  const int32_t s = rank / tp;
+  m->local = true;
+  m->local_begin = (int32_t)((int64_t)s * n / pp);
+  m->local_end = (int32_t)((int64_t)(s + 1) * n / pp);
+  m->local_tp_rank = tp > 1 ? rank % tp : -1;
+  m->local_output = s == pp - 1;
 }

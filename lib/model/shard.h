@@ -79,8 +79,17 @@ brisk_status brisk_model_split(brisk_model *m, int32_t tp_size, int32_t n_gpu_la
 void brisk_split_free(brisk_model *m);
 
 /* Bytes of weights rank `rank` reads (its views and copies; embeddings and
- * norms, which every rank keeps, included). For a model without ranks, the
- * model's weight bytes. */
+ * norms, which every rank keeps, included), over the layers this process
+ * keeps (m->local_*). For a model without ranks, the model's weight bytes;
+ * 0 for a shard this process does not hold. */
 uint64_t brisk_split_rank_bytes(const brisk_model *m, int32_t rank);
+
+/* What this process keeps (brisk_model's local_* fields), before the split
+ * and placement: rank `rank` of an MPI job of `size` processes, when size
+ * is tp_size x pp_size (2 or more), keeps the layers of its pipeline stage
+ * (rank / tp) and its tensor-parallel shard (rank % tp), and computes the
+ * logits if its stage is the last; otherwise everything. */
+void brisk_model_set_local(brisk_model *m, int32_t tp_size, int32_t pp_size, int32_t rank,
+                           int32_t size);
 
 #endif

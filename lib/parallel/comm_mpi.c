@@ -86,8 +86,11 @@ static brisk_status m_broadcast(brisk_comm *c, void *buf, size_t bytes, int root
 
 static brisk_status m_barrier(brisk_comm *c) { return agree(c, word(4, 0)); }
 
-/* Point to point carries a header (failed flag, size) before the data, so a
- * receiver learns of a failed sender or a size mismatch. */
+/* Point to point carries a header (failed flag, size) before the data, and
+ * the receiver answers it (1: send, 0: another size, -1: the receiver
+ * failed), so that either side learns of the other's failure or a size
+ * mismatch; a failed side still takes part in the exchange, so a rank that
+ * fails mid-pipeline releases the peers waiting on it. */
 static brisk_status m_send(brisk_comm *c, const void *buf, size_t bytes, int peer) {
   mpi_state *s = st_of(c);
   long long hdr[2] = {s->failed ? 1 : 0, (long long)bytes};
@@ -97,6 +100,7 @@ static brisk_status m_send(brisk_comm *c, const void *buf, size_t bytes, int pee
   long long ok = 0;
   if ((e = MPI_Recv(&ok, 1, MPI_LONG_LONG, peer, 2, s->comm, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
     return mpi_fail(e, "send");
+  if (ok < 0) return brisk_error(BRISK_E_CANCELLED, "send: rank %d of the group failed", peer);
   if (!ok)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "send: rank %d expected another size than %zu",
                        peer, bytes);
@@ -111,9 +115,10 @@ static brisk_status m_recv(brisk_comm *c, void *buf, size_t bytes, int peer) {
   int e = MPI_Recv(hdr, 2, MPI_LONG_LONG, peer, 1, s->comm, MPI_STATUS_IGNORE);
   if (e != MPI_SUCCESS) return mpi_fail(e, "recv");
   if (hdr[0]) return brisk_error(BRISK_E_CANCELLED, "recv: rank %d of the group failed", peer);
-  long long ok = hdr[1] == (long long)bytes;
+  long long ok = s->failed ? -1 : hdr[1] == (long long)bytes;
   if ((e = MPI_Send(&ok, 1, MPI_LONG_LONG, peer, 2, s->comm)) != MPI_SUCCESS)
     return mpi_fail(e, "recv");
+  if (ok < 0) return brisk_error(BRISK_E_CANCELLED, "recv: this rank failed");
   if (!ok)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "recv: expected %zu bytes from rank %d, which sent %lld", bytes, peer,
@@ -165,6 +170,32 @@ brisk_status brisk_comm_mpi_world(brisk_comm **out) {
     return brisk_error(BRISK_E_UNSUPPORTED, "mpi communicator: %d ranks (at most 256)", size);
   }
   s->we_initialized = ours;
+  s->handle = (brisk_comm){&mpi_ops, rank, size, s};
+  *out = &s->handle;
+  return BRISK_OK;
+}
+
+brisk_status brisk_comm_mpi_split(brisk_comm *c, int color, int key, brisk_comm **out) {
+  if (!c || !out || c->ops != &mpi_ops || color < 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "mpi split: an MPI communicator, color >= 0");
+  mpi_state *s = brisk_calloc(1, sizeof *s);
+  /* Every rank must take part in the split: one without memory takes part
+   * without a group and then says so. */
+  MPI_Comm part = MPI_COMM_NULL;
+  int e = MPI_Comm_split(st_of(c)->comm, s ? color : MPI_UNDEFINED, key, &part);
+  if (!s) {
+    if (part != MPI_COMM_NULL) MPI_Comm_free(&part);
+    return brisk_error_oom();
+  }
+  if (e != MPI_SUCCESS) {
+    brisk_free(s);
+    return mpi_fail(e, "MPI_Comm_split");
+  }
+  s->comm = part;
+  MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(s->comm, &rank);
+  MPI_Comm_size(s->comm, &size);
   s->handle = (brisk_comm){&mpi_ops, rank, size, s};
   *out = &s->handle;
   return BRISK_OK;

@@ -18,4 +18,9 @@
  * finalizes it when the handle is freed). */
 brisk_status brisk_comm_mpi_world(brisk_comm **out);
 
+/* A part of c's ranks (MPI_Comm_split, collective over c): the ranks that
+ * pass the same color (>= 0), ordered by key. Freed on its own (before the
+ * world it was split from). */
+brisk_status brisk_comm_mpi_split(brisk_comm *c, int color, int key, brisk_comm **out);
+
 #endif

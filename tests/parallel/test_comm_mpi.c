@@ -2,8 +2,9 @@
  * every collective against the same fixed tree computed locally from every
  * rank's (regenerable) data, point to point, ranks that disagree, and a
  * failing rank. Not cmocka (each process checks and exits nonzero on the
- * first failure, which mpirun reports). */
-#include "parallel/comm_mpi.h"
+ * first failure, which mpirun reports). The communicator is the process's
+ * world, from the MPI plugin (libbrisk-mpi.so, parallel/mpi_plugin.h). */
+#include "parallel/world.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,10 @@ static float value(int r, int64_t i) {
 
 int main(void) {
   brisk_comm *c = NULL;
-  CHECK(brisk_comm_mpi_world(&c) == BRISK_OK);
+  CHECK(brisk_world_join(&c) == BRISK_OK);
+  CHECK(strcmp(c->ops->name, "mpi") == 0);
+  brisk_comm *again = NULL;
+  CHECK(brisk_world_join(&again) == BRISK_OK && again == c); /* one world per process */
   const int r = brisk_comm_rank(c), n_ranks = brisk_comm_size(c);
   rank_g = r;
   /* all-reduce: the tree over ranks, bit for bit. */
@@ -87,7 +91,22 @@ int main(void) {
     brisk_status st = brisk_comm_all_reduce_sum(c, x, 4);
     CHECK(st == BRISK_E_CANCELLED);
   }
-  brisk_comm_free(c);
+  /* Point to point with the failed rank 1, both ways: the failed side still
+   * takes part, and both sides return BRISK_E_CANCELLED (no data moves). */
+  if (n_ranks > 1 && r <= 1) {
+    int32_t v[3] = {r, r, r};
+    if (r == 0) {
+      CHECK(brisk_comm_send(c, v, sizeof v, 1) == BRISK_E_CANCELLED);
+      CHECK(brisk_comm_recv(c, v, sizeof v, 1) == BRISK_E_CANCELLED);
+      CHECK(v[0] == 0 && v[2] == 0);
+    } else {
+      CHECK(brisk_comm_recv(c, v, sizeof v, 0) == BRISK_E_CANCELLED);
+      CHECK(v[0] == 1 && v[2] == 1);
+      CHECK(brisk_comm_send(c, v, sizeof v, 0) == BRISK_E_CANCELLED);
+    }
+  }
+  brisk_world_leave();
+  CHECK(brisk_world() == NULL);
   if (r == 0) printf("mpi communicator: %d ranks ok\n", n_ranks);
   return 0;
 }

@@ -19,6 +19,7 @@
 #include "cli_opt.h"
 
 #include "core/cpu.h"
+#include "model/shard.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -192,9 +193,18 @@ int bench_model_run(const bench_model_opts *o) {
   mp.use_mmap = !opt.no_mmap;
   mp.tp_size = opt.tp;
   mp.pp_size = opt.pp;
+  const int join_rc = cli_mpi_join("bench", opt.tp, opt.pp);
+  if (join_rc >= 0) return join_rc;
   brisk_model *m = NULL;
   if (brisk_model_load(opt.model, &mp, &m) != BRISK_OK)
     return cli_fail("bench", "%s", brisk_last_error());
+  /* Under mpirun, ranks 1.. follow rank 0's contexts; rank 0 measures and
+   * reports. */
+  const int worker_rc = cli_mpi_follow("bench", o->threads, m);
+  if (worker_rc >= 0) {
+    brisk_model_free(m);
+    return worker_rc;
+  }
   /* Bandwidth before and after the tests, when no context exists (so no
    * idle workers compete); MBU uses the mean of the two medians. */
   bench_bandwidth bw0 = {0}, bw1 = {0};
@@ -246,6 +256,11 @@ int bench_model_run(const bench_model_opts *o) {
            ", \"decode_bytes_per_token\": %.0f",
            w_bytes, kv_bpt, opt.n > 0 ? step_bytes : 0.0);
     printf(", \"llc_bytes\": %zu", llc);
+    /* Under mpirun: what rank 0 holds of the model (each rank its part). */
+    if (cli_mpi_size())
+      printf(", \"mpi_processes\": %d, \"rank0_weight_bytes\": %" PRIu64
+             ", \"rank0_model_memory_bytes\": %" PRIu64,
+             cli_mpi_size(), brisk_split_rank_bytes(m, 0), brisk_model_memory_used(m));
     if (opt.n > 0)
       printf(", \"mbu\": %.4f, \"mbu_meaningful\": %s", mbu, mbu_meaningful ? "true" : "false");
     printf("}\n");
@@ -258,6 +273,11 @@ int bench_model_run(const bench_model_opts *o) {
            (unsigned long long)(opt.n > 0 ? kv_bpt : kv_bpt_pp), opt.depth ? "" : "\n");
     if (opt.depth) printf("; tg after %d tokens already cached\n", opt.depth);
     printf("load average before %s, after %s\n", load_before, load_after);
+    if (cli_mpi_size())
+      printf("%d MPI processes: rank 0 holds %.1f MiB of the weights (its part), %.1f MiB "
+             "allocated\n",
+             cli_mpi_size(), (double)brisk_split_rank_bytes(m, 0) / 1048576.0,
+             (double)brisk_model_memory_used(m) / 1048576.0);
     printf("memory read %.1f GB/s before, %.1f after (medians of 12 passes over %zu MiB), "
            "copy %.1f / %.1f GB/s\n",
            bw0.read_gbs.median, bw1.read_gbs.median, BW_BYTES >> 20, bw0.copy_gbs.median,

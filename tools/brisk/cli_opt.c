@@ -401,27 +401,41 @@ void cli_model_params(const cli_model_args *a, brisk_model_params *mp) {
 
 static void mpi_at_exit(void) { brisk_mpi_finalize(); }
 
-int cli_mpi_follow(const char *cmd, const cli_model_args *a, const brisk_model *m) {
+static bool mpi_joined;
+static int32_t mpi_rank, mpi_size;
+
+int cli_mpi_join(const char *cmd, int tp, int pp) {
   /* The launcher says the job's size: a job of the wrong size fails on
    * every rank before any joins (a rank that joined would wait for the
    * others). */
   const char *env = getenv("OMPI_COMM_WORLD_SIZE");
   if (!env) env = getenv("PMI_SIZE");
-  if (a->tp < 2 || !env) return -1;
+  const int ranks = (tp > 1 ? tp : 1) * (pp > 1 ? pp : 1);
+  if (ranks < 2 || !env) return -1;
   long job = strtol(env, NULL, 10);
   if (job == 1) return -1; /* one process: the ranks are threads */
-  if (a->pp > 1)
-    return cli_fail(cmd, "under mpirun: --pp stages do not span processes yet (run one process)");
-  if (job != a->tp)
+  if (job != ranks && tp > 1 && pp > 1)
     return cli_fail(cmd,
-                    "under mpirun: --tp %d needs a job of %d processes (mpirun -np %d); it has %ld",
-                    a->tp, a->tp, a->tp, job);
-  int32_t rank = 0, size = 1;
-  if (brisk_mpi_world(&rank, &size)) return cli_fail(cmd, "under mpirun: %s", brisk_last_error());
+                    "under mpirun: --tp %d x --pp %d needs a job of %d processes (mpirun -np %d); "
+                    "it has %ld",
+                    tp, pp, ranks, ranks, job);
+  if (job != ranks)
+    return cli_fail(cmd,
+                    "under mpirun: --%s %d needs a job of %d processes (mpirun -np %d); it has %ld",
+                    tp > 1 ? "tp" : "pp", ranks, ranks, ranks, job);
+  if (brisk_mpi_world(&mpi_rank, &mpi_size))
+    return cli_fail(cmd, "under mpirun: %s", brisk_last_error());
+  mpi_joined = true;
   atexit(mpi_at_exit);
-  if (rank == 0) return -1;
-  if (brisk_worker_run(m, a->threads))
-    return cli_fail(cmd, "rank %d: %s", (int)rank, brisk_last_error());
+  return -1;
+}
+
+int cli_mpi_size(void) { return mpi_joined ? (int)mpi_size : 0; }
+
+int cli_mpi_follow(const char *cmd, int threads, const brisk_model *m) {
+  if (!mpi_joined || mpi_rank == 0) return -1;
+  if (brisk_worker_run(m, threads))
+    return cli_fail(cmd, "rank %d: %s", (int)mpi_rank, brisk_last_error());
   return 0;
 }
 

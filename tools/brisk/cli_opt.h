@@ -152,13 +152,23 @@ cli_group cli_model_group(cli_model_args *a, const char *path_help);
 void cli_model_params(const cli_model_args *a, brisk_model_params *mp);
 
 /* Under mpirun (Open MPI's or a PMI launcher's environment: the job's size)
- * with --tp N > 1: joins the job, which must have N processes, and
- * finalizes it at exit.
- * Returns -1 where the command goes on (not under mpirun, or rank 0, which
- * then owns the contexts), else the exit code for the command to return:
- * ranks 1.. follow rank 0's contexts on m here (brisk_worker_run), and a
- * job of the wrong size fails on every rank with a message. */
-int cli_mpi_follow(const char *cmd, const cli_model_args *a, const brisk_model *m);
+ * with --tp N or --pp N > 1: joins the job, which must have N processes,
+ * before the model loads (so that each process keeps its rank's part of the
+ * model only), and finalizes it at exit. Returns -1 where the command goes
+ * on (not under mpirun, one process, or joined), else the exit code for the
+ * command to return, after a message (a job of the wrong size fails on
+ * every rank; --tp with --pp across processes is refused). */
+int cli_mpi_join(const char *cmd, int tp, int pp);
+
+/* After the load, in a joined job: ranks 1.. follow rank 0's contexts on m
+ * here (brisk_worker_run, `threads` threads; 0: one per core) and get the
+ * exit code for the command to return; rank 0, which then owns the
+ * contexts and prints the command's output, and a command outside a job
+ * get -1. */
+int cli_mpi_follow(const char *cmd, int threads, const brisk_model *m);
+
+/* The job's size once cli_mpi_join joined one, else 0. */
+int cli_mpi_size(void);
 
 /* Parses a byte count: digits with an optional K, M, G or T suffix (powers
  * of 1024; "KiB", "MB" spellings too). CLI_CUSTOM parse function over a

@@ -87,11 +87,16 @@ int cmd_logits(int argc, char **argv) {
   p.n_threads = ma.threads;
   brisk_model_params mp;
   cli_model_params(&ma, &mp);
+  const int join_rc = cli_mpi_join("logits", ma.tp, ma.pp);
+  if (join_rc >= 0) {
+    rc = join_rc;
+    goto done;
+  }
   if (brisk_model_load(model_path, &mp, &m)) {
     cli_fail("logits", "%s", brisk_last_error());
     goto done;
   }
-  const int worker_rc = cli_mpi_follow("logits", &ma, m);
+  const int worker_rc = cli_mpi_follow("logits", ma.threads, m);
   if (worker_rc >= 0) {
     rc = worker_rc;
     goto done;

@@ -286,6 +286,12 @@ int cmd_run(int argc, char **argv) {
   runner r = {0};
   r.stops = o.stops;
   r.n_stops = (size_t)o.n_stops;
+  const int join_rc = cli_mpi_join("run", o.model.tp, o.model.pp);
+  if (join_rc >= 0) {
+    free(file_text);
+    brisk_grammar_free(grammar);
+    return join_rc;
+  }
   if (cli_load_model(model_path, &mp, isatty(STDERR_FILENO) && !o.json, &r.m) != BRISK_OK) {
     free(file_text);
     brisk_grammar_free(grammar);
@@ -295,7 +301,7 @@ int cmd_run(int argc, char **argv) {
   char *out_text = NULL, *prompt = NULL;
   size_t out_len = 0;
   int32_t *toks = NULL, n_prompt = 0;
-  const int worker_rc = cli_mpi_follow("run", &o.model, r.m);
+  const int worker_rc = cli_mpi_follow("run", o.model.threads, r.m);
   if (worker_rc >= 0) {
     rc = worker_rc;
     goto done;

@@ -412,9 +412,17 @@ int cmd_serve_bench(int argc, char **argv) {
 
   brisk_model_params mp;
   cli_model_params(&o.load, &mp);
+  const int join_rc = cli_mpi_join("serve-bench", o.load.tp, o.load.pp);
+  if (join_rc >= 0) return join_rc;
   brisk_model *m = NULL;
   if (cli_load_model(o.model, &mp, isatty(STDERR_FILENO), &m) != BRISK_OK)
     return cli_fail("serve-bench", "%s", brisk_last_error());
+  /* Under mpirun, ranks 1.. follow rank 0's engines; rank 0 reports. */
+  const int worker_rc = cli_mpi_follow("serve-bench", o.threads, m);
+  if (worker_rc >= 0) {
+    brisk_model_free(m);
+    return worker_rc;
+  }
   o.spec.n_vocab = brisk_model_n_vocab(m);
   const sb_common common = {.model = m,
                             .n_threads = o.threads,
