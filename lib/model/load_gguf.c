@@ -111,9 +111,11 @@ static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
       (st = get_u32(L, "expert_used_count", false, &hp->n_expert_used)))
     return st;
   /* Qwen-MoE: expert and shared-expert widths; llama.cpp renormalizes
-   * mixtral's and qwen3moe's top-k weights, not qwen2moe's. */
+   * mixtral's and qwen3moe's top-k weights, not qwen2moe's, nor
+   * deepseek2's unless expert_weights_norm says so (the converter writes
+   * it only when norm_topk_prob is true). */
   hp->n_ff_exp = hp->n_ff;
-  hp->moe_renorm = hp->arch != BRISK_ARCH_QWEN2MOE;
+  hp->moe_renorm = hp->arch != BRISK_ARCH_QWEN2MOE && hp->arch != BRISK_ARCH_DEEPSEEK2;
   bool norm = hp->moe_renorm;
   if ((st = get_u32(L, "expert_feed_forward_length", false, &hp->n_ff_exp)) ||
       (st = get_u32(L, "expert_shared_feed_forward_length", false, &hp->n_ff_shexp)))
@@ -208,6 +210,57 @@ static brisk_status bind(brisk_model *m, const gguf_loader *L, const char *name,
   /* The weight keeps the file's own name string (it lives as long as the
    * mapping); `name` may be the caller's stack buffer. */
   return brisk_model_bind_check(m, t->name, t->data, t->type, cols, vector ? 1 : rows, vector, w);
+}
+
+/* phi3 LongRoPE as llama.cpp's converter writes it: rope_factors_short and
+ * rope_factors_long ([rope_dim / 2] F32 each, finite and positive) into the
+ * fields the Hugging Face loader fills (rope_freqs: short, rope_long), the
+ * original context from rope.scaling.original_context_length and the cos /
+ * sin magnitude from rope.scaling.attn_factor (else the converter's
+ * sqrt(1 + ln s / ln orig), s = context_length / orig, 1 when s <= 1). */
+static brisk_status bind_longrope(brisk_model *m, const gguf_loader *L) {
+  brisk_hparams *hp = &m->hp;
+  const bool has_long = brisk_gguf_find_tensor(L->g, "rope_factors_long.weight") != NULL,
+             has_short = brisk_gguf_find_tensor(L->g, "rope_factors_short.weight") != NULL;
+  if (!has_long && !has_short) return BRISK_OK;
+  if (hp->arch != BRISK_ARCH_PHI3 || !has_long || !has_short || m->rope_freqs.data)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "GGUF: LongRoPE needs both rope_factors_long and rope_factors_short in a "
+                       "phi3 model without rope_freqs");
+  brisk_status st;
+  if ((st = bind(m, L, "rope_factors_short.weight", hp->rope_dim / 2, 0, true, &m->rope_freqs)) ||
+      (st = bind(m, L, "rope_factors_long.weight", hp->rope_dim / 2, 0, true, &m->rope_long)))
+    return st;
+  if (m->rope_freqs.type != BRISK_DTYPE_F32 || m->rope_long.type != BRISK_DTYPE_F32)
+    return brisk_error(BRISK_E_FORMAT,
+                       "GGUF: rope_factors_short and rope_factors_long must be F32");
+  if ((st = brisk_model_check_rope_freqs(&m->rope_freqs)) ||
+      (st = brisk_model_check_rope_freqs(&m->rope_long)))
+    return st;
+  uint32_t orig = 0;
+  if ((st = get_u32(L, "rope.scaling.original_context_length", true, &orig))) return st;
+  if (orig < 2)
+    return brisk_error(BRISK_E_FORMAT,
+                       "GGUF: %s.rope.scaling.original_context_length %u must be at least 2",
+                       L->arch, orig);
+  double s = (double)hp->n_ctx_train / orig;
+  float attn = s <= 1 ? 1.0f : (float)sqrt(1 + log(s) / log((double)orig));
+  if ((st = get_f32(L, "rope.scaling.attn_factor", false, &attn))) return st;
+  if (!(isfinite(attn) && attn > 0))
+    return brisk_error(BRISK_E_FORMAT,
+                       "GGUF: %s.rope.scaling.attn_factor %g must be finite and positive", L->arch,
+                       (double)attn);
+  hp->rope_scaling = BRISK_HP_ROPE_SCALING_LONGROPE;
+  hp->rope_orig_ctx = orig;
+  hp->rope_factor = s > 0 ? (float)s : 1.0f;
+  hp->yarn_attn_factor = attn;
+  return brisk_model_check_hparams(hp);
+}
+
+brisk_status brisk_model_gguf_bind(brisk_model *m, const brisk_gguf *g, const char *name,
+                                   int64_t cols, int64_t rows, bool required, brisk_weight *w) {
+  const gguf_loader L = {g, NULL, NULL, NULL, NULL};
+  return bind(m, &L, name, cols, rows, required, w);
 }
 
 /* Stacked experts: one 3-D tensor [cols, rows, n_expert] split into views. */
@@ -368,6 +421,7 @@ brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
         BRISK_E_UNSUPPORTED,
         "architecture '%s' (GGUF general.architecture) is not supported; brisk runs %s", arch.ptr,
         brisk_arch_names());
+  if (m->hp.arch == BRISK_ARCH_BERT) return brisk_model_load_gguf_bert(m, g, params);
   gguf_loader L = {g, arch.ptr, owned, n_owned, cap_owned};
   if ((st = read_hparams(&L, &m->hp)) ||
       (m->hp.arch == BRISK_ARCH_DEEPSEEK2 && (st = brisk_gguf_mla_hparams(g, arch.ptr, &m->hp))))
@@ -395,6 +449,7 @@ brisk_status brisk_model_load_gguf(brisk_model *m, const brisk_gguf *g,
   }
   if (m->rope_freqs.data && m->hp.rope_scaling == BRISK_HP_ROPE_SCALING_NONE)
     m->hp.rope_scaling = BRISK_HP_ROPE_SCALING_LLAMA3; /* factors given per frequency */
+  if ((st = bind_longrope(m, &L))) return st;
   if ((st = brisk_model_alloc_layers(m))) return st;
   for (uint32_t il = 0; il < hp->n_layer; il++) {
     if ((st = bind_layer(m, &L, il))) return st;

@@ -175,10 +175,8 @@ brisk_status brisk_model_check_rope_freqs(const brisk_weight *w) {
     float f;
     memcpy(&f, (const char *)w->data + (size_t)i * sizeof f, sizeof f);
     if (!finite_positive(f))
-      return brisk_error(BRISK_E_FORMAT,
-                         "tensor 'rope_freqs.weight': factor %lld is %g, not "
-                         "finite and positive",
-                         (long long)i, (double)f);
+      return brisk_error(BRISK_E_FORMAT, "tensor '%s': factor %lld is %g, not finite and positive",
+                         w->name ? w->name : "rope_freqs.weight", (long long)i, (double)f);
   }
   return BRISK_OK;
 }

@@ -12,6 +12,7 @@
 
 #include <json-c/json.h>
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/wordpiece.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -123,6 +124,14 @@ static brisk_status load_vocab(brisk_model *m, const brisk_model_source *src) {
     m->vocab_error = brisk_strdup("the file has no tokenizer.ggml.model");
     return m->vocab_error ? BRISK_OK : brisk_error_oom();
   }
+  brisk_gguf_str model;
+  if (!brisk_gguf_get_str(src->gguf, "tokenizer.ggml.model", &model) && model.len == 4 &&
+      !memcmp(model.ptr, "bert", 4)) { /* a WordPiece vocabulary, for brisk_embed */
+    brisk_status st = brisk_wordpiece_from_gguf(src->gguf, &m->wordpiece);
+    if (st) return st;
+    m->vocab_error = brisk_strdup("the WordPiece tokenizer is used by brisk_embed only");
+    return m->vocab_error ? BRISK_OK : brisk_error_oom();
+  }
   return vocab_status(m, brisk_vocab_from_gguf(src->gguf, &m->vocab));
 }
 
@@ -133,6 +142,10 @@ static brisk_status load_vocab(brisk_model *m, const brisk_model_source *src) {
  * token are never read, so every id that can be submitted or sampled has a
  * token and a text. */
 static brisk_status fit_vocab(brisk_model *m) {
+  if (m->wordpiece && (uint32_t)brisk_wordpiece_n_tokens(m->wordpiece) > m->hp.n_vocab)
+    return brisk_error(BRISK_E_FORMAT,
+                       "the WordPiece vocabulary has %d tokens but the embedding only %u rows",
+                       brisk_wordpiece_n_tokens(m->wordpiece), m->hp.n_vocab);
   if (!m->vocab) return BRISK_OK;
   uint32_t n = (uint32_t)brisk_vocab_n_tokens(m->vocab);
   if (n > m->hp.n_vocab)

@@ -1,6 +1,6 @@
 /* WordPiece tokenizers (tokenizer/wordpiece.h): loading, normalization,
  * pre-tokenization and the greedy longest-match. */
-#include "tokenizer/wordpiece.h"
+#include "tokenizer/wordpiece_internal.h"
 
 #include "core/alloc.h"
 #include "core/checked.h"
@@ -11,22 +11,6 @@
 
 #include <json-c/json.h>
 #include <string.h>
-
-/* Longest continuation prefix accepted ("##" in every BERT vocabulary). */
-#define WP_MAX_PREFIX 16
-
-struct brisk_wordpiece {
-  brisk_strtab vocab; /* token texts; string id = token id */
-  int32_t n_tokens;
-  int32_t unk, cls, sep;
-  bool clean_text, chinese_chars, strip_accents, lowercase;
-  bool split_words; /* BertPreTokenizer */
-  uint32_t max_word_chars;
-  char prefix[WP_MAX_PREFIX + 1];
-  size_t prefix_len;
-  int32_t *added; /* [n_added] special token ids, matched in the raw text */
-  size_t n_added;
-};
 
 void brisk_wordpiece_free(brisk_wordpiece *wp) {
   if (!wp) return;
@@ -44,7 +28,7 @@ const char *brisk_wordpiece_token(const brisk_wordpiece *wp, int32_t id) {
 int32_t brisk_wordpiece_cls(const brisk_wordpiece *wp) { return wp->cls; }
 int32_t brisk_wordpiece_sep(const brisk_wordpiece *wp) { return wp->sep; }
 
-static brisk_wordpiece *wp_new(void) {
+brisk_wordpiece *brisk_wordpiece_new(void) {
   brisk_wordpiece *wp = brisk_calloc(1, sizeof *wp);
   if (!wp) return NULL;
   brisk_strtab_init(&wp->vocab);
@@ -58,7 +42,7 @@ static brisk_wordpiece *wp_new(void) {
 }
 
 /* Looks up the special tokens by their conventional texts. */
-static void wp_default_specials(brisk_wordpiece *wp) {
+void brisk_wordpiece_default_specials(brisk_wordpiece *wp) {
   if (wp->unk < 0) wp->unk = brisk_strtab_find(&wp->vocab, "[UNK]", 5);
   if (wp->cls < 0) wp->cls = brisk_strtab_find(&wp->vocab, "[CLS]", 5);
   if (wp->sep < 0) wp->sep = brisk_strtab_find(&wp->vocab, "[SEP]", 5);
@@ -252,7 +236,7 @@ static brisk_status from_json(brisk_wordpiece *wp, json_object *root) {
       (st = read_added(wp, get(root, "added_tokens"))))
     return st;
   read_post_processor(wp, get(root, "post_processor"));
-  wp_default_specials(wp);
+  brisk_wordpiece_default_specials(wp);
   if (wp->unk < 0)
     return brisk_error(BRISK_E_FORMAT, "tokenizer.json: the WordPiece model has no unknown token");
   return BRISK_OK;
@@ -278,7 +262,7 @@ brisk_status brisk_wordpiece_from_hf_json(const char *json, size_t len, brisk_wo
                        at);
   }
   json_tokener_free(tok);
-  brisk_wordpiece *wp = wp_new();
+  brisk_wordpiece *wp = brisk_wordpiece_new();
   brisk_status st = wp ? from_json(wp, root) : brisk_error_oom();
   json_object_put(root);
   if (st) {
@@ -294,7 +278,7 @@ brisk_status brisk_wordpiece_from_vocab_txt(const char *text, size_t len, bool l
   if (!text || !out)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "wordpiece_from_vocab_txt: NULL argument");
   *out = NULL;
-  brisk_wordpiece *wp = wp_new();
+  brisk_wordpiece *wp = brisk_wordpiece_new();
   if (!wp) return brisk_error_oom();
   wp->lowercase = wp->strip_accents = lowercase;
   brisk_status st = BRISK_OK;
@@ -314,7 +298,7 @@ brisk_status brisk_wordpiece_from_vocab_txt(const char *text, size_t len, bool l
   wp->n_tokens = (int32_t)wp->vocab.n;
   if (!st && wp->n_tokens == 0) st = brisk_error(BRISK_E_FORMAT, "vocab.txt is empty");
   if (!st) {
-    wp_default_specials(wp);
+    brisk_wordpiece_default_specials(wp);
     if (wp->unk < 0) st = brisk_error(BRISK_E_FORMAT, "vocab.txt has no [UNK] token");
   }
   /* BERT's special tokens, matched in the text as transformers'

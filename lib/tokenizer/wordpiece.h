@@ -33,6 +33,19 @@ brisk_status brisk_wordpiece_from_hf_json(const char *json, size_t len, brisk_wo
  * [CLS], [SEP] and [MASK] are the special tokens. */
 brisk_status brisk_wordpiece_from_vocab_txt(const char *text, size_t len, bool lowercase,
                                             brisk_wordpiece **out);
+/* From GGUF metadata as llama.cpp's converter writes a BERT vocabulary
+ * (tokenizer.ggml.model "bert"): tokenizer.ggml.tokens with word starts
+ * spelled "\u2581" + text and continuations without their "##", CONTROL
+ * tokens (tokenizer.ggml.token_type 3) as they are; the Hugging Face
+ * vocabulary is rebuilt from that, so texts tokenize as from the folder.
+ * tokenizer.ggml.normalizer.lowercase (default true) and .strip_accents
+ * (default: lowercase), as llama.cpp reads them; the other BertNormalizer
+ * settings at their defaults. [UNK], [CLS] and [SEP] from the unknown,
+ * cls (else bos) and seperator token ids, else by their texts. CONTROL
+ * tokens are matched in the raw text as special tokens. BRISK_E_FORMAT
+ * names a malformed key; BRISK_E_UNSUPPORTED another tokenizer model. */
+typedef struct brisk_gguf brisk_gguf;
+brisk_status brisk_wordpiece_from_gguf(const brisk_gguf *g, brisk_wordpiece **out);
 void brisk_wordpiece_free(brisk_wordpiece *wp); /* NULL is a no-op */
 
 int32_t brisk_wordpiece_n_tokens(const brisk_wordpiece *wp);

