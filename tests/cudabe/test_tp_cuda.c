@@ -17,6 +17,7 @@
  * On GPUs, BRISK_TEST_DEVICE=cuda:0 (tests/gpu/run.sh) runs the grid up to
  * the number of GPUs there are. */
 #include "cuda_emu.h"
+#include "engine_harness.h"
 #include "test_models.h"
 
 #include "context/swap.h"
@@ -368,6 +369,65 @@ static void test_device_oom(void **state) {
   assert_int_equal(brisk_memory_allocated(), host_before);
 }
 
+/* The engine unchanged on top: a mixed workload (greedy and seeded
+ * sampling, prompts of 17..24 tokens) that needs 4 pools' worth of KV, so
+ * that requests are preempted (and recomputed: TP refuses swap), gives the
+ * same tokens on TP 2 and 4 devices as on one. */
+static void test_engine(void **state) {
+  (void)state;
+  if (max_tp() < 2) skip();
+  test_model_spec s = test_model_default("llama");
+  s.n_head = 8;
+  s.n_head_kv = 4;
+  char path[256];
+  write_model("tpcuda-engine", &s, path, sizeof path);
+  enum { N = 8 };
+  static eh_job base[N], jobs[N], ref[N];
+  test_rng r = test_rng_seeded("tpcuda_engine");
+  brisk_model *m1 = load(path, device_name(), 1);
+  int32_t demand = 0;
+  for (int i = 0; i < N; i++) {
+    eh_random_job(&r, m1, &base[i], 8, 20, i % 2);
+    base[i].n_prompt += 16;
+    for (int32_t k = 0; k < base[i].n_prompt; k++)
+      base[i].prompt[k] = (int32_t)(test_rng_u64(&r) % (uint64_t)s.n_vocab);
+    base[i].max_tokens = 20;
+    base[i].stop_at_eog = 0;
+    demand += base[i].n_prompt + base[i].max_tokens;
+  }
+  for (int tp = 1; tp <= max_tp(); tp *= 2) {
+    brisk_model *m = tp == 1 ? m1 : load(path, device_name(), tp);
+    brisk_engine_params p;
+    brisk_engine_params_init(&p);
+    p.n_threads = 4;
+    assert_true(demand >= 4 * 64);
+    p.kv_tokens = 64;
+    p.block_size = 4;
+    p.max_batch_tokens = 16;
+    p.max_running = N;
+    p.reserve_blocks = 0;
+    p.preempt_mode = BRISK_PREEMPT_RECOMPUTE;
+    brisk_engine *e = NULL;
+    if (brisk_engine_create(m, &p, &e)) fail_msg("engine: %s", brisk_last_error());
+    memcpy(jobs, base, sizeof jobs);
+    for (int i = 0; i < N; i++) assert_int_equal(eh_submit(e, &jobs[i]), BRISK_OK);
+    eh_run(e, jobs, N, 100000);
+    brisk_engine_counters c = {.struct_size = sizeof c};
+    assert_int_equal(brisk_engine_stats(e, &c), BRISK_OK);
+    assert_true(c.n_preemptions > 0);
+    assert_int_equal(c.n_finished, N);
+    fprintf(stderr, "engine on %d device(s): %d requests, %llu preemptions\n", tp, N,
+            (unsigned long long)c.n_preemptions);
+    if (tp == 1)
+      memcpy(ref, jobs, sizeof ref);
+    else
+      for (int i = 0; i < N; i++) eh_expect_same(&ref[i], &jobs[i]);
+    brisk_engine_free(e);
+    if (tp != 1) brisk_model_free(m);
+  }
+  brisk_model_free(m1);
+}
+
 /* What the device split refuses, each with its reason: more ranks than
  * devices, and layers left on the host. */
 static void test_refusals(void **state) {
@@ -404,6 +464,7 @@ int main(void) {
       cmocka_unit_test(test_forced_error),
       cmocka_unit_test(test_device_oom),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_engine),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
