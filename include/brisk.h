@@ -326,9 +326,13 @@ typedef struct brisk_model_params {
    * (default) runs whole; 2, 4 or 8 cuts the model at load into that many
    * rank shards, and every context on it runs them as threads of this
    * process with the threads split between them. Logits are bit for bit
-   * those of tp_size 1. CPU device only (BRISK_E_UNSUPPORTED otherwise);
-   * a model that cannot be cut fails the load with BRISK_E_UNSUPPORTED
-   * saying why. */
+   * those of tp_size 1. With a CUDA device "cuda:K" the ranks are GPUs,
+   * cuda:K..cuda:K+tp_size-1, each holding its shard in its own memory,
+   * their sums over NCCL (one process; logits bit for bit those of
+   * tp_size 1 on a GPU, and within the CUDA backend's tolerance of the
+   * CPU's); every layer must be on the GPUs (n_gpu_layers -1), too few
+   * devices is BRISK_E_NO_DEVICE. A model that cannot be cut fails the
+   * load with BRISK_E_UNSUPPORTED saying why. */
   int32_t tp_size;
   /* Pipeline parallelism in this process (docs/parallelism.md): 0 or 1
    * (default) runs whole; 2..16 cuts the layers into that many stages of

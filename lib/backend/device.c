@@ -77,6 +77,8 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static const brisk_device_provider *providers[BRISK_MAX_PROVIDERS] = {&cpu_provider,
                                                                       &brisk_cuda_provider};
 static int n_providers = 2;
+/* NCCL tables of registered providers (tests' emulated devices), by slot. */
+static const struct brisk_nccl_rt *nccl_of[BRISK_MAX_PROVIDERS];
 
 brisk_status brisk_device_register(const brisk_device_provider *p) {
   if (!p || !p->kind_name || !p->count || !p->info || !p->create)
@@ -155,6 +157,34 @@ brisk_status brisk_device_backend_create(const brisk_device_ref *d, brisk_thread
   if (!d || !d->provider || !out)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "device backend: NULL argument");
   return d->provider->create(d->provider, d->index, pool, out);
+}
+
+brisk_status brisk_device_set_nccl(const brisk_device_provider *p, const struct brisk_nccl_rt *rt) {
+  brisk_status st = brisk_error(BRISK_E_INVALID_ARGUMENT, "device NCCL: provider not registered");
+  pthread_mutex_lock(&reg_lock);
+  for (int i = 0; i < n_providers; i++)
+    if (providers[i] == p && p != &brisk_cuda_provider && p != &cpu_provider) {
+      nccl_of[i] = rt;
+      st = BRISK_OK;
+    }
+  pthread_mutex_unlock(&reg_lock);
+  return st;
+}
+
+brisk_status brisk_device_nccl(const brisk_device_ref *d, const struct brisk_nccl_rt **out) {
+  if (!d || !d->provider || !out)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "device NCCL: NULL argument");
+  if (d->provider == &brisk_cuda_provider) return brisk_plugin_nccl(out);
+  const struct brisk_nccl_rt *rt = NULL;
+  pthread_mutex_lock(&reg_lock);
+  for (int i = 0; i < n_providers; i++)
+    if (providers[i] == d->provider) rt = nccl_of[i];
+  pthread_mutex_unlock(&reg_lock);
+  if (!rt)
+    return brisk_error(BRISK_E_UNSUPPORTED, "%s devices have no NCCL communicator",
+                       d->provider->kind_name);
+  *out = rt;
+  return BRISK_OK;
 }
 
 /* ---- the public calls ----------------------------------------------------- */

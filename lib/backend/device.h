@@ -63,4 +63,12 @@ void brisk_device_name(const brisk_device_ref *d, char *buf, size_t cap);
 brisk_status brisk_device_backend_create(const brisk_device_ref *d, brisk_threadpool *pool,
                                          brisk_backend **out);
 
+/* NCCL for tensor parallelism over a kind's devices (parallel/comm_nccl.h):
+ * the CUDA plugin's table (brisk_plugin_nccl), or the one a registered
+ * provider was given (the test suite's emulated devices); the CPU and
+ * kinds without one: BRISK_E_UNSUPPORTED with a message. */
+struct brisk_nccl_rt;
+brisk_status brisk_device_nccl(const brisk_device_ref *d, const struct brisk_nccl_rt **out);
+brisk_status brisk_device_set_nccl(const brisk_device_provider *p, const struct brisk_nccl_rt *rt);
+
 #endif

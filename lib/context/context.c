@@ -150,12 +150,18 @@ static brisk_status alloc_kv_storage(brisk_context *c) {
   return BRISK_OK;
 }
 
+/* What this context runs: the model, or under tensor parallelism rank 0's
+ * shard (which, on GPU devices, is what lives on rank 0's device). */
+static const brisk_model *rank0_model(const brisk_model *m) {
+  return m->tp_size > 1 ? m->tp_ranks[0] : m;
+}
+
 brisk_backend *brisk_context_layer_backend(brisk_context *c, uint32_t layer) {
-  return brisk_forward_layer_device(c->model, (int32_t)layer) ? c->dev_be : c->be;
+  return brisk_forward_layer_device(rank0_model(c->model), (int32_t)layer) ? c->dev_be : c->be;
 }
 
 static brisk_backend *output_backend(const brisk_context *c) {
-  return brisk_forward_output_device(c->model) ? c->dev_be : c->be;
+  return brisk_forward_output_device(rank0_model(c->model)) ? c->dev_be : c->be;
 }
 
 BRISK_API void brisk_context_free(brisk_context *c) {
@@ -214,7 +220,7 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   const brisk_hparams *hp = &model->hp;
   /* Tensor parallelism: rank 0's shard, its KV heads, its share of the
    * threads (KV figures are rank 0's). */
-  const brisk_model *shard = model->tp_size > 1 ? model->tp_ranks[0] : model;
+  const brisk_model *shard = rank0_model(model);
   int tp = model->tp_size > 1 ? model->tp_size : 1, pp = model->pp_size > 1 ? model->pp_size : 1;
   int rank_threads = p.n_threads > 0 ? p.n_threads : brisk_cpu_count();
   /* TP ranks that are the processes of an MPI job (context/tp.h) each have
@@ -270,8 +276,8 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
   brisk_device_ref host = brisk_device_cpu();
   if ((st = brisk_threadpool_create(tp * pp > 1 ? rank_threads : p.n_threads, &c->pool)) ||
       (st = brisk_device_backend_create(&host, c->pool, &c->be)) ||
-      (model->n_dev_layers > 0 &&
-       (st = brisk_device_backend_create(&model->device, c->pool, &c->dev_be))) ||
+      (shard->n_dev_layers > 0 &&
+       (st = brisk_device_backend_create(&shard->device, c->pool, &c->dev_be))) ||
       (st = brisk_kv_create(n_blocks, p.block_size, p.n_seq_max, p.prefix_cache != 0, &c->kv)) ||
       (st = alloc_kv_storage(c)) ||
       (st = brisk_forward_create(shard, c->be, c->dev_be, p.max_batch_tokens, &c->fwd)) ||

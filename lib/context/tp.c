@@ -1,4 +1,11 @@
-/* Tensor-parallel follower ranks as threads (context/tp.h). */
+/* Tensor-parallel follower ranks as threads (context/tp.h).
+ *
+ * On CUDA devices (a model whose shards were placed on devices, one rank
+ * per device) each rank has two communicators: the threads one carries the
+ * step messages, which are host memory, and an NCCL one (one local group,
+ * grouped init, comm_nccl.h) the forward pass's all-reduces and the logits
+ * gather use on device buffers. A failure aborts both, so a rank waiting
+ * in either returns. */
 #include "context/tp.h"
 #include "context/pp.h"
 #include "context/step_msg.h"
@@ -12,9 +19,11 @@
 #include "core/threadpool.h"
 #include "model/model.h"
 #include "model/shard.h"
+#include "parallel/comm_nccl.h"
 #include "parallel/world.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -43,12 +52,14 @@ typedef struct tp_rank {
   brisk_tp *g;
   int rank;
   const brisk_model *shard;
-  brisk_comm *comm;
+  brisk_comm *comm; /* the forward pass's collectives */
+  brisk_comm *ctl;  /* the step messages: comm, or a threads handle beside NCCL's */
   brisk_threadpool *pool;
   brisk_backend *be;
+  brisk_backend *dev_be; /* the rank's device, for a shard placed on one; else NULL */
   brisk_forward *fwd;
   brisk_forward_kv kv;
-  float *logits; /* [max_tokens][n_vocab]: the gathered logits (unused here) */
+  float *logits; /* [max_tokens][n_vocab] (the device's memory on one): gathered, unused here */
   unsigned char *msg;
   size_t msg_cap;
   pthread_t thread;
@@ -64,6 +75,10 @@ struct brisk_tp {
   int32_t layer_begin, layer_end; /* the pipeline stage's layers (all without PP) */
   tp_rank ranks[BRISK_TP_MAX];
   brisk_comm *comm[BRISK_TP_MAX];
+  /* Ranks on CUDA devices: comm[] are NCCL handles, ctl[] threads handles
+   * for the step messages (NULL otherwise: comm[] carries both). */
+  brisk_comm *ctl[BRISK_TP_MAX];
+  bool device;
   unsigned char *msg; /* rank 0's payload */
   size_t msg_cap;
   bool failed;
@@ -72,6 +87,12 @@ struct brisk_tp {
    * comm[0] is the world's handle, borrowed, and no thread is started. */
   bool remote;
 };
+
+/* Where the rank's KV storage and layers live. */
+static brisk_backend *kv_be(const tp_rank *r) { return r->dev_be ? r->dev_be : r->be; }
+
+static brisk_comm *ctl_of(const tp_rank *r) { return r->ctl ? r->ctl : r->comm; }
+static brisk_comm *ctl0(const brisk_tp *g) { return g->ctl[0] ? g->ctl[0] : g->comm[0]; }
 
 static brisk_status alloc_kv(tp_rank *r, uint32_t dtype, int32_t n_blocks, int32_t block_size) {
   const brisk_hparams *hp = &r->shard->hp;
@@ -85,8 +106,9 @@ static brisk_status alloc_kv(tp_rank *r, uint32_t dtype, int32_t n_blocks, int32
   /* Only the stage's layers: the others stay NULL. */
   for (int32_t l = r->g->layer_begin; l < r->g->layer_end; l++) {
     brisk_status st;
-    if ((st = r->be->buffer_alloc(r->be, bytes, &r->kv.k[l])) ||
-        (st = r->be->buffer_alloc(r->be, bytes, &r->kv.v[l])))
+    brisk_backend *be = kv_be(r);
+    if ((st = be->buffer_alloc(be, bytes, &r->kv.k[l])) ||
+        (st = be->buffer_alloc(be, bytes, &r->kv.v[l])))
       return st;
   }
   return BRISK_OK;
@@ -95,17 +117,22 @@ static brisk_status alloc_kv(tp_rank *r, uint32_t dtype, int32_t n_blocks, int32
 static void free_rank(tp_rank *r) {
   if (r->kv.k || r->kv.v)
     for (uint32_t l = 0; l < r->shard->hp.n_layer; l++) {
-      if (r->kv.k) r->be->buffer_free(r->be, r->kv.k[l]);
-      if (r->kv.v) r->be->buffer_free(r->be, r->kv.v[l]);
+      if (r->kv.k) kv_be(r)->buffer_free(kv_be(r), r->kv.k[l]);
+      if (r->kv.v) kv_be(r)->buffer_free(kv_be(r), r->kv.v[l]);
     }
   brisk_free(r->kv.k);
   brisk_free(r->kv.v);
   brisk_forward_free(r->fwd);
-  brisk_free(r->logits);
+  if (r->dev_be)
+    r->dev_be->buffer_free(r->dev_be, r->logits);
+  else
+    brisk_free(r->logits);
   brisk_free(r->msg);
+  brisk_backend_free(r->dev_be);
   brisk_backend_free(r->be);
   brisk_threadpool_free(r->pool);
   brisk_comm_free(r->comm);
+  brisk_comm_free(r->ctl);
 }
 
 /* One follower step: the payload, the copies, the pass. */
@@ -113,20 +140,20 @@ static brisk_status follow_step(tp_rank *r, const tp_header *h) {
   size_t bytes = brisk_step_payload_bytes(h);
   brisk_status gst = brisk_step_grow(&r->msg, &r->msg_cap, bytes);
   if (gst) return gst;
-  brisk_status st = brisk_comm_broadcast(r->comm, r->msg, bytes, 0);
+  brisk_status st = brisk_comm_broadcast(ctl_of(r), r->msg, bytes, 0);
   /* A later pipeline stage: the stage's input activations follow. */
   if (!st && r->g->layer_begin > 0)
-    st = brisk_comm_broadcast(r->comm, brisk_forward_residual(r->fwd),
+    st = brisk_comm_broadcast(ctl_of(r), brisk_forward_residual(r->fwd),
                               (size_t)h->n_tokens * r->shard->hp.n_embd * sizeof(float), 0);
   if (st) return st;
   if (atomic_exchange(&r->force_error, 0))
     return brisk_error(BRISK_E_INTERNAL, "rank %d: forced error (test hook)", r->rank);
   brisk_step_views v = brisk_step_views_of(r->msg, h);
   for (int32_t l = r->g->layer_begin; h->n_copies && l < r->g->layer_end; l++)
-    if ((st = r->be->kv_copy_blocks(r->be, &r->kv.layout, r->kv.k[l], v.copies,
-                                    (int32_t)h->n_copies)) ||
-        (st = r->be->kv_copy_blocks(r->be, &r->kv.layout, r->kv.v[l], v.copies,
-                                    (int32_t)h->n_copies)))
+    if ((st = kv_be(r)->kv_copy_blocks(kv_be(r), &r->kv.layout, r->kv.k[l], v.copies,
+                                       (int32_t)h->n_copies)) ||
+        (st = kv_be(r)->kv_copy_blocks(kv_be(r), &r->kv.layout, r->kv.v[l], v.copies,
+                                       (int32_t)h->n_copies)))
       return st;
   brisk_forward_batch fb = {(int32_t)h->n_tokens,
                             v.tokens,
@@ -150,7 +177,7 @@ static void *follow(void *arg) {
   tp_rank *r = arg;
   for (;;) {
     tp_header h;
-    brisk_status st = brisk_comm_broadcast(r->comm, &h, sizeof h, 0);
+    brisk_status st = brisk_comm_broadcast(ctl_of(r), &h, sizeof h, 0);
     if (!st && h.op == TP_OP_SHUTDOWN) break;
     if (!st) st = follow_step(r, &h);
     if (st) {
@@ -159,7 +186,8 @@ static void *follow(void *arg) {
        * collective (MPI ranks learn of it there). */
       BRISK_DEBUG("tensor-parallel rank %d stops: %s", r->rank, brisk_last_error());
       brisk_comm_abort(r->comm);
-      if (st != BRISK_E_CANCELLED) (void)brisk_comm_barrier(r->comm);
+      if (r->ctl) brisk_comm_abort(r->ctl);
+      if (st != BRISK_E_CANCELLED) (void)brisk_comm_barrier(ctl_of(r));
       r->status = st;
       break;
     }
@@ -238,6 +266,29 @@ static brisk_status create_grid(brisk_tp *g, brisk_comm *w, uint32_t kv_dtype, i
   return BRISK_OK;
 }
 
+/* Ranks on CUDA devices: the step messages' threads handles and one NCCL
+ * group over the shards' devices (every handle made, or none). */
+static brisk_status create_device_comms(brisk_tp *g) {
+  const brisk_model *m = g->model;
+  const struct brisk_nccl_rt *rt = NULL;
+  int devices[BRISK_TP_MAX];
+  for (int q = 0; q < g->size; q++) devices[q] = m->tp_ranks[q]->device.index;
+  brisk_status st;
+  if ((st = brisk_device_nccl(&m->tp_ranks[0]->device, &rt))) {
+    char why[256]; /* copied: brisk_error rewrites the message */
+    snprintf(why, sizeof why, "%s", brisk_last_error());
+    return brisk_error(st, "tensor parallelism on %d devices: %s", g->size, why);
+  }
+  if ((st = brisk_comm_threads_create(g->size, g->ctl))) return st;
+  if ((st = brisk_comm_nccl_create_local(rt, g->size, devices, g->comm))) {
+    for (int q = 0; q < g->size; q++) {
+      brisk_comm_free(g->ctl[q]);
+      g->ctl[q] = NULL;
+    }
+  }
+  return st;
+}
+
 brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dtype,
                              int32_t n_blocks, int32_t block_size, int32_t max_tokens,
                              int32_t layer_begin, int32_t layer_end, brisk_tp **out,
@@ -249,12 +300,29 @@ brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
   g->max_tokens = max_tokens;
   g->layer_begin = layer_begin;
   g->layer_end = layer_end;
+  g->device = m->tp_ranks[0] && m->tp_ranks[0]->n_dev_layers > 0;
   brisk_comm *w = brisk_world();
-  if (w && m->pp_size > 1 && brisk_comm_size(w) == g->size * m->pp_size)
+  if (w && m->pp_size > 1 && brisk_comm_size(w) == g->size * m->pp_size) {
+    if (g->device) {
+      brisk_free(g);
+      return brisk_error(BRISK_E_UNSUPPORTED,
+                         "tensor parallelism on GPU devices runs its ranks in one process; under "
+                         "an MPI job of %d processes it is not wired yet",
+                         g->size * m->pp_size);
+    }
     return create_grid(g, w, kv_dtype, n_blocks, block_size, out, comm0);
-  if (w && brisk_comm_size(w) == g->size && layer_begin == 0 && layer_end == (int32_t)m->hp.n_layer)
-    return create_remote(g, w, kv_dtype, n_blocks, block_size, out, comm0);
-  brisk_status st = brisk_comm_threads_create(g->size, g->comm);
+  }
+  if (w && brisk_comm_size(w) == g->size && layer_begin == 0 &&
+      layer_end == (int32_t)m->hp.n_layer) {
+    if (!g->device) return create_remote(g, w, kv_dtype, n_blocks, block_size, out, comm0);
+    brisk_free(g);
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "tensor parallelism on GPU devices runs its ranks in one process; under "
+                       "an MPI job of %d processes it is not wired yet",
+                       g->size);
+  }
+  brisk_status st =
+      g->device ? create_device_comms(g) : brisk_comm_threads_create(g->size, g->comm);
   if (st) {
     brisk_free(g);
     return st;
@@ -271,7 +339,8 @@ brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
     r->rank = q;
     r->shard = m->tp_ranks[q];
     r->comm = g->comm[q];
-    g->comm[q] = NULL;
+    r->ctl = g->ctl[q];
+    g->comm[q] = g->ctl[q] = NULL;
     if (!r->shard) {
       st = brisk_error(BRISK_E_INVALID_STATE,
                        "tensor-parallel rank %d: this process holds one rank's shard only (the "
@@ -281,12 +350,16 @@ brisk_status brisk_tp_create(const brisk_model *m, int n_threads, uint32_t kv_dt
     }
     if ((st = brisk_threadpool_create(n_threads, &r->pool)) ||
         (st = brisk_device_backend_create(&host, r->pool, &r->be)) ||
+        (g->device && (st = brisk_device_backend_create(&r->shard->device, r->pool, &r->dev_be))) ||
         (st = alloc_kv(r, kv_dtype, n_blocks, block_size)) ||
-        (st = brisk_forward_create(r->shard, r->be, NULL, max_tokens, &r->fwd)))
+        (st = brisk_forward_create(r->shard, r->be, r->dev_be, max_tokens, &r->fwd)))
       break;
     brisk_forward_set_comm(r->fwd, r->comm);
     brisk_forward_set_layers(r->fwd, layer_begin, layer_end);
-    if (!(r->logits = brisk_malloc(logit_floats * sizeof(float)))) st = brisk_error_oom();
+    if (r->dev_be)
+      st = r->dev_be->buffer_alloc(r->dev_be, logit_floats * sizeof(float), (void **)&r->logits);
+    else if (!(r->logits = brisk_malloc(logit_floats * sizeof(float))))
+      st = brisk_error_oom();
   }
   if (st) goto fail;
   for (int q = 1; q < g->size; q++) {
@@ -324,10 +397,10 @@ brisk_status brisk_tp_step(brisk_tp *g, const int32_t *copies, int32_t n_copies,
   memcpy(v.tables, b->block_tables, (size_t)(b->n_seqs * b->max_blocks) * sizeof(int32_t));
   if (n_copies) memcpy(v.copies, copies, (size_t)n_copies * 2 * sizeof(int32_t));
   brisk_status st;
-  if ((st = brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) ||
-      (st = brisk_comm_broadcast(g->comm[0], g->msg, bytes, 0)) ||
+  if ((st = brisk_comm_broadcast(ctl0(g), &h, sizeof h, 0)) ||
+      (st = brisk_comm_broadcast(ctl0(g), g->msg, bytes, 0)) ||
       (g->layer_begin > 0 &&
-       (st = brisk_comm_broadcast(g->comm[0], x, n * g->model->hp.n_embd * sizeof(float), 0))))
+       (st = brisk_comm_broadcast(ctl0(g), x, n * g->model->hp.n_embd * sizeof(float), 0))))
     g->failed = true;
   if (!st && g->force_error0) {
     /* Rank 0 failing once the followers have the step (test hook). */
@@ -343,11 +416,14 @@ void brisk_tp_fail(brisk_tp *g, brisk_status why) {
   g->failed = true;
   if (g->remote) world_failed = true;
   if (g->comm[0]) brisk_comm_abort(g->comm[0]);
-  for (int q = 1; q < g->size; q++)
+  if (g->ctl[0]) brisk_comm_abort(g->ctl[0]);
+  for (int q = 1; q < g->size; q++) {
     if (g->ranks[q].comm) brisk_comm_abort(g->ranks[q].comm);
+    if (g->ranks[q].ctl) brisk_comm_abort(g->ranks[q].ctl);
+  }
   /* A failure of rank 0's own (not one a collective reported) reaches the
    * MPI ranks in one more collective; threads ranks are woken above. */
-  if (g->comm[0] && why != BRISK_E_CANCELLED) (void)brisk_comm_barrier(g->comm[0]);
+  if (ctl0(g) && why != BRISK_E_CANCELLED) (void)brisk_comm_barrier(ctl0(g));
 }
 
 void brisk_tp_force_error(brisk_tp *g, int rank) {
@@ -359,13 +435,14 @@ void brisk_tp_free(brisk_tp *g) {
   if (!g) return;
   if (!g->failed) {
     tp_header h = {TP_OP_SHUTDOWN, 0, 0, 0, 0, 0};
-    if (brisk_comm_broadcast(g->comm[0], &h, sizeof h, 0)) brisk_tp_fail(g, BRISK_E_CANCELLED);
+    if (brisk_comm_broadcast(ctl0(g), &h, sizeof h, 0)) brisk_tp_fail(g, BRISK_E_CANCELLED);
   }
   for (int q = 1; q < g->size; q++)
     if (g->ranks[q].started) pthread_join(g->ranks[q].thread, NULL);
   for (int q = 1; q < g->size; q++)
     if (g->ranks[q].shard) free_rank(&g->ranks[q]);
   for (int q = g->remote ? 1 : 0; q < g->size; q++) brisk_comm_free(g->comm[q]);
+  for (int q = 0; q < g->size; q++) brisk_comm_free(g->ctl[q]);
   brisk_free(g->msg);
   brisk_free(g);
 }

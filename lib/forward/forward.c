@@ -194,7 +194,10 @@ brisk_status brisk_forward_create(const brisk_model *model, brisk_backend *host,
     goto fail;
   }
   if (model->split) {
-    if ((st = brisk_rowpar_init(&f->rp, model, max_tokens))) goto fail;
+    /* The split's sums run where its layers do: on the device for a model
+     * wholly there, else on the host. */
+    brisk_backend *rp_dev = model->split->first_layer < model->n_dev_layers ? device : NULL;
+    if ((st = brisk_rowpar_init(&f->rp, model, max_tokens, rp_dev))) goto fail;
     f->split = true;
     f->bytes += f->rp.bytes;
   }
@@ -289,10 +292,12 @@ static brisk_status scatter_add_scaled(brisk_forward *f, int32_t rows, float *in
   return BRISK_OK;
 }
 
-/* The layer's slot split, when the model has one and the host runs the
- * layer (device layers keep whole wo / ffn_down). */
+/* The layer's slot split, when the model has one covering the layer
+ * (every layer of a CPU model or of one wholly on a device; the host
+ * layers of one split between them, whose device layers keep whole wo /
+ * ffn_down). */
 static const brisk_split_layer *split_of(const brisk_forward *f, int32_t il) {
-  if (!f->split || brisk_forward_layer_device(f->model, il)) return NULL;
+  if (!f->split || il < f->model->split->first_layer) return NULL;
   return &f->model->split->layers[il];
 }
 
@@ -359,8 +364,8 @@ static brisk_status moe(brisk_forward *f, const brisk_layer *ly, int32_t il, int
   }
   for (int32_t j = 0; j < f->model->split->n_slots; j++) {
     float *part = brisk_rowpar_slot(&f->rp);
-    memset(part, 0, (size_t)n * hp->n_embd * sizeof(float));
-    if ((st = run_experts(f, ly, n, sl->expert[j], sl->expert[j + 1], part)) ||
+    if ((st = brisk_rowpar_zero_slot(&f->rp, be, n)) ||
+        (st = run_experts(f, ly, n, sl->expert[j], sl->expert[j + 1], part)) ||
         (st = brisk_rowpar_push(&f->rp, be, n)))
       return st;
   }
@@ -417,7 +422,8 @@ static brisk_status rowpar(brisk_forward *f, const brisk_weight *whole, const br
   brisk_backend *be = f->cur->be;
   /* The observer sees the whole weight's input; a rank of a larger group
    * holds only some of its columns and reports none. */
-  if (f->observe && in_cols == whole->cols) f->observe(f->observe_user, whole, in, n);
+  if (f->observe && in_cols == whole->cols && f->cur == &f->dev[0])
+    f->observe(f->observe_user, whole, in, n);
   for (int32_t j = 0; j < f->model->split->n_slots; j++) {
     brisk_status st = brisk_rowpar_matmul(&f->rp, be, &w[j], in, in_cols, col[j], col[j + 1], n);
     if (st) return st;
@@ -662,8 +668,9 @@ int brisk_forward_layer_device(const brisk_model *m, int32_t layer) {
 int brisk_forward_output_device(const brisk_model *m) { return m->output_on_device ? 1 : 0; }
 
 /* A pass whose work stays on the device after the host's embedding (every
- * layer and the output there, no MoE routing read back) is bracketed as one
- * step, which the device may record and replay (CUDA graphs). */
+ * layer and the output there, no MoE routing read back, no collectives of
+ * a tensor-parallel group, which wait on the host mid-pass) is bracketed
+ * as one step, which the device may record and replay (CUDA graphs). */
 brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
                                const brisk_forward_batch *b, float *logits,
                                brisk_forward_abort_fn abort_fn, void *abort_user_data) {
@@ -671,7 +678,8 @@ brisk_status brisk_forward_run(brisk_forward *f, const brisk_forward_kv *kv,
   brisk_backend *dev = f->n_dev > 1 ? f->dev[1].be : NULL;
   if (!dev || !dev->step_begin || m->n_dev_layers < (int32_t)m->hp.n_layer ||
       !m->output_on_device || m->hp.n_expert || b->n_tokens < 1 || b->n_tokens > f->max_tokens ||
-      b->n_keep > 0) /* reads K/V back to the host mid-pass */
+      b->n_keep > 0 || /* reads K/V back to the host mid-pass */
+      (f->split && m->split->tp_size > 1))
     return forward_pass(f, kv, b, logits, abort_fn, abort_user_data);
   brisk_status st = dev->step_begin(dev, b->n_tokens);
   if (st) return st;

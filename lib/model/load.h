@@ -72,6 +72,11 @@ brisk_status brisk_model_alloc_experts(brisk_model *m, brisk_layer *layer);
  * is not the CPU (params->n_gpu_layers), the rest regrouped in place for the
  * CPU kernels when params->repack. */
 brisk_status brisk_model_place(brisk_model *m, const brisk_model_params *params);
+/* A model cut into tensor-parallel ranks for a GPU (m->tp_ranks): rank r's
+ * shard placed wholly on the r-th device from m's (its weights, slot
+ * copies and output rows in that device's memory, the host copies of the
+ * slots freed); token embeddings stay on the host. */
+brisk_status brisk_model_place_ranks(brisk_model *m, const brisk_model_params *params);
 /* Frees what brisk_model_place put on a device. */
 void brisk_model_unplace(brisk_model *m);
 

@@ -350,6 +350,8 @@ static brisk_status load(const load_from *from, const char *name,
       (m->layers && (st = keep_local(m, &params))) ||
       (m->layers && (st = brisk_model_split(m, params.tp_size, params.n_gpu_layers))) ||
       (m->layers && !m->tp_size && (st = brisk_model_place(m, &params))) ||
+      (m->layers && m->tp_size && !brisk_device_is_cpu(&m->device) &&
+       (st = brisk_model_place_ranks(m, &params))) ||
       (m->layers && (st = set_stages(m, params.pp_size))) ||
       (st = brisk_model_report_progress(&params, 1.0f))) {
     brisk_model_free(m);

@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/memcap.h"
 
+#include <stdio.h>
 #include <string.h>
 
 typedef struct place_pass {
@@ -210,11 +211,31 @@ static brisk_status to_device(brisk_model *m, brisk_weight *w, bool matrix) {
   return BRISK_OK;
 }
 
-static brisk_status layer_to_device(brisk_model *m, brisk_layer *ly) {
-  brisk_weight *mats[] = {&ly->wq,         &ly->wk,       &ly->wv,         &ly->wo,
-                          &ly->ffn_gate,   &ly->ffn_up,   &ly->ffn_down,   &ly->moe_router,
-                          &ly->shexp_gate, &ly->shexp_up, &ly->shexp_down, &ly->shexp_gate_inp,
-                          &ly->wq_a,       &ly->wq_b,     &ly->wkv_a_lat,  &ly->wkv_a_rope};
+/* The split layer's slot copies (model/shard.h) instead of wo and
+ * ffn_down, which the pass does not read then. */
+static const brisk_split_layer *split_layer_of(const brisk_model *m, int32_t l) {
+  return m->split && l >= m->split->first_layer ? &m->split->layers[l] : NULL;
+}
+
+static brisk_status layer_to_device(brisk_model *m, brisk_layer *ly, int32_t l) {
+  brisk_split_layer *sl = (brisk_split_layer *)split_layer_of(m, l);
+  brisk_weight none = {0};
+  brisk_weight *mats[] = {&ly->wq,
+                          &ly->wk,
+                          &ly->wv,
+                          sl ? &none : &ly->wo,
+                          &ly->ffn_gate,
+                          &ly->ffn_up,
+                          sl ? &none : &ly->ffn_down,
+                          &ly->moe_router,
+                          &ly->shexp_gate,
+                          &ly->shexp_up,
+                          &ly->shexp_down,
+                          &ly->shexp_gate_inp,
+                          &ly->wq_a,
+                          &ly->wq_b,
+                          &ly->wkv_a_lat,
+                          &ly->wkv_a_rope};
   /* kv_b stays float32 (mla_attention reads it as such), as vectors do. */
   brisk_weight *vecs[] = {&ly->attn_norm,
                           &ly->ffn_norm,
@@ -230,6 +251,8 @@ static brisk_status layer_to_device(brisk_model *m, brisk_layer *ly) {
                           &ly->wkv_b};
   brisk_status st = BRISK_OK;
   for (size_t i = 0; i < sizeof mats / sizeof *mats && !st; i++) st = to_device(m, mats[i], true);
+  for (int32_t j = 0; sl && j < m->split->n_slots && !st; j++)
+    if (!(st = to_device(m, &sl->wo[j], true))) st = to_device(m, &sl->down[j], true);
   for (size_t i = 0; i < sizeof vecs / sizeof *vecs && !st; i++) st = to_device(m, vecs[i], false);
   for (uint32_t e = 0; ly->expert_gate && e < m->hp.n_expert && !st; e++)
     if (!(st = to_device(m, &ly->expert_gate[e], true)) &&
@@ -243,7 +266,7 @@ static brisk_status place_device(brisk_model *m, const brisk_model_params *param
   if (st) return st;
   const uint64_t t0 = brisk_now_ns();
   for (int32_t l = 0; l < m->n_dev_layers && !st; l++) {
-    st = layer_to_device(m, &m->layers[l]);
+    st = layer_to_device(m, &m->layers[l], l);
     if (!st)
       st = brisk_model_report_progress(params,
                                        0.5f + 0.5f * (float)(l + 1) / (float)(m->n_dev_layers + 1));
@@ -251,6 +274,9 @@ static brisk_status place_device(brisk_model *m, const brisk_model_params *param
   if (!st && m->output_on_device && !(st = to_device(m, &m->output_norm, false)))
     st = to_device(m, &m->output, true);
   if (!st && m->dev_be->synchronize) st = m->dev_be->synchronize(m->dev_be);
+  /* Every slot copy of a split wholly on the device is there now. */
+  if (!st && m->split && m->split->first_layer < m->n_dev_layers)
+    brisk_split_drop_host_copies(m->split);
   if (!st)
     BRISK_INFO("%d of %u layers%s on %s: %.1f MiB in %.1f ms", (int)m->n_dev_layers, m->hp.n_layer,
                m->output_on_device ? " and the output" : "", m->dev_be->name,
@@ -271,6 +297,30 @@ brisk_status brisk_model_place(brisk_model *m, const brisk_model_params *params)
   if (m->n_dev_layers > 0 && (st = place_device(m, params))) return st;
   if (params->repack) st = brisk_model_repack(m, brisk_model_repack_budget(m));
   return st;
+}
+
+brisk_status brisk_model_place_ranks(brisk_model *m, const brisk_model_params *params) {
+  const int32_t n_layer = (int32_t)m->hp.n_layer;
+  char first[32];
+  brisk_device_name(&m->device, first, sizeof first);
+  for (int32_t r = 0; r < m->tp_size; r++) {
+    brisk_model *s = m->tp_ranks[r];
+    /* Rank r on the r-th device from the one named: "cuda:1" with tp 2 is
+     * cuda:1 and cuda:2. */
+    char name[48];
+    snprintf(name, sizeof name, "%s:%d", m->device.provider->kind_name, (int)(m->device.index + r));
+    brisk_status st = brisk_device_parse(name, &s->device);
+    if (st) { /* the parse's message, copied: brisk_error rewrites it */
+      char why[256];
+      snprintf(why, sizeof why, "%s", brisk_last_error());
+      return brisk_error(st, "tensor parallelism over %d devices from %s: rank %d: %s",
+                         (int)m->tp_size, first, (int)r, why);
+    }
+    s->n_dev_layers = n_layer;
+    s->output_on_device = true;
+    if ((st = place_device(s, params))) return st;
+  }
+  return BRISK_OK;
 }
 
 void brisk_model_unplace(brisk_model *m) {

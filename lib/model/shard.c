@@ -7,6 +7,7 @@
  * rank holds (views of) the experts of its slots. Everything else (token
  * embeddings, norms, the router) is replicated as views. */
 #include "model/shard.h"
+#include "model/load.h"
 
 #include "backend/device.h"
 #include "core/alloc.h"
@@ -135,6 +136,7 @@ static brisk_status make_split(const brisk_model *m, int32_t tp, int32_t rank, i
   sp->tp_size = tp;
   sp->tp_rank = rank;
   sp->n_slots = n_slots;
+  sp->first_layer = (int32_t)first_layer;
   for (int32_t q = 0; q <= tp; q++) sp->vocab_begin[q] = (int32_t)((int64_t)q * m->hp.n_vocab / tp);
   for (int32_t q = 0; q < tp; q++)
     if (sp->vocab_begin[q + 1] - sp->vocab_begin[q] > sp->vocab_max)
@@ -195,6 +197,7 @@ static brisk_status kv_rows(brisk_split *sp, const brisk_hparams *hp, int64_t h0
 
 static void free_rank(brisk_model *r) {
   if (!r) return;
+  brisk_model_unplace(r); /* its device copies, when it was placed on a device */
   if (r->layers)
     for (uint32_t l = 0; l < r->hp.n_layer; l++) {
       brisk_free(r->layers[l].expert_gate);
@@ -280,10 +283,6 @@ brisk_status brisk_split_make_ranks(brisk_model *m, int32_t tp) {
   if (tp < 2 || tp > BRISK_TP_MAX || BRISK_SPLIT_SLOTS % tp)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
                        "tensor-parallel size %d: brisk splits into 1, 2, 4 or 8 ranks", tp);
-  if (m->n_dev_layers > 0 || m->output_on_device)
-    return brisk_error(BRISK_E_UNSUPPORTED,
-                       "tensor parallelism on a GPU device needs the NCCL communicator; this "
-                       "build splits CPU models only");
   if (hp->kv_lora_rank)
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "tensor parallelism: %s (multi-head latent attention) is not split across "
@@ -333,17 +332,29 @@ brisk_status brisk_split_make_ranks(brisk_model *m, int32_t tp) {
 
 brisk_status brisk_model_split(brisk_model *m, int32_t tp_size, int32_t n_gpu_layers) {
   if (!brisk_device_is_cpu(&m->device)) {
-    if (tp_size > 1)
-      return brisk_error(BRISK_E_UNSUPPORTED,
-                         "tensor parallelism on a GPU device needs the NCCL communicator; this "
-                         "build splits CPU models only");
-    /* The layers that stay on the host run the same split as a CPU model
-     * (as model/place.c counts them), so that they give its bits. */
     uint32_t n = m->hp.n_layer;
-    return brisk_split_attach(
-        m, n_gpu_layers < 0 || (uint32_t)n_gpu_layers > n ? n : (uint32_t)n_gpu_layers);
+    const bool all = n_gpu_layers < 0 || (uint32_t)n_gpu_layers >= n;
+    if (tp_size > 1 && !all)
+      return brisk_error(BRISK_E_UNSUPPORTED,
+                         "tensor parallelism on GPU devices: every layer on the devices "
+                         "(n_gpu_layers -1 or >= %u, not %d); a model split between the devices "
+                         "and the host runs with tp_size 1",
+                         n, (int)n_gpu_layers);
+    if (tp_size > 1) return brisk_split_make_ranks(m, tp_size);
+    /* Wholly on the device: the slot split of every layer, which the
+     * device ranks of tp_size > 1 run too, so that tp_size 1 gives their
+     * bits. Split with the host: the host layers run a CPU model's split
+     * (as model/place.c counts them), so that they give its bits. */
+    return brisk_split_attach(m, all ? 0 : (uint32_t)n_gpu_layers);
   }
   return tp_size > 1 ? brisk_split_make_ranks(m, tp_size) : brisk_split_attach(m, 0);
+}
+
+void brisk_split_drop_host_copies(brisk_split *sp) {
+  if (!sp) return;
+  for (size_t i = 0; i < sp->n_bufs; i++) brisk_aligned_free(sp->bufs[i]);
+  sp->n_bufs = 0;
+  sp->owned_bytes = 0;
 }
 
 void brisk_split_free(brisk_model *m) {

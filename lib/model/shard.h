@@ -48,6 +48,8 @@ typedef struct brisk_split_layer {
 typedef struct brisk_split {
   int32_t tp_size, tp_rank;
   int32_t n_slots; /* slots per rank: BRISK_SPLIT_SLOTS / tp_size, or 1 (unsliced) */
+  int32_t
+      first_layer; /* layers [first_layer, n_layer) are split; earlier ones keep wo / ffn_down */
   int32_t vocab_begin[BRISK_TP_MAX + 1]; /* rank q's output rows [vocab_begin[q], [q + 1]) */
   int32_t vocab_max;                     /* the largest rank's row count */
   brisk_split_layer *layers;             /* [n_layer] */
@@ -71,11 +73,17 @@ brisk_status brisk_split_attach(brisk_model *m, uint32_t first_host_layer);
  * Called before any in-place regrouping (the views read the stored layout). */
 brisk_status brisk_split_make_ranks(brisk_model *m, int32_t tp_size);
 
-/* At load, before placement: tp_size > 1 makes the ranks (CPU models
- * only); otherwise a CPU model gets its TP = 1 split. */
+/* At load, before placement: tp_size > 1 makes the ranks (a GPU model
+ * only with every layer on the devices); otherwise a model gets its
+ * TP = 1 split: every layer of a CPU model or of a model wholly on a GPU,
+ * the host layers of one split between a GPU and the host. */
 brisk_status brisk_model_split(brisk_model *m, int32_t tp_size, int32_t n_gpu_layers);
 
-/* Frees m->split and m->tp_ranks. */
+/* Frees the split's host copies once they have been copied to a device
+ * (the weights then point at the device's memory). */
+void brisk_split_drop_host_copies(brisk_split *sp);
+
+/* Frees m->split and m->tp_ranks (and what each rank placed on its device). */
 void brisk_split_free(brisk_model *m);
 
 /* Bytes of weights rank `rank` reads (its views and copies; embeddings and

@@ -49,6 +49,22 @@ j = json.loads(run("bench", "-m", stories, "--tp", "2", "-p", "8", "-n", "4", "-
                    "-t", "2", "--json").stdout)
 assert j["threads"] == 2, j
 
+# --tp N --device cuda: one rank per GPU. Without GPUs (or the CUDA plugin)
+# it fails with one line saying why; with two or more, the logits are byte
+# for byte those of one GPU (tests/gpu/run.sh runs that on GPU machines).
+devs = json.loads(run("version", "--json").stdout).get("devices", [])
+gpus = [x for x in devs if str(x.get("id", "")).startswith("cuda")]
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "g.f32")
+    if not gpus:
+        p = run("logits", "-m", tiny, "--tp", "2", "--device", "cuda", out, "1", ok=False)
+        lines = p.stderr.decode().strip().splitlines()
+        assert len(lines) == 1 and "cuda" in lines[0].lower(), lines
+    elif len(gpus) >= 2:
+        run("logits", "-m", tiny, "--device", "cuda:0", out + "1", *toks)
+        run("logits", "-m", tiny, "--device", "cuda:0", "--tp", "2", out + "2", *toks)
+        assert open(out + "1", "rb").read() == open(out + "2", "rb").read(), "--tp 2 on GPUs"
+
 for bad in ("3", "9"):
     p = run("logits", "-m", tiny, "--tp", bad, os.path.join(tempfile.gettempdir(), "x.f32"), "1",
             ok=False)

@@ -3,12 +3,19 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/device.h"
+#include "nccl_emu.h"
 
 #include <stdio.h>
 
+static int n_devices = 1;
+
+void brisk_cuda_emu_set_device_count(int n) {
+  n_devices = n < 1 ? 1 : n > BRISK_CUDA_EMU_MAX_DEVICES ? BRISK_CUDA_EMU_MAX_DEVICES : n;
+}
+
 static brisk_status count(const brisk_device_provider *p, int32_t *n) {
   (void)p;
-  *n = 1;
+  *n = n_devices;
   return BRISK_OK;
 }
 
@@ -45,6 +52,9 @@ brisk_status brisk_cuda_emu_register(void) {
   static int done;
   if (done) return BRISK_OK;
   brisk_status st = brisk_device_register(&provider);
+  /* Tensor parallelism over these devices communicates through the
+   * emulated NCCL. */
+  if (!st) st = brisk_device_set_nccl(&provider, &brisk_nccl_rt_emu);
   if (!st) done = 1;
   return st;
 }

@@ -16,10 +16,19 @@ extern const brisk_cuda_rt brisk_cuda_rt_emu;
 /* Registers the "cudaemu" device kind (once; later calls do nothing). */
 brisk_status brisk_cuda_emu_register(void);
 
+/* Emulated devices "cudaemu:0".."cudaemu:N-1" the provider reports
+ * (1 by default, at most BRISK_CUDA_EMU_MAX_DEVICES): tensor-parallel
+ * tests ask for more. */
+#define BRISK_CUDA_EMU_MAX_DEVICES 8
+void brisk_cuda_emu_set_device_count(int n);
+
 /* Device memory the emulation may hand out in all (SIZE_MAX: no limit), and
  * what it holds now. */
 void brisk_cuda_emu_set_limit(size_t bytes);
 size_t brisk_cuda_emu_in_use(void);
+/* The same for one device (the limit applies on top of the total one). */
+void brisk_cuda_emu_set_device_limit(int device, size_t bytes);
+size_t brisk_cuda_emu_device_in_use(int device);
 /* Page-locked host memory the emulation holds (graph staging). */
 size_t brisk_cuda_emu_pinned_in_use(void);
 /* Graphs made executable, updated in place and launched so far. */

@@ -124,10 +124,11 @@ static int comm_destroy(void *comm) {
   return 0;
 }
 
+/* The runtime's current device too: scratch is counted on the rank's. */
 static int set_device(int d) {
   if (d < 0 || d >= N_DEV) return 101;
   current_device = d;
-  return 0;
+  return brisk_cuda_rt_emu.set_device(d);
 }
 static int dev_malloc(void **p, size_t n) { return brisk_cuda_rt_emu.malloc(p, n); }
 static int dev_free(void *p) { return brisk_cuda_rt_emu.free(p); }

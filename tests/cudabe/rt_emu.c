@@ -18,24 +18,46 @@ enum {
   EMU_CAPTURE = 900, /* cudaErrorStreamCaptureUnsupported */
 };
 
-/* Atomic: the NCCL test's ranks allocate from several threads at once. */
+/* Atomic: the NCCL test's ranks allocate from several threads at once.
+ * Up to BRISK_CUDA_EMU_MAX_DEVICES devices, each with its own count and
+ * limit, selected per thread as cudaSetDevice does; `limit` caps them all
+ * together. */
 static size_t limit = SIZE_MAX;
 static atomic_size_t in_use;
+static size_t dev_limit[BRISK_CUDA_EMU_MAX_DEVICES] = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX,
+                                                       SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+static atomic_size_t dev_in_use[BRISK_CUDA_EMU_MAX_DEVICES];
+static __thread int current_device;
 
-/* Each allocation carries its size in front, for the limit. */
+/* Each allocation carries its size and device in front, for the limits. */
 #define HEADER 256
 
 void brisk_cuda_emu_set_limit(size_t bytes) { limit = bytes; }
 size_t brisk_cuda_emu_in_use(void) { return atomic_load(&in_use); }
+void brisk_cuda_emu_set_device_limit(int device, size_t bytes) {
+  if (device >= 0 && device < BRISK_CUDA_EMU_MAX_DEVICES) dev_limit[device] = bytes;
+}
+size_t brisk_cuda_emu_device_in_use(int device) {
+  return device >= 0 && device < BRISK_CUDA_EMU_MAX_DEVICES ? atomic_load(&dev_in_use[device]) : 0;
+}
 
-static int set_device(int d) { return d == 0 ? 0 : 101 /* cudaErrorInvalidDevice */; }
+static int set_device(int d) {
+  if (d < 0 || d >= BRISK_CUDA_EMU_MAX_DEVICES) return 101; /* cudaErrorInvalidDevice */
+  current_device = d;
+  return 0;
+}
 
 static int emu_malloc(void **p, size_t n) {
-  if (n > limit || atomic_load(&in_use) > limit - n) return EMU_OOM;
+  const int d = current_device;
+  if (n > limit || atomic_load(&in_use) > limit - n || n > dev_limit[d] ||
+      atomic_load(&dev_in_use[d]) > dev_limit[d] - n)
+    return EMU_OOM;
   unsigned char *b = aligned_alloc(HEADER, (n + HEADER + HEADER - 1) / HEADER * HEADER);
   if (!b) return EMU_OOM;
   memcpy(b, &n, sizeof n);
+  memcpy(b + sizeof n, &d, sizeof d);
   atomic_fetch_add(&in_use, n);
+  atomic_fetch_add(&dev_in_use[d], n);
   *p = b + HEADER;
   return 0;
 }
@@ -44,8 +66,11 @@ static int emu_free(void *p) {
   if (!p) return 0;
   unsigned char *b = (unsigned char *)p - HEADER;
   size_t n;
+  int d;
   memcpy(&n, b, sizeof n);
+  memcpy(&d, b + sizeof n, sizeof d);
   atomic_fetch_sub(&in_use, n);
+  atomic_fetch_sub(&dev_in_use[d], n);
   free(b);
   return 0;
 }

@@ -10,7 +10,11 @@
 #     of every architecture, the shared models and SmolLM2 when present, at
 #     several n_gpu_layers splits, a prefill on the GEMM path; decode steps
 #     as CUDA graphs against eager steps (bitwise);
-#  4. the NCCL communicator at world size 1 (the plugin's NCCL table);
+#  4. the NCCL communicator at world size 1 (the plugin's NCCL table); with
+#     2 or more GPUs, tensor parallelism over them (TP 2, and 4 with 4
+#     GPUs): logits bit for bit those of TP 1 and within tolerance of the
+#     CPU's, a rank failing mid-step, and `brisk logits --tp 2` against
+#     `--tp 1` byte for byte;
 #  5. an engine run on the GPU;
 #  6. benchmarks on a model with 8B-llama layer shapes (2 layers, 32000
 #     vocabulary; GPU_BENCH_TYPES, default q8_0): batch-1 decode tokens/s and
@@ -77,6 +81,23 @@ step() { # name, command...
 step "operations vs CPU (every kernel family, the GEMM path)" "$dir/tests/cudabe/test_backend_cuda"
 step "model logits vs CPU (test models, splits, GEMM prefill, graphs)" "$dir/tests/cudabe/test_model_cuda"
 step "NCCL communicator, world size 1" "$dir/tests/cudabe/test_comm_nccl"
+n_gpus=$(nvidia-smi -L | grep -c '^GPU')
+tp_logits() { # model: --tp 2 on cuda:0 and cuda:1 against --tp 1, byte for byte
+  local m=$1 toks
+  toks=$(seq 11 30 | tr '\n' ' ')
+  timeout 120 "$dir/tools/brisk" logits -m "$m" --device cuda:0 /tmp/brisk-tp1.f32 $toks >/dev/null &&
+    timeout 120 "$dir/tools/brisk" logits -m "$m" --device cuda:0 --tp 2 /tmp/brisk-tp2.f32 $toks >/dev/null &&
+    cmp /tmp/brisk-tp1.f32 /tmp/brisk-tp2.f32
+}
+if [ "$n_gpus" -ge 2 ]; then
+  step "tensor parallelism on $n_gpus GPUs over NCCL (TP 2$([ "$n_gpus" -ge 4 ] && echo ', 4'))" \
+    "$dir/tests/cudabe/test_tp_cuda"
+  for m in "${BRISK_SHARED_DIR}/models/tiny-q8_0.gguf" "${BRISK_SHARED_DIR}/models/tiny-f16.gguf"; do
+    [ -f "$m" ] && step "logits --tp 2 vs --tp 1 on GPUs: $(basename "$m")" tp_logits "$m"
+  done
+else
+  log "skip  tensor parallelism over NCCL: $n_gpus GPU (needs 2)"
+fi
 step "device enumeration and errors" "$dir/tests/test_device"
 step "every architecture vs transformers (small random models)" \
   python3 tests/model/test_hf_reference.py "$dir/tests/cudabe/hf_logits" tools/hf_reference.py

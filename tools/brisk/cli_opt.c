@@ -337,7 +337,8 @@ cli_group cli_model_group(cli_model_args *a, const char *path_help) {
   a->opts[n++] = (cli_opt){CLI_INT_OPT(0, "tp", &a->tp, "N",
                                        "tensor parallelism: the model cut into N ranks (1, 2,\n"
                                        "4, 8), threads of this process sharing --threads;\n"
-                                       "logits bit for bit those of 1 (CPU only)",
+                                       "with --device cuda:K one rank per GPU (cuda:K..K+N-1,\n"
+                                       "over NCCL); logits bit for bit those of 1",
                                        0, 8)};
   a->opts[n++] = (cli_opt){CLI_INT_OPT(0, "pp", &a->pp, "N",
                                        "pipeline parallelism: the layers cut into N stages,\n"

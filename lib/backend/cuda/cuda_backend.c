@@ -26,7 +26,15 @@
 #include <stdio.h>
 #include <string.h>
 
-static cuda_backend *cb_of(brisk_backend *be) { return (cuda_backend *)be; }
+/* Every entry makes the backend's device current: the runtime's current
+ * device is per thread, and a backend made on one thread may be driven by
+ * another (a tensor-parallel rank's thread), with other devices' backends
+ * used in between. Selecting the current device again costs little. */
+static cuda_backend *cb_of(brisk_backend *be) {
+  cuda_backend *cb = (cuda_backend *)be;
+  (void)cb->rt->set_device(cb->device);
+  return cb;
+}
 
 brisk_status brisk_cuda_status(cuda_backend *cb, int e, const char *what) {
   if (e == 0) return BRISK_OK;
