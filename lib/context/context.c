@@ -149,6 +149,8 @@ static brisk_status alloc_kv_storage(brisk_context *c) {
   return BRISK_OK;
 }
 
+brisk_backend *brisk_context_host_backend(brisk_context *c) { return c->be; }
+
 brisk_backend *brisk_context_layer_backend(brisk_context *c, uint32_t layer) {
   return brisk_forward_layer_device(c->model, (int32_t)layer) ? c->dev_be : c->be;
 }

@@ -11,8 +11,9 @@ Usage: test_embed_reference.py EMBED_VECTORS_HELPER EMBED_REFERENCE_TOOL
     installed: sentence-transformers' ids and normalised vectors
     (embed_ref/minilm.json).
 Vectors must be within 1e-4 cosine distance and 1e-4 of each other's norm;
-the helper's api-checks (argument checks, batching, concurrency) run on the
-tiny BERT too. Exits 77 (skip) without numpy or safetensors.
+the helper's api-checks (argument checks, batching, concurrency) and
+engine-checks (embedding requests on an engine: bitwise brisk_embed, packed
+in one step, generation refused) run on the tiny BERT too. Exits 77 (skip) without numpy or safetensors.
 """
 import json
 import math
@@ -101,6 +102,12 @@ def main():
         if r.returncode != 0:
             print(f"FAIL api checks: {r.stderr.strip()}")
             failed += 1
+        r = subprocess.run([helper, folder, "engine-checks"] + texts, capture_output=True,
+                           text=True, timeout=600)
+        print(r.stdout.strip())
+        if r.returncode != 0:
+            print(f"FAIL engine checks: {r.stderr.strip()}")
+            failed += 1
         # vocab.txt alone (BERT's defaults: lowercase, strip accents).
         os.remove(os.path.join(folder, "tokenizer.json"))
         ids, vecs = run(helper, folder, "mean", 1, texts)
@@ -117,6 +124,12 @@ def main():
         failed += check_tokens("all-MiniLM-L6-v2", helper, path, mini_ref["tokens"])
         ids, vecs = run(helper, path, "default", -1, [r["text"] for r in mini])
         failed += check("all-MiniLM-L6-v2", mini, "vector", ids, vecs, True)
+        r = subprocess.run([helper, path, "engine-checks"] + [r["text"] for r in mini],
+                           capture_output=True, text=True, timeout=600)
+        print(r.stdout.strip())
+        if r.returncode != 0:
+            print(f"FAIL all-MiniLM-L6-v2 engine checks: {r.stderr.strip()}")
+            failed += 1
     if failed:
         raise SystemExit(f"FAIL: {failed} vectors")
     print("OK")
