@@ -203,6 +203,7 @@ int cmd_serve(int argc, char **argv) {
   brisk_engine_counters c = {.struct_size = sizeof c};
   brisk_engine_stats(s->engine, &c);
   s->max_running = ep.max_running;
+  s->embed_only = c.n_kv_blocks == 0; /* an encoder's engine has no KV pool */
   int32_t block = ep.block_size > 0 ? ep.block_size : 16;
   int64_t pool = (int64_t)c.n_kv_blocks * block;
   if (!cfg->ctx_size) {
