@@ -1425,10 +1425,12 @@ typedef struct brisk_engine_params {
 BRISK_API void brisk_engine_params_init(brisk_engine_params *params);
 
 /*
- * Creates an engine for `model` (which must outlive it) with its own context.
- * `params` may be NULL for defaults. BRISK_E_INVALID_ARGUMENT for a NULL
- * model or out, a bad struct_size, a field out of range (named) or a
- * draft_model whose vocabulary differs (the first differing token named),
+ * Creates an engine for `model` (which must outlive it) with its own context
+ * (none for an encoder model: its engine serves embedding requests only and
+ * takes no draft_model). `params` may be NULL for defaults.
+ * BRISK_E_INVALID_ARGUMENT for a NULL model or out, a bad struct_size, a
+ * field out of range (named), a draft_model whose vocabulary differs (the
+ * first differing token named) or one given with an encoder model,
  * BRISK_E_OUT_OF_MEMORY. On failure *out is untouched.
  */
 BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
@@ -1536,8 +1538,9 @@ BRISK_API void brisk_request_params_init(brisk_request_params *params);
  * [1, max_running], logprobs outside [0, BRISK_MAX_LOGPROBS], a NULL stop
  * array with n_stop > 0, an empty stop string, more than
  * BRISK_MAX_STOP_STRINGS of them or one longer than BRISK_MAX_STOP_BYTES),
- * BRISK_E_UNSUPPORTED (text or stop strings without a vocabulary, or a
- * prompt_text brisk_tokenize refuses), BRISK_E_OUT_OF_MEMORY.
+ * BRISK_E_UNSUPPORTED (text or stop strings without a vocabulary, a
+ * prompt_text brisk_tokenize refuses, or an engine on an encoder model,
+ * which serves only brisk_engine_submit_embed), BRISK_E_OUT_OF_MEMORY.
  * Safe to call from any thread while another steps; the request is seen by
  * the next step that starts after it returns.
  */
@@ -2329,7 +2332,9 @@ BRISK_API brisk_status brisk_embed(const brisk_model *model, const brisk_embed_p
  * requests take what is left of max_batch_tokens in rank order (priority,
  * then submission, interleaved with the admission of waiting generation
  * requests), as many as fit packed into one embedding pass; the first that
- * does not fit waits for the next step (first come, first served). A
+ * does not fit waits for the next step (first come, first served). With a
+ * step time budget, one joins a step when the cost model predicts it fits,
+ * the step has nothing else, or the budget held it back for 8 steps. A
  * request runs whole in one step: a decoder runs a causal pass over its
  * tokens into scratch F32 KV that lives only for the pass (the engine's KV
  * pool is not used), an encoder its bidirectional pass. Its vector is

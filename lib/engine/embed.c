@@ -184,14 +184,23 @@ void brisk_engine_schedule_embeds(brisk_engine *e, const brisk_engine_request *b
     if (!best || (before && !brisk_engine_ranks_before(best, before))) return;
     int32_t n = best->n_prompt;
     /* Whole or not at all; with a time budget the cost model must fit all
-     * of it, unless the step has nothing else yet (a step makes progress). */
+     * of it, unless the step has nothing else yet (a step makes progress)
+     * or the time budget has already held it back for
+     * BRISK_ENGINE_EMBED_PATIENCE steps (running decodes alone could
+     * otherwise keep it waiting for as long as they run). */
     bool fits = n <= *budget;
-    if (fits && e->budget_ns > 0 && e->plan.n_tokens > 0)
-      fits = brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, 0, n, false) == n;
+    if (fits && e->budget_ns > 0 && e->plan.n_tokens > 0 &&
+        e->emb_held_steps < BRISK_ENGINE_EMBED_PATIENCE &&
+        brisk_step_cost_fit(&e->cost, &e->plan, e->budget_ns, 0, n, false) != n) {
+      if (e->emb_held_stamp != stamp) e->emb_held_steps++;
+      e->emb_held_stamp = stamp;
+      fits = false;
+    }
     if (!fits) {
       *blocked = true;
       return;
     }
+    e->emb_held_steps = 0;
     best->sched_stamp = stamp;
     brisk_step_plan_add(&e->plan, 0, n, false);
     *budget -= n;

@@ -176,7 +176,15 @@ struct brisk_engine {
   brisk_engine_request **emb_sched;   /* [max_batch_tokens] */
   struct brisk_embed_item *emb_items; /* [max_batch_tokens] */
   int32_t n_emb, n_emb_tokens;
+  /* Steps in which the time budget alone held back the first waiting
+   * embedding request (engine/embed.c), and the last of them. */
+  int32_t emb_held_steps;
+  uint64_t emb_held_stamp;
 };
+
+/* Steps the time budget may hold back an embedding request that the token
+ * budget lets in; after them it runs in the next step with room. */
+enum { BRISK_ENGINE_EMBED_PATIENCE = 8 };
 
 /* Distinct constraints an engine keeps compiled (engine/constraint.c):
  * each a template constraint its requests clone. used: 0 = empty slot,

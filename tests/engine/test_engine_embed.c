@@ -403,6 +403,55 @@ static void test_priority_tokens_cancel(void **state) {
   emb_job_free(b);
 }
 
+/* A step time budget: embedding requests join steps only as far as the
+ * cost model lets them (a step alone always makes progress), and still
+ * give brisk_embed's vectors next to unchanged generation. */
+static void test_time_budget(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("engine_embed_time");
+  enum { NG = 4, NE = 10 };
+  gen_job alone[NG], mixed[NG];
+  for (int k = 0; k < NG; k++) {
+    gen_job_init(&r, &alone[k], 0);
+    mixed[k] = alone[k];
+  }
+  emb_job embs[NE];
+  for (int k = 0; k < NE; k++) emb_job_init(&r, &embs[k]);
+  brisk_engine *e = make_engine(64, 256);
+  for (int k = 0; k < NG; k++) gen_submit(e, &alone[k]);
+  for (int s = 0; !all_done(NULL, 0, alone, NG); s++) {
+    assert_true(s < 2000);
+    assert_int_equal(brisk_engine_step(e, NULL), BRISK_OK);
+    take_events(e, NULL, 0);
+  }
+  brisk_engine_free(e);
+  brisk_engine_params p;
+  brisk_engine_params_init(&p);
+  p.n_threads = 2;
+  p.kv_tokens = 256;
+  p.block_size = 8;
+  p.max_batch_tokens = 64;
+  p.max_running = 4;
+  p.step_time_budget_us = 50; /* tight: most steps take few tokens */
+  assert_int_equal(brisk_engine_create(model, &p, &e), BRISK_OK);
+  for (int k = 0; k < NG; k++) gen_submit(e, &mixed[k]);
+  for (int k = 0; k < NE; k++) assert_int_equal(emb_submit(e, &embs[k]), BRISK_OK);
+  for (int s = 0; !all_done(embs, NE, mixed, NG); s++) {
+    assert_true(s < 4000);
+    brisk_engine_step_info si = {.struct_size = sizeof si};
+    assert_int_equal(brisk_engine_step(e, &si), BRISK_OK);
+    assert_true(si.n_tokens >= 1); /* always progress */
+    take_events(e, embs, NE);
+  }
+  for (int k = 0; k < NG; k++) {
+    assert_int_equal(mixed[k].n_out, alone[k].n_out);
+    assert_memory_equal(mixed[k].out, alone[k].out, (size_t)alone[k].n_out * sizeof(int32_t));
+  }
+  for (int k = 0; k < NE; k++) expect_vector(&embs[k]);
+  brisk_engine_free(e);
+  for (int k = 0; k < NE; k++) emb_job_free(&embs[k]);
+}
+
 static void test_arguments(void **state) {
   (void)state;
   brisk_engine *e = make_engine(16, 64);
@@ -544,7 +593,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_packed_equals_embed), cmocka_unit_test(test_token_budget),
       cmocka_unit_test(test_mixed_workload),      cmocka_unit_test(test_priority_tokens_cancel),
-      cmocka_unit_test(test_arguments),           cmocka_unit_test(test_allocation_failures),
+      cmocka_unit_test(test_time_budget),         cmocka_unit_test(test_arguments),
+      cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -115,7 +115,8 @@ int cmd_serve(int argc, char **argv) {
       .usage = "[-m MODEL] [--host ADDR] [--port N] [--api-key KEY | --api-key-file F] [options]",
       .summary =
           "An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,\n"
-          "GET /v1/models, GET /health, GET /metrics (docs/server.md). The address is printed\n"
+          "POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics (docs/server.md).\n"
+          "An encoder (embedding) model serves /v1/embeddings only. The address is printed\n"
           "as 'listening on http://HOST:PORT'.",
       .groups = groups,
       .n_groups = sizeof groups / sizeof *groups,

@@ -155,10 +155,7 @@ void sv_route_embedding(sv_server *s, sv_sub *sub, const brisk_engine_event *ev)
     const float *v = job->vectors + k * (size_t)job->n_embd;
     size_t bad = 0;
     while (bad < n && isfinite(v[bad])) bad++;
-    if (bad == n) {
-      if (got == BRISK_OK) sv_hist_add(&s->h_e2e, (double)st.e2e_ns * 1e-9);
-      return;
-    }
+    if (bad == n) return;
     job->error = true; /* JSON cannot carry it */
     snprintf(job->error_message, sizeof job->error_message,
              "input %zu: the model gave a non-finite value at element %zu", k, bad);
