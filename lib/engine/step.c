@@ -16,7 +16,9 @@
  * holds none this step when the pool is full; then, unless that pass
  * preempted, a waiting pass admits requests whose tokens and growth the
  * pool can promise on top of every running request's promise. The batch
- * is then decoded into blocks already held. */
+ * is then decoded into blocks already held. Waiting embedding requests
+ * (engine/embed.c) take what the token budget has left, in rank order with
+ * that admission, and run as one embedding pass after the batch. */
 #include "engine/engine_internal.h"
 
 #include "context/sched.h"
@@ -208,13 +210,6 @@ static brisk_status hold(brisk_engine *e, brisk_engine_request *r, int32_t c, ui
   }
 }
 
-/* Admits the best-ranked waiting request if a sequence id is free and the
- * KV manager can promise room for all its known tokens and its growth on
- * top of every running request's promise. It first attaches the longest
- * cached prefix of its known tokens (prompt, plus generated ones after a
- * preemption) and asks only for the rest; a request with a host copy of its
- * KV (swap preemption) takes that instead. Returns it, or NULL (FCFS: the
- * first that does not fit stops admission, its prefix detached). */
 /* The best-ranked waiting generation request, or NULL. */
 static brisk_engine_request *best_waiting(const brisk_engine *e) {
   if (e->n_waiting == 0) return NULL;
@@ -225,6 +220,13 @@ static brisk_engine_request *best_waiting(const brisk_engine *e) {
   return best;
 }
 
+/* Admits the best-ranked waiting request if a sequence id is free and the
+ * KV manager can promise room for all its known tokens and its growth on
+ * top of every running request's promise. It first attaches the longest
+ * cached prefix of its known tokens (prompt, plus generated ones after a
+ * preemption) and asks only for the rest; a request with a host copy of its
+ * KV (swap preemption) takes that instead. Returns it, or NULL (FCFS: the
+ * first that does not fit stops admission, its prefix detached). */
 static brisk_engine_request *admit_one(brisk_engine *e) {
   if (e->n_waiting == 0 || e->n_free_seqs == 0) return NULL;
   brisk_engine_request *best = best_waiting(e);
