@@ -1466,10 +1466,12 @@ typedef struct brisk_engine_params {
 BRISK_API void brisk_engine_params_init(brisk_engine_params *params);
 
 /*
- * Creates an engine for `model` (which must outlive it) with its own context.
- * `params` may be NULL for defaults. BRISK_E_INVALID_ARGUMENT for a NULL
- * model or out, a bad struct_size, a field out of range (named) or a
- * draft_model whose vocabulary differs (the first differing token named),
+ * Creates an engine for `model` (which must outlive it) with its own context
+ * (none for an encoder model: its engine serves embedding requests only and
+ * takes no draft_model). `params` may be NULL for defaults.
+ * BRISK_E_INVALID_ARGUMENT for a NULL model or out, a bad struct_size, a
+ * field out of range (named), a draft_model whose vocabulary differs (the
+ * first differing token named) or one given with an encoder model,
  * BRISK_E_OUT_OF_MEMORY. On failure *out is untouched.
  */
 BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
@@ -1577,8 +1579,9 @@ BRISK_API void brisk_request_params_init(brisk_request_params *params);
  * [1, max_running], logprobs outside [0, BRISK_MAX_LOGPROBS], a NULL stop
  * array with n_stop > 0, an empty stop string, more than
  * BRISK_MAX_STOP_STRINGS of them or one longer than BRISK_MAX_STOP_BYTES),
- * BRISK_E_UNSUPPORTED (text or stop strings without a vocabulary, or a
- * prompt_text brisk_tokenize refuses), BRISK_E_OUT_OF_MEMORY.
+ * BRISK_E_UNSUPPORTED (text or stop strings without a vocabulary, a
+ * prompt_text brisk_tokenize refuses, or an engine on an encoder model,
+ * which serves only brisk_engine_submit_embed), BRISK_E_OUT_OF_MEMORY.
  * Safe to call from any thread while another steps; the request is seen by
  * the next step that starts after it returns.
  */
@@ -1853,6 +1856,13 @@ typedef struct brisk_engine_metrics {
   uint64_t n_host_tier_hits;
   uint64_t n_host_tier_misses;
   uint64_t n_host_tier_evictions;
+  /* Embedding requests (brisk_engine_submit_embed) in the window that got
+   * their vector, their tokens, and their submission-to-vector latency
+   * (cancelled and failed ones count in n_aborted). Callers built before
+   * these fields do not get them. */
+  uint64_t n_embeddings;
+  uint64_t n_embed_tokens;
+  brisk_latency_summary embed_e2e;
 } brisk_engine_metrics;
 
 /*
@@ -2389,6 +2399,90 @@ BRISK_API void brisk_embed_params_init(brisk_embed_params *params);
 BRISK_API brisk_status brisk_embed(const brisk_model *model, const brisk_embed_params *params,
                                    const char *const *texts, int32_t n_texts, float *out,
                                    size_t out_cap);
+
+/*
+ * Embedding requests on an engine (brisk_engine_submit_embed), served next
+ * to generation as serving engines serve pooling requests: each step, after
+ * the running requests' next tokens and prompt chunks, waiting embedding
+ * requests take what is left of max_batch_tokens in rank order (priority,
+ * then submission, interleaved with the admission of waiting generation
+ * requests), as many as fit packed into one embedding pass; the first that
+ * does not fit waits for the next step (first come, first served). With a
+ * step time budget, one joins a step when the cost model predicts it fits,
+ * the step has nothing else, or the budget held it back for 8 steps. A
+ * request runs whole in one step: a decoder runs a causal pass over its
+ * tokens into scratch F32 KV that lives only for the pass (the engine's KV
+ * pool is not used), an encoder its bidirectional pass. Its vector is
+ * bitwise what brisk_embed gives for the same text and params (the same
+ * passes and pooling; a sequence does not depend on its batch).
+ *
+ * An engine on an encoder-only model (BERT family) serves only embedding
+ * requests: it has no KV pool, and brisk_engine_submit on it is
+ * BRISK_E_UNSUPPORTED with a message. Embeddings run on the CPU (a model
+ * with GPU layers or split across ranks is refused at submit).
+ */
+typedef struct brisk_embed_request_params {
+  uint32_t struct_size; /* sizeof(brisk_embed_request_params) */
+  /* The input: n_tokens ids (copied, used as given: no [CLS] / BOS is
+   * added and nothing is cut), or, when tokens is NULL, text tokenized and
+   * cut as brisk_embed does. At least one token, at most max_tokens (below)
+   * and the engine's max_batch_tokens. */
+  const int32_t *tokens;
+  size_t n_tokens;
+  const char *text;
+  /* As brisk_embed_params: a brisk_embed_pooling (default DEFAULT), 1 / 0 /
+   * -1 (default: the folder's) normalisation, the most tokens of one input
+   * (0, default: the folder's max_seq_length, else the training context). */
+  int32_t pooling;
+  int32_t normalize;
+  int32_t max_tokens;
+  /* Higher is served first; default 0. */
+  int32_t priority;
+  /* Returned in the request's event, never dereferenced. */
+  void *user_data;
+} brisk_embed_request_params;
+
+/* Fills *params with defaults (struct_size set; normalize -1). NULL is a
+ * no-op. Any thread. */
+BRISK_API void brisk_embed_request_params_init(brisk_embed_request_params *params);
+
+/*
+ * Queues an embedding request; *id (nonzero, unique within the engine,
+ * shared with generation requests) names it. Tokenizes, checks and copies
+ * everything here: BRISK_E_INVALID_ARGUMENT (NULL engine, params or id, bad
+ * struct_size, no input, a token outside [0, n_vocab), a bad pooling,
+ * normalize or max_tokens, more tokens than max_tokens or than the
+ * engine's max_batch_tokens, named in the message), BRISK_E_UNSUPPORTED (a
+ * model without a tokenizer given text, one on a GPU or split across
+ * ranks, pooling DEFAULT on a folder whose pooling brisk does not compute),
+ * BRISK_E_OUT_OF_MEMORY. Safe to call from any thread while another steps.
+ *
+ * Its one event is its finished event: token -1, no text, index 0, reason
+ * BRISK_FINISH_LENGTH when its vector is ready (then read it with
+ * brisk_engine_embedding), BRISK_FINISH_CANCELLED (brisk_engine_cancel
+ * before the step that ran it) or BRISK_FINISH_ERROR
+ * (brisk_request_stats.error says why). brisk_engine_request_stats gives
+ * its n_prompt_tokens (the tokens embedded) and times; generated tokens 0.
+ */
+BRISK_API brisk_status brisk_engine_submit_embed(brisk_engine *engine,
+                                                 const brisk_embed_request_params *params,
+                                                 uint64_t *id);
+
+/*
+ * Copies the vector of embedding request `id` into out[0 .. n_embd) and
+ * sets *n to n_embd (brisk_model_n_embd). Available from the step that
+ * queued its finished event (reason BRISK_FINISH_LENGTH) until the
+ * brisk_engine_poll call after the one that delivered that event, like
+ * brisk_engine_request_stats; the engine keeps the vector until then.
+ * BRISK_E_BUFFER_TOO_SMALL when cap < n_embd (*n set, nothing copied);
+ * BRISK_E_NOT_FOUND when no live request has the id; BRISK_E_INVALID_STATE
+ * for a generation request or an embedding request without a vector (not
+ * run yet, cancelled or failed); BRISK_E_INVALID_ARGUMENT for NULL engine
+ * or n, or NULL out with cap > 0. Call it from the thread that steps and
+ * polls (as brisk_engine_poll).
+ */
+BRISK_API brisk_status brisk_engine_embedding(brisk_engine *engine, uint64_t id, float *out,
+                                              size_t cap, size_t *n);
 
 #endif /* BRISK_EXPERIMENTAL */
 

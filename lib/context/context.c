@@ -155,6 +155,7 @@ static brisk_status alloc_kv_storage(brisk_context *c) {
 static const brisk_model *rank0_model(const brisk_model *m) {
   return m->tp_size > 1 ? m->tp_ranks[0] : m;
 }
+brisk_backend *brisk_context_host_backend(brisk_context *c) { return c->be; }
 
 brisk_backend *brisk_context_layer_backend(brisk_context *c, uint32_t layer) {
   return brisk_forward_layer_device(rank0_model(c->model), (int32_t)layer) ? c->dev_be : c->be;

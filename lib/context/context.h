@@ -11,6 +11,10 @@ const brisk_context_params *brisk_context_get_params(const brisk_context *ctx);
 /* The context's forward pass (for brisk_forward_set_observer). */
 struct brisk_forward;
 struct brisk_forward *brisk_context_forward(brisk_context *ctx);
+/* The context's host CPU backend, on its thread pool (engine embedding
+ * passes run on it between decodes, on the decoding thread). */
+struct brisk_backend;
+struct brisk_backend *brisk_context_host_backend(brisk_context *ctx);
 /* The bytes brisk_context_create would take for `model` with `params`:
  * the KV pool and everything else (brisk_estimate_memory). Errors as
  * brisk_context_create's for the params. */

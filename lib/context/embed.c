@@ -11,12 +11,12 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "context/embedder.h"
 #include "forward/encode.h"
 #include "forward/forward.h"
 #include "model/embed_tok.h"
 #include "model/model.h"
 
-#include <math.h>
 #include <string.h>
 
 /* Tokens an encoder batch holds at most (more when one text is longer). */
@@ -36,15 +36,6 @@ static brisk_status copy_params(const brisk_embed_params *in, brisk_embed_params
   if (!in) return BRISK_OK;
   brisk_status st = brisk_abi_read(&brisk_abi_embed_params, in, out);
   if (st) return st;
-  if (out->pooling < BRISK_EMBED_POOLING_DEFAULT || out->pooling > BRISK_EMBED_POOLING_LAST)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "embed: pooling %d is not a brisk_embed_pooling",
-                       out->pooling);
-  if (out->normalize < -1 || out->normalize > 1)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "embed: normalize %d is not -1, 0 or 1",
-                       out->normalize);
-  if (out->max_tokens < 0 || out->max_tokens == 1)
-    return brisk_error(BRISK_E_INVALID_ARGUMENT, "embed: max_tokens %d must be 0 or >= 2",
-                       out->max_tokens);
   if (out->n_threads < 0 || out->n_threads > 1024)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "embed: n_threads %d is outside [0, 1024]",
                        out->n_threads);
@@ -63,25 +54,9 @@ typedef struct embed_run {
 } embed_run;
 
 /* Pools the hidden rows [0, n) of one text (all of its tokens, or only the
- * one LAST / CLS needs at row 0) into out, in float64, then normalises. */
+ * one LAST / CLS needs at row 0) into out: the engine's pooling too. */
 static void pool_rows(const embed_run *r, const float *rows, size_t n, float *out) {
-  size_t d = r->m->hp.n_embd;
-  double norm = 0;
-  for (size_t i = 0; i < d; i++) {
-    double v = 0;
-    if (r->pooling == BRISK_EMBED_POOLING_MEAN) {
-      for (size_t t = 0; t < n; t++) v += rows[t * d + i];
-      v /= (double)n;
-    } else {
-      v = rows[(r->pooling == BRISK_EMBED_POOLING_LAST ? n - 1 : 0) * d + i];
-    }
-    out[i] = (float)v;
-    norm += v * v;
-  }
-  if (!r->normalize) return;
-  /* torch.nn.functional.normalize: v / max(||v||, 1e-12). */
-  double s = 1.0 / fmax(sqrt(norm), 1e-12);
-  for (size_t i = 0; i < d; i++) out[i] = (float)(out[i] * s);
+  brisk_embed_pool(r->pooling, r->normalize, rows, n, r->m->hp.n_embd, out);
 }
 
 /* Texts [t0, t1) packed into one encoder batch. */
@@ -210,23 +185,6 @@ done:
   return st;
 }
 
-static brisk_status choose_pooling(const brisk_model *m, int32_t asked, bool encoder,
-                                   int32_t *out) {
-  if (asked != BRISK_EMBED_POOLING_DEFAULT) {
-    *out = asked;
-    return BRISK_OK;
-  }
-  if (m->embed_pooling_unsupported)
-    return brisk_error(BRISK_E_UNSUPPORTED,
-                       "embed: the model's pooling (1_Pooling/config.json or GGUF "
-                       "pooling_type) is one brisk does not compute (max, mean_sqrt_len, "
-                       "weighted mean or rank); give one");
-  *out = m->embed_pooling ? m->embed_pooling
-         : encoder        ? BRISK_EMBED_POOLING_MEAN
-                          : BRISK_EMBED_POOLING_LAST;
-  return BRISK_OK;
-}
-
 BRISK_API brisk_status brisk_embed(const brisk_model *model, const brisk_embed_params *params,
                                    const char *const *texts, int32_t n_texts, float *out,
                                    size_t out_cap) {
@@ -236,6 +194,8 @@ BRISK_API brisk_status brisk_embed(const brisk_model *model, const brisk_embed_p
   brisk_embed_params p;
   brisk_status st = copy_params(params, &p);
   if (st) return st;
+  brisk_embed_choice ch;
+  if ((st = brisk_embed_choose(model, p.pooling, p.normalize, p.max_tokens, &ch))) return st;
   for (int32_t i = 0; i < n_texts; i++)
     if (!texts[i])
       return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_embed: texts[%d] is NULL", i);
@@ -248,20 +208,10 @@ BRISK_API brisk_status brisk_embed(const brisk_model *model, const brisk_embed_p
                        n_texts, d, need);
   const brisk_arch_info *ai = brisk_arch_get(model->hp.arch);
   bool encoder = ai && ai->encoder;
-  if (model->n_dev_layers > 0 || model->tp_size > 1)
-    return brisk_error(BRISK_E_UNSUPPORTED,
-                       "brisk_embed runs on the CPU; load the model with n_gpu_layers 0 and "
-                       "without tensor parallelism");
-  embed_run r = {.m = model,
-                 .out = out,
-                 .normalize = p.normalize < 0 ? model->embed_normalize : p.normalize == 1};
-  if ((st = choose_pooling(model, p.pooling, encoder, &r.pooling))) return st;
+  if ((st = brisk_embed_check_model(model))) return st;
+  embed_run r = {.m = model, .out = out, .normalize = ch.normalize, .pooling = ch.pooling};
   if (n_texts == 0) return BRISK_OK;
-  uint32_t max_tokens = p.max_tokens              ? (uint32_t)p.max_tokens
-                        : model->embed_max_tokens ? model->embed_max_tokens
-                                                  : model->hp.n_ctx_train;
-  if (encoder && max_tokens > model->pos_embd.rows) max_tokens = (uint32_t)model->pos_embd.rows;
-  if (max_tokens > (1u << 20)) max_tokens = 1u << 20;
+  uint32_t max_tokens = ch.max_tokens;
   brisk_threadpool *pool = NULL;
   r.ids = brisk_calloc((size_t)n_texts, sizeof *r.ids);
   r.n_ids = brisk_calloc((size_t)n_texts, sizeof *r.n_ids);

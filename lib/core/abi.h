@@ -48,7 +48,7 @@ extern const brisk_abi_layout brisk_abi_allocator, brisk_abi_model_params, brisk
     brisk_abi_request_params, brisk_abi_engine_step_info, brisk_abi_request_stats,
     brisk_abi_engine_counters, brisk_abi_engine_metrics, brisk_abi_device_props,
     brisk_abi_model_reader, brisk_abi_constraint_params, brisk_abi_memory_estimate,
-    brisk_abi_embed_params;
+    brisk_abi_embed_params, brisk_abi_embed_request_params;
 
 /* All of the above, for tests. */
 extern const brisk_abi_layout *const brisk_abi_layouts[];

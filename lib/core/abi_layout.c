@@ -292,6 +292,9 @@ static const brisk_abi_field engine_metrics_fields[] = {
     BRISK_ABI_FIELD(brisk_engine_metrics, n_host_tier_hits),
     BRISK_ABI_FIELD(brisk_engine_metrics, n_host_tier_misses),
     BRISK_ABI_FIELD(brisk_engine_metrics, n_host_tier_evictions),
+    BRISK_ABI_FIELD(brisk_engine_metrics, n_embeddings),
+    BRISK_ABI_FIELD(brisk_engine_metrics, n_embed_tokens),
+    BRISK_ABI_FIELD(brisk_engine_metrics, embed_e2e),
 };
 const brisk_abi_layout brisk_abi_engine_metrics = {
     "brisk_engine_metrics", sizeof(brisk_engine_metrics), engine_metrics_fields,
@@ -356,6 +359,21 @@ const brisk_abi_layout brisk_abi_embed_params = {
     "brisk_embed_params", sizeof(brisk_embed_params), embed_params_fields,
     sizeof embed_params_fields / sizeof *embed_params_fields};
 
+static const brisk_abi_field embed_request_params_fields[] = {
+    BRISK_ABI_FIELD(brisk_embed_request_params, struct_size),
+    BRISK_ABI_FIELD(brisk_embed_request_params, tokens),
+    BRISK_ABI_FIELD(brisk_embed_request_params, n_tokens),
+    BRISK_ABI_FIELD(brisk_embed_request_params, text),
+    BRISK_ABI_FIELD(brisk_embed_request_params, pooling),
+    BRISK_ABI_FIELD(brisk_embed_request_params, normalize),
+    BRISK_ABI_FIELD(brisk_embed_request_params, max_tokens),
+    BRISK_ABI_FIELD(brisk_embed_request_params, priority),
+    BRISK_ABI_FIELD(brisk_embed_request_params, user_data),
+};
+const brisk_abi_layout brisk_abi_embed_request_params = {
+    "brisk_embed_request_params", sizeof(brisk_embed_request_params), embed_request_params_fields,
+    sizeof embed_request_params_fields / sizeof *embed_request_params_fields};
+
 const brisk_abi_layout *const brisk_abi_layouts[] = {
     &brisk_abi_embed_params,    &brisk_abi_memory_estimate,  &brisk_abi_constraint_params,
     &brisk_abi_device_props,    &brisk_abi_model_reader,     &brisk_abi_allocator,
@@ -363,6 +381,6 @@ const brisk_abi_layout *const brisk_abi_layouts[] = {
     &brisk_abi_kv_stats,        &brisk_abi_sampler_params,   &brisk_abi_stopper_params,
     &brisk_abi_spec_params,     &brisk_abi_spec_stats,       &brisk_abi_engine_params,
     &brisk_abi_request_params,  &brisk_abi_engine_step_info, &brisk_abi_request_stats,
-    &brisk_abi_engine_counters, &brisk_abi_engine_metrics,
+    &brisk_abi_engine_counters, &brisk_abi_engine_metrics,   &brisk_abi_embed_request_params,
 };
 const size_t brisk_abi_n_layouts = sizeof brisk_abi_layouts / sizeof *brisk_abi_layouts;

@@ -8,6 +8,8 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/memcap.h"
+#include "context/embedder.h"
+#include "model/model.h"
 #include "spec/spec_internal.h"
 
 #include <stddef.h>
@@ -126,20 +128,34 @@ BRISK_API brisk_status brisk_engine_create(const brisk_model *model,
   e->reserve_blocks = p.reserve_blocks;
   e->preempt_mode = p.preempt_mode;
   e->budget_ns = (double)p.step_time_budget_us * 1000.0;
+  e->n_threads = p.n_threads;
+  /* An encoder (BERT family) gives no tokens: its engine has no context
+   * and serves embedding requests only. */
+  const brisk_arch_info *ai = brisk_arch_get(model->hp.arch);
+  e->encoder_only = ai && ai->encoder;
+  if (e->encoder_only && p.draft_model) {
+    st = brisk_error(BRISK_E_INVALID_ARGUMENT,
+                     "brisk_engine_create: a %s model is an encoder (embedding requests only); "
+                     "it takes no draft_model",
+                     ai->name);
+    goto fail;
+  }
   if ((st = brisk_engine_metrics_setup(e, &p)) ||
-      (st = brisk_context_create(model, &cp, &e->ctx)) ||
+      (!e->encoder_only && (st = brisk_context_create(model, &cp, &e->ctx))) ||
       (st = brisk_batch_create(p.max_batch_tokens, &e->batch)))
     goto fail;
   brisk_kv_stats ks = {.struct_size = sizeof ks};
-  if ((st = brisk_context_kv_stats(e->ctx, &ks))) goto fail;
+  if (e->ctx && (st = brisk_context_kv_stats(e->ctx, &ks))) goto fail;
   e->block_size = ks.block_size;
   e->n_blocks = ks.n_blocks;
   e->swap_limit = p.swap_bytes ? p.swap_bytes : ks.kv_bytes;
-  size_t nr = (size_t)p.max_running;
+  size_t nr = (size_t)p.max_running, nb = (size_t)p.max_batch_tokens;
   e->running = brisk_calloc(nr, sizeof *e->running);
   e->free_seqs = brisk_calloc(nr, sizeof *e->free_seqs);
   e->sched = brisk_calloc(nr, sizeof *e->sched);
-  if (!e->running || !e->free_seqs || !e->sched) {
+  e->emb_sched = brisk_calloc(nb, sizeof *e->emb_sched);
+  e->emb_items = brisk_calloc(nb, sizeof *e->emb_items);
+  if (!e->running || !e->free_seqs || !e->sched || !e->emb_sched || !e->emb_items) {
     st = brisk_error_oom();
     goto fail;
   }
@@ -175,6 +191,7 @@ void brisk_engine_request_free(brisk_engine_request *r) {
   brisk_free(r->tokens);
   brisk_free(r->draft);
   brisk_free(r->q);
+  brisk_free(r->embedding);
   brisk_free(r);
 }
 
@@ -207,6 +224,9 @@ BRISK_API void brisk_engine_free(brisk_engine *e) {
   brisk_free(e->running);
   brisk_free(e->free_seqs);
   brisk_free(e->sched);
+  brisk_free(e->emb_sched);
+  brisk_free(e->emb_items);
+  brisk_embedder_free(e->embedder);
   brisk_free(e->events);
   brisk_free(e->pending_text);
   brisk_free(e->out_text);
@@ -441,6 +461,10 @@ static brisk_status submit_with(brisk_engine *e, const brisk_request_params *par
   brisk_request_params_init(&p);
   brisk_status st = brisk_abi_read(&brisk_abi_request_params, params, &p);
   if (st) return st;
+  if (e->encoder_only)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "brisk_engine_submit: the engine's model is an encoder: it gives "
+                       "embeddings (brisk_engine_submit_embed), not tokens");
   brisk_engine_request *first = NULL, *last = NULL;
   if ((st = make_request(e, &p, &first, &last))) return st;
   if (constraint && (st = brisk_engine_constrain(e, first, constraint))) {
@@ -570,7 +594,7 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
                        "brisk_engine_stats: engine and stats must be set");
   brisk_engine_counters full = {.struct_size = sizeof full}, *s = &full;
   brisk_kv_stats ks = {.struct_size = sizeof ks};
-  brisk_status st = brisk_context_kv_stats(e->ctx, &ks);
+  brisk_status st = e->ctx ? brisk_context_kv_stats(e->ctx, &ks) : BRISK_OK;
   if (st) return st;
   pthread_mutex_lock(&e->mu);
   s->n_submitted = e->n_submitted;
@@ -585,7 +609,7 @@ BRISK_API brisk_status brisk_engine_stats(brisk_engine *e, brisk_engine_counters
   s->n_preemptions = e->n_preemptions;
   s->n_steps = e->n_steps;
   s->n_running = e->n_running;
-  s->n_waiting = e->n_waiting + incoming;
+  s->n_waiting = e->n_waiting + e->n_embed_waiting + incoming;
   s->n_kv_blocks = ks.n_blocks;
   s->n_free_kv_blocks = ks.n_free_blocks;
   s->n_swapped_out = e->n_swapped_out;

@@ -10,6 +10,7 @@
 #include "engine/budget.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct brisk_constraint; /* brisk.h's experimental section */
@@ -64,6 +65,14 @@ typedef struct brisk_engine_request {
    * so recording a failure cannot itself fail. */
   char error[sizeof(((brisk_request_stats *)0)->error)];
   int32_t n_cached; /* tokens its first admission reused from the prefix cache */
+  /* An embedding request (engine/embed.c): tokens[0 .. n_prompt) is its
+   * input, run whole in one step's embedding pass into `embedding`
+   * ([n_embd], allocated at submit); it never holds a KV sequence. */
+  bool embed;
+  bool embed_normalize;
+  bool embed_ready; /* the vector is in `embedding` */
+  int32_t embed_pooling;
+  float *embedding;
 } brisk_engine_request;
 
 typedef struct brisk_engine_cancel_node {
@@ -157,7 +166,25 @@ struct brisk_engine {
    * with the same constraint share one mask cache. */
   struct brisk_engine_cconst *cconst; /* [BRISK_ENGINE_CCONST] or NULL */
   uint64_t cconst_clock;
+  /* Embedding requests (engine/embed.c): an encoder-only model's engine has
+   * no context (ctx NULL) and serves only those. The embedder is made at
+   * the first embedding pass; a step's pass takes emb_sched[0 .. n_emb). */
+  bool encoder_only;
+  int32_t n_threads; /* the params', for an encoder-only engine's embedder */
+  struct brisk_embedder *embedder;
+  int32_t n_embed_waiting;
+  brisk_engine_request **emb_sched;   /* [max_batch_tokens] */
+  struct brisk_embed_item *emb_items; /* [max_batch_tokens] */
+  int32_t n_emb, n_emb_tokens;
+  /* Steps in which the time budget alone held back the first waiting
+   * embedding request (engine/embed.c), and the last of them. */
+  int32_t emb_held_steps;
+  uint64_t emb_held_stamp;
 };
+
+/* Steps the time budget may hold back an embedding request that the token
+ * budget lets in; after them it runs in the next step with room. */
+enum { BRISK_ENGINE_EMBED_PATIENCE = 8 };
 
 /* Distinct constraints an engine keeps compiled (engine/constraint.c):
  * each a template constraint its requests clone. used: 0 = empty slot,
@@ -213,6 +240,22 @@ void brisk_engine_swap_out(brisk_engine *e, brisk_engine_request *r);
 void brisk_engine_swap_in(brisk_engine *e, brisk_engine_request *r);
 /* Frees r's host copy, if any (a request finished or cancelled). */
 void brisk_engine_swap_drop(brisk_engine *e, brisk_engine_request *r);
+
+/* Embedding requests (engine/embed.c). Schedules waiting embedding
+ * requests ranked before `before` (NULL: all) into e->emb_sched while the
+ * step's token budget (and time budget) lets them fit whole; the first that
+ * does not fit stops them for this step (*blocked set). */
+void brisk_engine_schedule_embeds(brisk_engine *e, const brisk_engine_request *before,
+                                  int32_t *budget, bool *blocked);
+/* Runs the step's embedding pass and finishes its requests (events
+ * reserved before): each with its vector, or, when the pass fails and
+ * the request fails alone too, with BRISK_FINISH_ERROR. */
+void brisk_engine_run_embeds(brisk_engine *e);
+/* Ends a waiting or running request (room for its event reserved). */
+void brisk_engine_finish(brisk_engine *e, brisk_engine_request *r, int32_t token,
+                         const brisk_engine_event_extra *x, brisk_finish_reason reason);
+/* finish with BRISK_FINISH_ERROR, the thread's last error as the reason. */
+void brisk_engine_fail(brisk_engine *e, brisk_engine_request *r, int32_t token);
 
 /* Makes room for `more` queued events; -1 on OOM with nothing changed. */
 int brisk_engine_reserve_events(brisk_engine *e, size_t more);

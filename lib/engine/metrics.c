@@ -67,6 +67,19 @@ void brisk_metrics_on_finish(brisk_metrics *m, const brisk_metrics_request *r) {
   if (good) m->n_good++;
 }
 
+void brisk_metrics_on_embed(brisk_metrics *m, const brisk_metrics_request *r) {
+  uint64_t start = r->t_submit > m->t_reset ? r->t_submit : m->t_reset;
+  if (!m->t_start_finished || start < m->t_start_finished) m->t_start_finished = start;
+  if (r->t_finish > m->t_last_finish) m->t_last_finish = r->t_finish;
+  if (r->reason != BRISK_FINISH_LENGTH) {
+    m->n_aborted++;
+    return;
+  }
+  m->n_embeddings++;
+  m->n_embed_tokens += (uint64_t)(r->n_prompt > 0 ? r->n_prompt : 0);
+  brisk_hist_add(&m->embed_e2e, span(r->t_submit, r->t_finish));
+}
+
 void brisk_metrics_on_step(brisk_metrics *m, int32_t n_tokens, uint64_t duration_ns, double bytes,
                            double flops, double kv_util) {
   if (n_tokens <= 0) return;
@@ -100,6 +113,9 @@ void brisk_metrics_report(const brisk_metrics *m, uint64_t first_submit, uint64_
   summarize(&m->ttft, &out->ttft);
   summarize(&m->tpot, &out->tpot);
   summarize(&m->e2e, &out->e2e);
+  summarize(&m->embed_e2e, &out->embed_e2e);
+  out->n_embeddings = m->n_embeddings;
+  out->n_embed_tokens = m->n_embed_tokens;
 
   uint64_t start = first_submit;
   if (m->t_start_finished && (!start || m->t_start_finished < start)) start = m->t_start_finished;
@@ -161,23 +177,27 @@ brisk_status brisk_engine_metrics_setup(brisk_engine *e, const brisk_engine_para
 void brisk_engine_metrics_on_finish(brisk_engine *e, const brisk_engine_request *leader) {
   brisk_metrics_request mr;
   brisk_engine_request_timeline(leader, &mr);
-  brisk_metrics_on_finish(&e->metrics, &mr);
+  if (leader->embed)
+    brisk_metrics_on_embed(&e->metrics, &mr);
+  else
+    brisk_metrics_on_finish(&e->metrics, &mr);
 }
 
 static double kv_util(const brisk_engine *e) {
   brisk_kv_stats ks = {.struct_size = sizeof ks};
-  if (brisk_context_kv_stats(e->ctx, &ks) || ks.n_blocks <= 0) return 0.0;
+  if (!e->ctx || brisk_context_kv_stats(e->ctx, &ks) || ks.n_blocks <= 0) return 0.0;
   return (double)(ks.n_blocks - ks.n_free_blocks) / (double)ks.n_blocks;
 }
 
 /* Called at the end of a step, after the scheduled requests' n_computed
  * took in their share of the batch. */
 void brisk_engine_metrics_on_step(brisk_engine *e, const brisk_engine_step_info *si,
-                                  int32_t n_sched) {
+                                  int32_t n_sched, int32_t n_embed_tokens) {
   brisk_model_cost c = {0, 0};
   double util = 0;
-  if (si->n_tokens > 0) {
-    brisk_model_cost_weights(e->model, si->n_tokens, si->n_decode_tokens, &c);
+  int32_t n_gen = si->n_tokens - n_embed_tokens;
+  if (n_gen > 0) {
+    brisk_model_cost_weights(e->model, n_gen, si->n_decode_tokens, &c);
     for (int32_t k = 0; k < n_sched; k++) {
       const brisk_engine_sched *s = &e->sched[k];
       brisk_model_cost_attention(e->model, e->metrics.kv_elem_bytes, s->req->n_computed - s->count,
@@ -198,7 +218,7 @@ BRISK_API brisk_status brisk_engine_get_metrics(brisk_engine *e, brisk_engine_me
   uint64_t first_submit = e->metrics.t_first_submit;
   int live = e->in_head != NULL;
   pthread_mutex_unlock(&e->mu);
-  live = live || e->n_running > 0 || e->n_waiting > 0;
+  live = live || e->n_running > 0 || e->n_waiting > 0 || e->n_embed_waiting > 0;
   brisk_metrics_report(&e->metrics, first_submit, now, live, kv_util(e),
                        e->n_preemptions - e->metrics.preemptions_base, &full);
   full.n_prefix_lookup_tokens = e->n_prefix_lookup_tokens - e->metrics.prefix_lookup_base;

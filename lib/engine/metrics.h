@@ -39,6 +39,10 @@ typedef struct brisk_metrics {
   uint64_t host_base[3]; /* the host tier's hits, misses and evictions then */
   double kv_util_sum;    /* over busy steps */
   double bytes, flops;
+  /* Embedding requests (brisk_engine_submit_embed) that got their vector:
+   * their count, tokens, and submission-to-vector latency. */
+  uint64_t n_embeddings, n_embed_tokens;
+  brisk_hist embed_e2e;
 } brisk_metrics;
 
 /* One finished request's timeline (brisk_now_ns stamps; t_admit and t_first
@@ -59,6 +63,9 @@ void brisk_metrics_on_submit(brisk_metrics *m, uint64_t t);
 /* A request finished. Only EOG and LENGTH count as completed (latencies,
  * throughput, goodput); other reasons count as aborted. */
 void brisk_metrics_on_finish(brisk_metrics *m, const brisk_metrics_request *r);
+/* An embedding request finished: LENGTH (its vector is ready) counts in
+ * the embedding figures, other reasons as aborted. */
+void brisk_metrics_on_embed(brisk_metrics *m, const brisk_metrics_request *r);
 /* A step: its duration and cost, and the fraction of KV blocks in use
  * after it. A step that ran no batch (n_tokens 0) is not counted. */
 void brisk_metrics_on_step(brisk_metrics *m, int32_t n_tokens, uint64_t duration_ns, double bytes,
@@ -79,7 +86,9 @@ struct brisk_engine_request;
 brisk_status brisk_engine_metrics_setup(struct brisk_engine *e, const brisk_engine_params *p);
 void brisk_engine_metrics_on_finish(struct brisk_engine *e,
                                     const struct brisk_engine_request *leader);
+/* n_embed_tokens of si's tokens were embedding passes (no KV, no cost
+ * model): only the others count in bytes, FLOPs and KV utilization. */
 void brisk_engine_metrics_on_step(struct brisk_engine *e, const brisk_engine_step_info *si,
-                                  int32_t n_sched);
+                                  int32_t n_sched, int32_t n_embed_tokens);
 
 #endif

@@ -16,7 +16,9 @@
  * holds none this step when the pool is full; then, unless that pass
  * preempted, a waiting pass admits requests whose tokens and growth the
  * pool can promise on top of every running request's promise. The batch
- * is then decoded into blocks already held. */
+ * is then decoded into blocks already held. Waiting embedding requests
+ * (engine/embed.c) take what the token budget has left, in rank order with
+ * that admission, and run as one embedding pass after the batch. */
 #include "engine/engine_internal.h"
 
 #include "context/sched.h"
@@ -60,6 +62,8 @@ static void finish(brisk_engine *e, brisk_engine_request *r, int32_t token,
                    const brisk_engine_event_extra *x, brisk_finish_reason reason) {
   if (r->state == BRISK_REQ_RUNNING)
     remove_running(e, r);
+  else if (r->state == BRISK_REQ_WAITING && r->embed)
+    e->n_embed_waiting--;
   else if (r->state == BRISK_REQ_WAITING)
     e->n_waiting--;
   brisk_engine_swap_drop(e, r);
@@ -105,7 +109,11 @@ static void append_requests(brisk_engine *e, brisk_engine_request *in, brisk_eng
   else
     e->head = in;
   e->tail = last;
-  for (; in; in = in->next) e->n_waiting += in->state == BRISK_REQ_WAITING;
+  for (; in; in = in->next) {
+    bool waiting = in->state == BRISK_REQ_WAITING;
+    e->n_waiting += waiting && !in->embed;
+    e->n_embed_waiting += waiting && in->embed;
+  }
 }
 
 /* Takes in submissions and applies cancellations; -1 on OOM (the cancel
@@ -202,6 +210,16 @@ static brisk_status hold(brisk_engine *e, brisk_engine_request *r, int32_t c, ui
   }
 }
 
+/* The best-ranked waiting generation request, or NULL. */
+static brisk_engine_request *best_waiting(const brisk_engine *e) {
+  if (e->n_waiting == 0) return NULL;
+  brisk_engine_request *best = NULL;
+  for (brisk_engine_request *r = e->head; r; r = r->next)
+    if (r->state == BRISK_REQ_WAITING && !r->embed && (!best || brisk_engine_ranks_before(r, best)))
+      best = r;
+  return best;
+}
+
 /* Admits the best-ranked waiting request if a sequence id is free and the
  * KV manager can promise room for all its known tokens and its growth on
  * top of every running request's promise. It first attaches the longest
@@ -211,9 +229,7 @@ static brisk_status hold(brisk_engine *e, brisk_engine_request *r, int32_t c, ui
  * first that does not fit stops admission, its prefix detached). */
 static brisk_engine_request *admit_one(brisk_engine *e) {
   if (e->n_waiting == 0 || e->n_free_seqs == 0) return NULL;
-  brisk_engine_request *best = NULL;
-  for (brisk_engine_request *r = e->head; r; r = r->next)
-    if (r->state == BRISK_REQ_WAITING && (!best || brisk_engine_ranks_before(r, best))) best = r;
+  brisk_engine_request *best = best_waiting(e);
   int32_t seq = e->free_seqs[e->n_free_seqs - 1], reused = 0;
   /* On failure (out of memory) it just computes everything. */
   if (!best->swap.data &&
@@ -346,6 +362,7 @@ static int chunk(brisk_engine *e, brisk_engine_request *r, uint64_t stamp, bool 
 static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
   int32_t budget = e->max_batch_tokens, n_sched = 0, n_dec = 0;
   uint64_t stamp = e->n_steps_total;
+  e->n_emb = e->n_emb_tokens = 0;
   brisk_batch_clear(e->batch);
   brisk_step_plan_begin(&e->plan);
   for (int32_t i = 0; i < e->n_running && n_dec < budget;) {
@@ -385,9 +402,22 @@ static int32_t schedule(brisk_engine *e, int32_t *n_preempted) {
     }
     i += chunk(e, r, stamp, true, &n_sched, &budget, n_preempted);
   }
-  if (*n_preempted > 0) return n_sched;
-  for (brisk_engine_request *r; (r = admit_one(e));)
+  /* Waiting embedding requests go in rank order with the admission of
+   * waiting generation requests: those ranked before the next one to admit
+   * first, then the rest once admission stops. */
+  bool emb_blocked = false;
+  if (*n_preempted > 0) {
+    brisk_engine_schedule_embeds(e, NULL, &budget, &emb_blocked);
+    return n_sched;
+  }
+  for (;;) {
+    if (e->n_embed_waiting > 0 && !emb_blocked && e->n_free_seqs > 0)
+      brisk_engine_schedule_embeds(e, best_waiting(e), &budget, &emb_blocked);
+    brisk_engine_request *r = admit_one(e);
+    if (!r) break;
     if (budget > 0) chunk(e, r, stamp, false, &n_sched, &budget, n_preempted);
+  }
+  brisk_engine_schedule_embeds(e, NULL, &budget, &emb_blocked);
   return n_sched;
 fail:
   for (int32_t i = 0; i < e->n_running; i++)
@@ -658,9 +688,16 @@ static brisk_status engine_step(brisk_engine *e, brisk_engine_step_info *info) {
   int32_t n_sched = schedule(e, &si.n_preempted);
   if (n_sched < 0) return brisk_error_oom(); /* nothing changed: the step can be retried */
   si.n_tokens = brisk_batch_size(e->batch);
+  uint64_t t_run = brisk_now_ns();
+  bool gen_ok = si.n_tokens == 0;
+  if (e->n_emb > 0 && brisk_engine_reserve_events(e, (size_t)e->n_emb)) {
+    for (int32_t k = 0; k < n_sched; k++) unhold(e, e->sched[k].req);
+    return brisk_error_oom();
+  }
   if (si.n_tokens > 0) {
-    /* An event per scheduled completion, and per completion that may fork. */
-    size_t n_ev = (size_t)n_sched;
+    /* An event per scheduled completion, and per completion that may fork
+     * (on top of the embedding requests' reserved above). */
+    size_t n_ev = (size_t)n_sched + (size_t)e->n_emb;
     for (int32_t k = 0; k < n_sched; k++) {
       if (e->sched[k].req->index == 0) n_ev += (size_t)e->sched[k].req->n_completions - 1;
       if (e->sched[k].n_draft > 0)
@@ -671,7 +708,7 @@ static brisk_status engine_step(brisk_engine *e, brisk_engine_step_info *info) {
       return brisk_error_oom();
     }
     si.predicted_ns = (uint64_t)brisk_step_cost_predict(&e->cost, &e->plan);
-    uint64_t t_run = brisk_now_ns();
+    t_run = brisk_now_ns();
     /* Every share holds its blocks: the pool cannot be full here. */
     brisk_status st = brisk_decode(e->ctx, e->batch);
     if (st == BRISK_E_OUT_OF_MEMORY) {
@@ -681,17 +718,38 @@ static brisk_status engine_step(brisk_engine *e, brisk_engine_step_info *info) {
       e->n_computed += (uint64_t)si.n_tokens;
       for (int32_t k = 0; k < n_sched; k++) si.n_decode_tokens += after_decode(e, &e->sched[k]);
       si.n_prefill_tokens = si.n_tokens - si.n_decode_tokens;
-      brisk_step_cost_observe(&e->cost, &e->plan, (double)(brisk_now_ns() - t_run));
+      gen_ok = true;
     } else {
       decode_alone(e, n_sched, &si);
     }
   }
+  /* After the generation batch, so that its out-of-memory return leaves
+   * the embedding requests waiting too. Embedded tokens count as prompt
+   * tokens of the step. */
+  int32_t n_emb_tokens = e->n_emb > 0 ? e->n_emb_tokens : 0;
+  if (e->n_emb > 0) {
+    if (si.n_tokens == 0) si.predicted_ns = (uint64_t)brisk_step_cost_predict(&e->cost, &e->plan);
+    brisk_engine_run_embeds(e);
+    si.n_tokens += n_emb_tokens;
+    si.n_prefill_tokens += n_emb_tokens;
+  }
+  if (gen_ok && si.n_tokens > 0)
+    brisk_step_cost_observe(&e->cost, &e->plan, (double)(brisk_now_ns() - t_run));
   si.n_running = e->n_running;
-  si.n_waiting = e->n_waiting;
+  si.n_waiting = e->n_waiting + e->n_embed_waiting;
   si.n_finished = (int32_t)(e->n_finished - finished_before);
   si.n_swapped_out = (int32_t)(e->n_swapped_out - out_before);
   si.n_swapped_in = (int32_t)(e->n_swapped_in - in_before);
   si.duration_ns = brisk_now_ns() - t0;
-  brisk_engine_metrics_on_step(e, &si, n_sched);
+  brisk_engine_metrics_on_step(e, &si, n_sched, n_emb_tokens);
   return info ? brisk_abi_write(&brisk_abi_engine_step_info, info, &si) : BRISK_OK;
+}
+
+void brisk_engine_finish(brisk_engine *e, brisk_engine_request *r, int32_t token,
+                         const brisk_engine_event_extra *x, brisk_finish_reason reason) {
+  finish(e, r, token, x, reason);
+}
+
+void brisk_engine_fail(brisk_engine *e, brisk_engine_request *r, int32_t token) {
+  fail(e, r, token);
 }

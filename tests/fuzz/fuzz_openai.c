@@ -14,6 +14,7 @@
 #include "../../tools/brisk/serve/serve.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,10 +89,40 @@ static void simulate_output(sv_job *job, const uint8_t *data, size_t size) {
   }
 }
 
+/* /v1/embeddings: every input is a non-empty text or token ids of the
+ * vocabulary; the answer, with finite vectors made from the input bytes
+ * (the router refuses a non-finite one), is valid JSON. */
+static int embedding_answer(sv_job *job, const uint8_t *data, size_t size) {
+  const int32_t n_vocab = brisk_model_n_vocab(g_server.model);
+  if (job->n_subs == 0 || !job->vectors || job->n_embd < 1) abort();
+  for (size_t k = 0; k < job->n_subs; k++) {
+    if (job->prompt_texts[k]) {
+      if (!job->prompt_texts[k][0]) abort();
+      continue;
+    }
+    if (job->n_prompts[k] < 1) abort();
+    for (int32_t t = 0; t < job->n_prompts[k]; t++)
+      if (job->prompts[k][t] < 0 || job->prompts[k][t] >= n_vocab) abort();
+  }
+  size_t nv = job->n_subs * (size_t)job->n_embd;
+  for (size_t i = 0; i < nv; i++) {
+    uint32_t u = 0;
+    for (int j = 0; j < 4; j++) u = u << 8 | data[(i * 4 + (size_t)j) % size];
+    memcpy(&job->vectors[i], &u, sizeof u);
+    if (!isfinite(job->vectors[i])) job->vectors[i] = (float)(i % 7) - 3.0f;
+  }
+  char *answer = sv_response_json(&g_server, job);
+  if (!answer) abort();
+  expect_json(answer, strlen(answer));
+  free(answer);
+  sv_job_clear(job);
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (g_ready < 0) init();
   if (!g_ready || size < 1) return 0;
-  const sv_kind kind = data[0] & 1 ? SV_CHAT : SV_COMPLETION;
+  const sv_kind kind = data[0] & 4 ? SV_EMBEDDING : data[0] & 1 ? SV_CHAT : SV_COMPLETION;
   sv_job job;
   sv_error e;
   if (!sv_parse_request(&g_server, kind, (const char *)data + 1, size - 1, &job, &e)) {
@@ -102,6 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sv_job_clear(&job);
     return 0;
   }
+  if (kind == SV_EMBEDDING) return embedding_answer(&job, data, size);
   const int32_t ctx = g_server.cfg.ctx_size;
   if (job.n_subs == 0 || job.n < 1 || job.n_choices != job.n_subs * (size_t)job.n) abort();
   if (job.n_choices > (size_t)g_server.max_running) abort();

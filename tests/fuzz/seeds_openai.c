@@ -1,4 +1,5 @@
-/* Seeds for fuzz_openai: one byte (bit 0: chat) followed by a request body
+/* Seeds for fuzz_openai: one byte (bit 0: chat, bit 2: embeddings)
+ * followed by a request body
  * using every field the mapping reads. */
 #include "fuzz_seeds.h"
 
@@ -27,6 +28,11 @@ static const struct {
      " \"max_completion_tokens\": 8, \"logprobs\": true, \"top_logprobs\": 2, \"stream\": false}"},
     {1, "{\"messages\": [{\"role\": \"developer\", \"content\": \"d\"}], \"response_format\":\n"
         " {\"type\": \"text\"}, \"stop\": \"s\", \"best_of\": 1}"},
+    {4, "{\"model\": \"stories260K\", \"input\": [\"one\", \"two \\u00e9\", [1, 2, 3]],\n"
+        " \"encoding_format\": \"base64\", \"user\": \"u\", \"pooling\": \"mean\", "
+        "\"normalize\": false}"},
+    {4, "{\"input\": \"Once upon a time\", \"encoding_format\": \"float\"}"},
+    {4, "{\"input\": [5, 6, 7], \"dimensions\": 64}"},
 };
 
 int fuzz_write_seeds(const char *dir) {

@@ -4,6 +4,7 @@
  *
  * Usage: embed_vectors MODEL POOLING NORMALIZE TEXT...
  *        embed_vectors MODEL api-checks
+ *        embed_vectors MODEL engine-checks TEXT...
  *        embed_vectors MODEL tokens TEXT...
  *   POOLING: default, mean, cls or last; NORMALIZE: -1 (the folder's), 0, 1. */
 #include "brisk.h"
@@ -144,8 +145,100 @@ static int tokens_only(const char *path, int n, char **texts) {
   return 0;
 }
 
+/* An engine on an encoder model: it refuses generation requests, has no KV
+ * pool, packs every text's embedding request into one step, and each
+ * vector (mean normalised, CLS raw, and the folder's default in turn) is
+ * bitwise brisk_embed's for the same text and params. A cancelled request
+ * gets no vector. */
+static int engine_checks(const char *path, int n, char **texts) {
+  brisk_model *m = NULL;
+  EXPECT(n >= 2);
+  EXPECT(brisk_model_load(path, NULL, &m) == BRISK_OK);
+  const size_t d = (size_t)brisk_model_n_embd(m);
+  brisk_engine_params ep;
+  brisk_engine_params_init(&ep);
+  ep.n_threads = 2;
+  ep.max_batch_tokens = 2048;
+  brisk_engine *e = NULL;
+  EXPECT(brisk_engine_create(m, &ep, &e) == BRISK_OK);
+  brisk_engine_counters c = {.struct_size = sizeof c};
+  EXPECT(brisk_engine_stats(e, &c) == BRISK_OK && c.n_kv_blocks == 0);
+  brisk_request_params rp;
+  brisk_request_params_init(&rp);
+  int32_t tok = 1;
+  rp.prompt_tokens = &tok;
+  rp.n_prompt_tokens = 1;
+  uint64_t id = 0;
+  EXPECT(brisk_engine_submit(e, &rp, &id) == BRISK_E_UNSUPPORTED);
+  EXPECT(strstr(brisk_last_error(), "encoder") != NULL);
+  const int modes[3][2] = {{BRISK_EMBED_POOLING_MEAN, 1},
+                           {BRISK_EMBED_POOLING_CLS, 0},
+                           {BRISK_EMBED_POOLING_DEFAULT, -1}};
+  float *want = calloc(d, sizeof *want), *got = calloc(d, sizeof *got);
+  uint64_t *ids = calloc((size_t)n * 3, sizeof *ids);
+  EXPECT(want && got && ids);
+  for (int t = 0; t < n; t++)
+    for (int k = 0; k < 3; k++) {
+      brisk_embed_request_params p;
+      brisk_embed_request_params_init(&p);
+      p.text = texts[t];
+      p.pooling = modes[k][0];
+      p.normalize = modes[k][1];
+      EXPECT(brisk_engine_submit_embed(e, &p, &ids[t * 3 + k]) == BRISK_OK);
+    }
+  uint64_t cancelled = 0;
+  {
+    brisk_embed_request_params p;
+    brisk_embed_request_params_init(&p);
+    p.text = texts[0];
+    EXPECT(brisk_engine_submit_embed(e, &p, &cancelled) == BRISK_OK);
+    EXPECT(brisk_engine_cancel(e, cancelled) == BRISK_OK);
+  }
+  brisk_engine_step_info si = {.struct_size = sizeof si};
+  EXPECT(brisk_engine_step(e, &si) == BRISK_OK);
+  EXPECT(si.n_finished == 3 * n + 1 && si.n_waiting == 0);
+  brisk_engine_event ev[64];
+  size_t n_ev = 0, got_n = 0;
+  EXPECT(brisk_engine_poll(e, ev, 64, &n_ev) == BRISK_OK && n_ev == (size_t)(3 * n + 1));
+  for (size_t i = 0; i < n_ev; i++) {
+    EXPECT(ev[i].finished && ev[i].token == -1);
+    if (ev[i].id == cancelled) {
+      EXPECT(ev[i].reason == BRISK_FINISH_CANCELLED);
+      EXPECT(brisk_engine_embedding(e, cancelled, got, d, &got_n) == BRISK_E_INVALID_STATE);
+      continue;
+    }
+    EXPECT(ev[i].reason == BRISK_FINISH_LENGTH);
+    int at = 0;
+    while (at < 3 * n && ids[at] != ev[i].id) at++;
+    EXPECT(at < 3 * n);
+    EXPECT(brisk_engine_embedding(e, ev[i].id, got, d, &got_n) == BRISK_OK && got_n == d);
+    brisk_embed_params p;
+    brisk_embed_params_init(&p);
+    p.pooling = modes[at % 3][0];
+    p.normalize = modes[at % 3][1];
+    const char *text = texts[at / 3];
+    EXPECT(brisk_embed(m, &p, &text, 1, want, d) == BRISK_OK);
+    for (size_t j = 0; j < d; j++)
+      if (memcmp(&got[j], &want[j], sizeof *got)) {
+        fprintf(stderr, "text %d mode %d element %zu: engine %.9g, brisk_embed %.9g\n", at / 3,
+                at % 3, j, (double)got[j], (double)want[j]);
+        return 1;
+      }
+  }
+  printf("ok   engine on an encoder: %d requests in one step of %d tokens, bitwise brisk_embed\n",
+         3 * n, (int)si.n_tokens);
+  free(want);
+  free(got);
+  free(ids);
+  brisk_engine_free(e);
+  brisk_model_free(m);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[2], "api-checks")) return api_checks(argv[1]);
+  if (argc >= 3 && !strcmp(argv[2], "engine-checks"))
+    return engine_checks(argv[1], argc - 3, argv + 3);
   if (argc >= 3 && !strcmp(argv[2], "tokens")) return tokens_only(argv[1], argc - 3, argv + 3);
   if (argc < 4) {
     fprintf(stderr, "usage: %s MODEL POOLING NORMALIZE TEXT...\n", argv[0]);

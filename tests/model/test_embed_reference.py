@@ -15,8 +15,9 @@ Usage: test_embed_reference.py EMBED_VECTORS_HELPER EMBED_REFERENCE_TOOL
     (embed_ref/minilm.json), from its folder and, with gguf-py, from a GGUF
     file written as the converter lays it out.
 Vectors must be within 1e-4 cosine distance and 1e-4 of each other's norm;
-the helper's api-checks (argument checks, batching, concurrency) run on the
-tiny BERT too. Exits 77 (skip) without numpy or safetensors.
+the helper's api-checks (argument checks, batching, concurrency) and
+engine-checks (embedding requests on an engine: bitwise brisk_embed, packed
+in one step, generation refused) run on the tiny BERT too. Exits 77 (skip) without numpy or safetensors.
 """
 import json
 import math
@@ -130,6 +131,12 @@ def main():
             if r.returncode != 0:
                 print(f"FAIL api checks (GGUF): {r.stderr.strip()}")
                 failed += 1
+        r = subprocess.run([helper, folder, "engine-checks"] + texts, capture_output=True,
+                           text=True, timeout=600)
+        print(r.stdout.strip())
+        if r.returncode != 0:
+            print(f"FAIL engine checks: {r.stderr.strip()}")
+            failed += 1
         # vocab.txt alone (BERT's defaults: lowercase, strip accents).
         os.remove(os.path.join(folder, "tokenizer.json"))
         ids, vecs = run(helper, folder, "mean", 1, texts)
@@ -157,6 +164,12 @@ def main():
                 failed += check("all-MiniLM-L6-v2 GGUF", mini, "vector", ids, vecs, True)
         except ImportError:
             pass  # noted above
+        r = subprocess.run([helper, path, "engine-checks"] + [r["text"] for r in mini],
+                           capture_output=True, text=True, timeout=600)
+        print(r.stdout.strip())
+        if r.returncode != 0:
+            print(f"FAIL all-MiniLM-L6-v2 engine checks: {r.stderr.strip()}")
+            failed += 1
     if failed:
         raise SystemExit(f"FAIL: {failed} vectors")
     print("OK")

@@ -148,6 +148,12 @@ class EmbedParams(Structure):
                 ("max_tokens", c_int32), ("n_threads", c_int32)]
 
 
+class EmbedRequestParams(Structure):
+    _fields_ = [("struct_size", c_uint32), ("tokens", POINTER(c_int32)), ("n_tokens", c_size_t),
+                ("text", c_char_p), ("pooling", c_int32), ("normalize", c_int32),
+                ("max_tokens", c_int32), ("priority", c_int32), ("user_data", c_void_p)]
+
+
 # Every struct the tests compare with the C layout, by its C name.
 STRUCTS = {
     "brisk_model_params": ModelParams, "brisk_tensor_info": TensorInfo,
@@ -158,6 +164,7 @@ STRUCTS = {
     "brisk_engine_step_info": StepInfo, "brisk_token_logprob": TokenLogprob,
     "brisk_engine_event": EngineEvent, "brisk_request_stats": RequestStats,
     "brisk_engine_counters": EngineCounters, "brisk_embed_params": EmbedParams,
+    "brisk_embed_request_params": EmbedRequestParams,
 }
 
 P = c_void_p  # opaque handles
@@ -231,6 +238,9 @@ FUNCTIONS = {
     "brisk_engine_poll": (c_status, [P, POINTER(EngineEvent), c_size_t, PSIZE]),
     "brisk_engine_request_stats": (c_status, [P, c_uint64, POINTER(RequestStats)]),
     "brisk_engine_stats": (c_status, [P, POINTER(EngineCounters)]),
+    "brisk_embed_request_params_init": (None, [POINTER(EmbedRequestParams)]),
+    "brisk_engine_submit_embed": (c_status, [P, POINTER(EmbedRequestParams), POINTER(c_uint64)]),
+    "brisk_engine_embedding": (c_status, [P, c_uint64, POINTER(c_float), c_size_t, PSIZE]),
 }
 
 

@@ -120,7 +120,8 @@ int cmd_serve(int argc, char **argv) {
       .usage = "[-m MODEL] [--host ADDR] [--port N] [--api-key KEY | --api-key-file F] [options]",
       .summary =
           "An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,\n"
-          "GET /v1/models, GET /health, GET /metrics (docs/server.md). The address is printed\n"
+          "POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics (docs/server.md).\n"
+          "An encoder (embedding) model serves /v1/embeddings only. The address is printed\n"
           "as 'listening on http://HOST:PORT'.",
       .groups = groups,
       .n_groups = sizeof groups / sizeof *groups,
@@ -209,6 +210,7 @@ int cmd_serve(int argc, char **argv) {
   brisk_engine_counters c = {.struct_size = sizeof c};
   brisk_engine_stats(s->engine, &c);
   s->max_running = ep.max_running;
+  s->embed_only = c.n_kv_blocks == 0; /* an encoder's engine has no KV pool */
   int32_t block = ep.block_size > 0 ? ep.block_size : 16;
   int64_t pool = (int64_t)c.n_kv_blocks * block;
   if (!cfg->ctx_size) {

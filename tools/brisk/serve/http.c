@@ -194,9 +194,14 @@ static void stream_free(void *cls) {
 
 static enum MHD_Result generate(sv_server *s, struct MHD_Connection *mc, sv_kind kind,
                                 const conn *c) {
+  sv_error e;
+  if (kind != SV_EMBEDDING && s->embed_only) {
+    sv_fail(&e, 400, NULL,
+            "the model is an encoder: it gives embeddings (POST /v1/embeddings), not text");
+    return answer_error(s, mc, &e);
+  }
   sv_job *job = calloc(1, sizeof *job);
   if (!job) return answer(s, mc, 500, "application/json", NULL);
-  sv_error e;
   if (!sv_parse_request(s, kind, c->body ? c->body : "", c->len, job, &e)) {
     sv_job_clear(job);
     free(job);
@@ -204,7 +209,10 @@ static enum MHD_Result generate(sv_server *s, struct MHD_Connection *mc, sv_kind
   }
   static unsigned long long counter;
   unsigned long long serial = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-  snprintf(job->id, sizeof job->id, "%s-%llx%06llx", kind == SV_CHAT ? "chatcmpl" : "cmpl",
+  snprintf(job->id, sizeof job->id, "%s-%llx%06llx",
+           kind == SV_CHAT        ? "chatcmpl"
+           : kind == SV_EMBEDDING ? "embd"
+                                  : "cmpl",
            (unsigned long long)time(NULL), serial);
   int fd = conn_fd(mc);
   if (!sv_submit(s, job, &e)) return answer_error(s, mc, &e); /* job is gone */
@@ -240,7 +248,7 @@ static enum MHD_Result generate(sv_server *s, struct MHD_Connection *mc, sv_kind
   sv_release(s, job);
   if (gone) return MHD_NO; /* closes the connection; the request is cancelled */
   if (failed) {
-    sv_fail(&e, 500, NULL, "generation failed: %s",
+    sv_fail(&e, 500, NULL, "%s failed: %s", kind == SV_EMBEDDING ? "embedding" : "generation",
             job_error[0] ? job_error : "sampling or memory");
     return answer_error(s, mc, &e);
   }
@@ -309,6 +317,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
   if (chat || !strcmp(url, "/v1/completions")) {
     if (!post) return fail(s, mc, 405, NULL, "use POST for ", url);
     return generate(s, mc, chat ? SV_CHAT : SV_COMPLETION, c);
+  }
+  if (!strcmp(url, "/v1/embeddings")) {
+    if (!post) return fail(s, mc, 405, NULL, "use POST for ", url);
+    return generate(s, mc, SV_EMBEDDING, c);
   }
   return fail(s, mc, 404, NULL, "no route for ", url);
 }

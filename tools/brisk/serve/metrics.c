@@ -117,6 +117,10 @@ char *sv_metrics_text(sv_server *s) {
          (double)c.n_spec_drafted);
   metric(&t, "brisk_spec_accepted_tokens_total", "counter", "Speculative tokens accepted.",
          (double)c.n_spec_accepted);
+  metric(&t, "brisk_embeddings_total", "counter", "Embedding inputs that got their vector.",
+         (double)m.n_embeddings);
+  metric(&t, "brisk_embedding_tokens_total", "counter", "Tokens of those embedding inputs.",
+         (double)m.n_embed_tokens);
   metric(&t, "brisk_engine_steps_total", "counter", "Engine steps that ran a batch.",
          (double)c.n_steps);
   metric(&t, "brisk_engine_step_errors_total", "counter", "Engine steps that failed (retried).",

@@ -425,33 +425,30 @@ static bool parse_structured(sv_server *s, json_object *o, sv_kind kind, sv_job 
   return set_constraint(job, BRISK_CONSTRAINT_GBNF, copy, e);
 }
 
-bool sv_parse_request(sv_server *s, sv_kind kind, const char *body, size_t len, sv_job *job,
-                      sv_error *e) {
-  memset(job, 0, sizeof *job);
-  job->kind = kind;
-  job->n = 1;
-  brisk_sampler_params_init(&job->sampler);
+json_object *sv_parse_body(sv_server *s, const char *body, size_t len, sv_error *e) {
   json_tokener *tok = json_tokener_new();
-  if (!tok) return sv_fail(e, 500, NULL, "out of memory");
+  if (!tok) {
+    sv_fail(e, 500, NULL, "out of memory");
+    return NULL;
+  }
   json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
   json_object *o = json_tokener_parse_ex(tok, body, (int)len);
   enum json_tokener_error jerr = json_tokener_get_error(tok);
   size_t used = json_tokener_get_parse_end(tok);
   json_tokener_free(tok);
-  bool ok = false;
   if (len > INT32_MAX || !o || jerr != json_tokener_success) {
     sv_fail(e, 400, NULL, "the body is not valid JSON: %s",
             !o && jerr == json_tokener_continue ? "unexpected end" : json_tokener_error_desc(jerr));
-    goto done;
+    goto fail;
   }
   for (size_t i = used; i < len; i++)
     if (!strchr(" \t\r\n", body[i])) {
       sv_fail(e, 400, NULL, "the body is not valid JSON: text after the value at byte %zu", i);
-      goto done;
+      goto fail;
     }
   if (!json_object_is_type(o, json_type_object)) {
     sv_fail(e, 400, NULL, "the body must be a JSON object");
-    goto done;
+    goto fail;
   }
   json_object *model = get(o, "model");
   if (model && (!json_object_is_type(model, json_type_string) ||
@@ -460,8 +457,24 @@ bool sv_parse_request(sv_server *s, sv_kind kind, const char *body, size_t len, 
     sv_fail(e, 404, "model", "The model '%s' does not exist; this server serves '%s'",
             json_object_get_string(model), s->cfg.model_name);
     e->code = "model_not_found";
-    goto done;
+    goto fail;
   }
+  return o;
+fail:
+  json_object_put(o);
+  return NULL;
+}
+
+bool sv_parse_request(sv_server *s, sv_kind kind, const char *body, size_t len, sv_job *job,
+                      sv_error *e) {
+  if (kind == SV_EMBEDDING) return sv_parse_embedding(s, body, len, job, e);
+  memset(job, 0, sizeof *job);
+  job->kind = kind;
+  job->n = 1;
+  brisk_sampler_params_init(&job->sampler);
+  bool ok = false;
+  json_object *o = sv_parse_body(s, body, len, e);
+  if (!o) goto done;
   if (!refuse_unsupported(o, kind, e)) goto done;
   if (!parse_structured(s, o, kind, job, e)) goto done;
   double d;
@@ -618,4 +631,5 @@ void sv_job_clear(sv_job *job) {
   }
   free(job->choices);
   free(job->subs);
+  free(job->vectors);
 }

@@ -252,6 +252,7 @@ static char *to_string_free(json_object *o) {
 }
 
 char *sv_response_json(sv_server *s, sv_job *job) {
+  if (job->kind == SV_EMBEDDING) return sv_embedding_json(s, job);
   const bool chat = job->kind == SV_CHAT;
   json_object *o = envelope(s, job, chat ? "chat.completion" : "text_completion"),
               *choices = json_object_new_array();

@@ -55,6 +55,11 @@ static bool grow(void **p, size_t *cap, size_t need, size_t size) {
 static void route(sv_server *s, const brisk_engine_event *ev) {
   sv_sub *sub = ev->user_data;
   sv_job *job = sub->job;
+  if (job->kind == SV_EMBEDDING) {
+    sv_route_embedding(s, sub, ev);
+    if (--job->n_subs_open == 0 && job->http_done) job_free(s, job);
+    return;
+  }
   sv_choice *c = &job->choices[sub->base + ev->index];
   job->wake = true;
   if (ev->text_len && !sv_buf_append_utf8(&c->text, &c->len, &c->cap, ev->text, ev->text_len))
@@ -175,7 +180,10 @@ void sv_router_stop(sv_server *s, pthread_t thread) {
 bool sv_submit(sv_server *s, sv_job *job, sv_error *err) {
   pthread_mutex_lock(&s->mu);
   const int32_t limit = s->max_running + s->cfg.max_queue;
-  if (s->draining || s->n_engine_open + (int32_t)job->n_subs > limit) {
+  /* An embedding job's inputs are short-lived requests of one step each:
+   * the job counts once against the queue limit. */
+  const int32_t need = job->kind == SV_EMBEDDING ? 1 : (int32_t)job->n_subs;
+  if (s->draining || s->n_engine_open + need > limit) {
     if (s->draining) {
       sv_fail(err, 503, NULL, "the server is shutting down");
     } else {
@@ -218,9 +226,22 @@ bool sv_submit(sv_server *s, sv_job *job, sv_error *err) {
     job->n_subs_open++;
     pthread_mutex_unlock(&s->mu);
     uint64_t id = 0;
-    brisk_status st = job->constraint.kind != BRISK_CONSTRAINT_NONE
-                          ? brisk_engine_submit_constrained(s->engine, &rp, &job->constraint, &id)
-                          : brisk_engine_submit(s->engine, &rp, &id);
+    brisk_status st;
+    if (job->kind == SV_EMBEDDING) {
+      brisk_embed_request_params ep;
+      brisk_embed_request_params_init(&ep);
+      ep.tokens = job->prompt_texts[k] ? NULL : job->prompts[k];
+      ep.n_tokens = (size_t)job->n_prompts[k];
+      ep.text = job->prompt_texts[k];
+      ep.pooling = job->embed_pooling;
+      ep.normalize = job->embed_normalize;
+      ep.user_data = sub;
+      st = brisk_engine_submit_embed(s->engine, &ep, &id);
+    } else if (job->constraint.kind != BRISK_CONSTRAINT_NONE) {
+      st = brisk_engine_submit_constrained(s->engine, &rp, &job->constraint, &id);
+    } else {
+      st = brisk_engine_submit(s->engine, &rp, &id);
+    }
     pthread_mutex_lock(&s->mu);
     if (st) {
       s->n_engine_open--;

@@ -85,7 +85,7 @@ typedef struct sv_sub {
   bool submitted;
 } sv_sub;
 
-typedef enum sv_kind { SV_COMPLETION = 0, SV_CHAT = 1 } sv_kind;
+typedef enum sv_kind { SV_COMPLETION = 0, SV_CHAT = 1, SV_EMBEDDING = 2 } sv_kind;
 
 /* A parsed request: what to submit and how to answer. */
 typedef struct sv_job {
@@ -125,6 +125,13 @@ typedef struct sv_job {
   bool wake;               /* got events since the router last woke its thread */
   char error_message[256]; /* the engine's reason for the first failed completion */
   struct sv_job *prev, *next;
+  /* /v1/embeddings (openai_embed.c): one sub per input (prompt_texts[k],
+   * or prompts[k] as token ids), each vector copied into vectors[k * n_embd]
+   * by the router at its finished event; base64 = encoding_format. */
+  float *vectors;
+  int32_t n_embd;
+  bool base64;
+  int32_t embed_pooling, embed_normalize;
 } sv_job;
 
 /* ---- latency histograms for /metrics ---- */
@@ -143,6 +150,7 @@ typedef struct sv_server {
   brisk_model *model;
   brisk_engine *engine;
   int32_t max_running;
+  bool embed_only; /* an encoder model: no KV pool, /v1/embeddings only */
   pthread_mutex_t mu;
   pthread_cond_t router_cond; /* work for the router (submission, metrics wanted, stop) */
   pthread_cond_t snap_cond;   /* a metrics snapshot was taken */
@@ -164,6 +172,15 @@ typedef struct sv_server {
  * Returns false with *err filled for anything the client got wrong. */
 bool sv_parse_request(sv_server *s, sv_kind kind, const char *body, size_t len, sv_job *job,
                       sv_error *err);
+/* The body as a JSON object whose "model" (if any) is this server's; NULL
+ * with *err filled otherwise. The caller puts the object. */
+json_object *sv_parse_body(sv_server *s, const char *body, size_t len, sv_error *err);
+/* openai_embed.c: a /v1/embeddings body (sv_parse_request's for that
+ * kind), the answer, and the router's handling of an embedding event
+ * (under mu; copies the vector out of the engine). */
+bool sv_parse_embedding(sv_server *s, const char *body, size_t len, sv_job *job, sv_error *err);
+char *sv_embedding_json(sv_server *s, sv_job *job);
+void sv_route_embedding(sv_server *s, sv_sub *sub, const brisk_engine_event *ev);
 /* Frees what sv_parse_request allocated (not the job itself). */
 void sv_job_clear(sv_job *job);
 

@@ -351,6 +351,20 @@ pub struct brisk_embed_params {
     pub n_threads: i32,
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct brisk_embed_request_params {
+    pub struct_size: u32,
+    pub tokens: *const i32,
+    pub n_tokens: usize,
+    pub text: *const c_char,
+    pub pooling: i32,
+    pub normalize: i32,
+    pub max_tokens: i32,
+    pub priority: i32,
+    pub user_data: *mut c_void,
+}
+
 extern "C" {
     pub fn brisk_version_string() -> *const c_char;
     pub fn brisk_version_number() -> c_int;
@@ -384,6 +398,19 @@ extern "C" {
         n_texts: i32,
         out: *mut f32,
         out_cap: usize,
+    ) -> brisk_status;
+    pub fn brisk_embed_request_params_init(params: *mut brisk_embed_request_params);
+    pub fn brisk_engine_submit_embed(
+        engine: *mut brisk_engine,
+        params: *const brisk_embed_request_params,
+        id: *mut u64,
+    ) -> brisk_status;
+    pub fn brisk_engine_embedding(
+        engine: *mut brisk_engine,
+        id: u64,
+        out: *mut f32,
+        cap: usize,
+        n: *mut usize,
     ) -> brisk_status;
     pub fn brisk_model_n_layer(model: *const brisk_model) -> i32;
     pub fn brisk_model_meta(

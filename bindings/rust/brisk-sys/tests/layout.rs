@@ -219,6 +219,17 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             max_tokens,
             n_threads
         }),
+        layout!(brisk_embed_request_params {
+            struct_size,
+            tokens,
+            n_tokens,
+            text,
+            pooling,
+            normalize,
+            max_tokens,
+            priority,
+            user_data
+        }),
     ]
 }
 
