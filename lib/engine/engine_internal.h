@@ -64,6 +64,9 @@ typedef struct brisk_engine_request {
    * so recording a failure cannot itself fail. */
   char error[sizeof(((brisk_request_stats *)0)->error)];
   int32_t n_cached; /* tokens its first admission reused from the prefix cache */
+  /* Attention sinks + sliding window of its sequence (window 0: none),
+   * set on the sequence at each admission. */
+  int32_t n_sinks, window;
 } brisk_engine_request;
 
 typedef struct brisk_engine_cancel_node {
