@@ -11,6 +11,7 @@
 
 #include "context/context.h"
 #include "format/gguf.h"
+#include "model/kv_share.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -249,6 +250,56 @@ static void test_fork_and_snapshot(void **state) {
   brisk_model_free(m);
 }
 
+/* The source rule over mixed layer types, on layer tables alone: Gemma 3n
+ * E2B's pattern (30 layers, four sliding then one full, the last 10
+ * sharing) gives llama.cpp's choice (n_layer_kv_from_start - 2 for a
+ * sliding layer, - 1 for a full one) and the reference's; a pattern whose
+ * last non-shared layers are both full makes the sliding ones read the
+ * last sliding layer (transformers' rule; llama.cpp's gemma3n shortcut
+ * would pick a full layer); no layer of a type before the shared ones is
+ * refused. */
+static void test_source_rule(void **state) {
+  (void)state;
+  brisk_model_params mp;
+  brisk_model_params_init(&mp);
+  brisk_layer layers[30];
+  brisk_model m;
+  memset(&m, 0, sizeof m);
+  m.layers = layers;
+  m.hp.arch = BRISK_ARCH_GEMMA3;
+  m.hp.n_layer = 30;
+  m.hp.n_kv_shared = 10;
+  memset(layers, 0, sizeof layers);
+  for (int32_t l = 0; l < 30; l++) {
+    layers[l].sliding_window = (l + 1) % 5 ? 512 : 0;
+    layers[l].kv_source = l;
+  }
+  assert_int_equal(brisk_model_share_kv(&m, &mp), BRISK_OK);
+  for (int32_t l = 0; l < 30; l++) {
+    int32_t llama_cpp = l >= 20 ? 20 - (layers[l].sliding_window ? 2 : 1) : l;
+    assert_int_equal(layers[l].kv_source, llama_cpp);
+    assert_int_equal(layers[l].kv_source, ref_kv_source(&m, (uint32_t)l));
+  }
+  assert_int_equal(brisk_model_kv_layers(&m), 20);
+  /* Layers 0-5 sliding, 6-7 full, 8-11 shared and alternating. */
+  m.hp.n_layer = 12;
+  m.hp.n_kv_shared = 4;
+  for (int32_t l = 0; l < 12; l++) {
+    layers[l].sliding_window = l < 6 || (l >= 8 && l % 2 == 0) ? 64 : 0;
+    layers[l].kv_source = l;
+  }
+  assert_int_equal(brisk_model_share_kv(&m, &mp), BRISK_OK);
+  const int32_t want[12] = {0, 1, 2, 3, 4, 5, 6, 7, 5, 7, 5, 7};
+  for (int32_t l = 0; l < 12; l++) {
+    assert_int_equal(layers[l].kv_source, want[l]);
+    assert_int_equal(layers[l].kv_source, ref_kv_source(&m, (uint32_t)l));
+  }
+  /* A full layer among the shared ones, none before them. */
+  for (int32_t l = 0; l < 8; l++) layers[l].sliding_window = 64;
+  assert_int_equal(brisk_model_share_kv(&m, &mp), BRISK_E_FORMAT);
+  assert_non_null(strstr(brisk_last_error(), "full-attention"));
+}
+
 static void extra_key(brisk_gguf_writer *w, const char *arch, void *user) {
   (void)arch;
   brisk_gguf_writer_set_u32(w, "llama.attention.shared_kv_layers", *(const uint32_t *)user);
@@ -288,6 +339,7 @@ static void test_refusals(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sources_and_bytes),
+      cmocka_unit_test(test_source_rule),
       cmocka_unit_test(test_prefill_decode_vs_reference),
       cmocka_unit_test(test_window_vs_reference),
       cmocka_unit_test(test_fork_and_snapshot),
