@@ -1559,6 +1559,25 @@ typedef struct brisk_request_params {
    * preempted sequence on its first draft), before the target's batch. A
    * completion's memory grows by spec_n_draft * n_vocab doubles. Default 0. */
   int spec_draft_model;
+  /* Experimental: attention sinks + a sliding window (StreamingLLM) for the
+   * request's KV sequence, as brisk_seq_set_window(n_sinks, window) on a
+   * context: the sequence keeps its first n_sinks tokens (rounded up to
+   * whole KV blocks) and at least its last `window`, older blocks going
+   * back to the pool as it grows, so a request can generate far past the
+   * pool in bounded memory; its logits are those of a context-level
+   * sequence with that window fed the same chunks. window 0 (default):
+   * off. The engine feeds such a request's prompt in chunks of at most
+   * `window` tokens, never attaches a cached prefix to it nor publishes its
+   * blocks to the prefix cache, promises it at most its window's blocks at
+   * admission, and preempts it by recompute (never swap); a recomputed one
+   * continues from a cache rebuilt in chunks, so its output after a
+   * preemption may differ from an uninterrupted run's. Refused with
+   * BRISK_E_INVALID_ARGUMENT: n_sinks < 0, window < 0, n_sinks > 0 with
+   * window 0, sinks (in whole blocks) above max_batch_tokens, n > 1 or
+   * spec_n_draft > 0 with a window; BRISK_E_UNSUPPORTED: a tensor- or
+   * pipeline-parallel model or one with latent attention. */
+  int32_t n_sinks;
+  int32_t window;
 } brisk_request_params;
 
 /* Most alternatives brisk_request_params.logprobs can ask for. */

@@ -20,6 +20,7 @@
 #include "forward/rowpar.h"
 #include "kv/host_tier.h"
 #include "kv/kv.h"
+#include "model/kv_share.h"
 #include "model/model.h"
 #include "parallel/world.h"
 
@@ -134,18 +135,23 @@ static brisk_status pool_blocks(const brisk_context_params *p, const brisk_hpara
 static brisk_status alloc_kv_storage(brisk_context *c) {
   const brisk_hparams *hp = &c->model->hp;
   brisk_forward_kv *s = &c->storage;
-  size_t layer_bytes =
-      (size_t)(c->bytes_per_block / (2 * hp->n_layer)) * (size_t)s->layout.n_blocks;
+  size_t layer_bytes = (size_t)(c->bytes_per_block / (2 * brisk_model_kv_layers(c->model))) *
+                       (size_t)s->layout.n_blocks;
   s->k = brisk_calloc(hp->n_layer, sizeof(void *));
   s->v = brisk_calloc(hp->n_layer, sizeof(void *));
   if (!s->k || !s->v) return brisk_error_oom();
   /* Under pipeline parallelism, stage 0's layers only (the rest NULL). */
   for (uint32_t l = 0; l < (uint32_t)brisk_model_stage_begin(c->model, 1); l++) {
     brisk_backend *be = brisk_context_layer_backend(c, l);
+    const int32_t src = c->model->layers[l].kv_source;
     brisk_status st;
-    if ((st = be->buffer_alloc(be, layer_bytes, &s->k[l])) ||
-        (st = be->buffer_alloc(be, layer_bytes, &s->v[l])))
+    if (src != (int32_t)l) { /* cross-layer KV sharing: the source's pools */
+      s->k[l] = s->k[src];
+      s->v[l] = s->v[src];
+    } else if ((st = be->buffer_alloc(be, layer_bytes, &s->k[l])) ||
+               (st = be->buffer_alloc(be, layer_bytes, &s->v[l]))) {
       return st;
+    }
   }
   return BRISK_OK;
 }
@@ -172,6 +178,7 @@ BRISK_API void brisk_context_free(brisk_context *c) {
   for (uint32_t l = 0; l < c->model->hp.n_layer; l++) {
     brisk_backend *be = brisk_context_layer_backend(c, l);
     if (!be) continue; /* creation failed before the backends existed */
+    if (c->model->layers[l].kv_source != (int32_t)l) continue; /* the source's pools */
     if (c->storage.k) be->buffer_free(be, c->storage.k[l]);
     if (c->storage.v) be->buffer_free(be, c->storage.v[l]);
   }
@@ -209,6 +216,9 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "a %s model is an encoder: it gives embeddings (brisk_embed), not tokens",
                        ai->name);
+  if (!model->layers)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_context_create: the model was loaded without weights (vocab_only)");
   brisk_context_params p;
   brisk_status st = copy_params(params, &p);
   if (st) return st;
@@ -237,8 +247,16 @@ BRISK_API brisk_status brisk_context_create(const brisk_model *model,
                        "kv_type %d: the latent KV cache of %s (multi-head latent attention) is "
                        "f16 or f32 only",
                        (int)p.kv_type, brisk_arch_get(hp->arch)->name);
-  uint64_t bytes_per_block = 2ull * hp->n_layer * (uint64_t)kv_heads * (uint64_t)p.block_size *
-                             brisk_kvq_row_bytes(kv_dtype, kv_dim);
+  /* Layers sharing another's K/V hold none. */
+  uint64_t bytes_per_block = 2ull * brisk_model_kv_layers(model) * (uint64_t)kv_heads *
+                             (uint64_t)p.block_size * brisk_kvq_row_bytes(kv_dtype, kv_dim);
+  for (uint32_t l = 0; l < hp->n_layer; l++)
+    if (brisk_forward_layer_device(model, (int32_t)l) !=
+        brisk_forward_layer_device(model, model->layers[l].kv_source))
+      return brisk_error(BRISK_E_UNSUPPORTED,
+                         "layer %u reads the K/V of layer %d (cross-layer KV sharing), which "
+                         "n_gpu_layers places on another device",
+                         l, model->layers[l].kv_source);
   int32_t n_blocks = 0;
   if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
 
@@ -310,7 +328,8 @@ brisk_status brisk_context_estimate(const brisk_model *model, const brisk_contex
   const brisk_hparams *hp = &model->hp;
   int32_t kv_heads, kv_dim;
   brisk_forward_kv_geometry(hp, &kv_heads, &kv_dim);
-  uint64_t bytes_per_block = 2ull * hp->n_layer * (uint64_t)kv_heads * (uint64_t)p.block_size *
+  uint64_t bytes_per_block = 2ull * brisk_model_kv_layers(model) * (uint64_t)kv_heads *
+                             (uint64_t)p.block_size *
                              brisk_kvq_row_bytes(brisk_context_kv_dtype(p.kv_type), kv_dim);
   int32_t n_blocks = 0;
   if ((st = pool_blocks(&p, hp, bytes_per_block, &n_blocks))) return st;
@@ -377,6 +396,7 @@ static brisk_status copy_blocks(brisk_context *c, int32_t n_copies) {
   if (n_copies == 0) return BRISK_OK;
   const int32_t *pairs = (const int32_t *)c->copies;
   for (uint32_t l = 0; l < (uint32_t)brisk_model_stage_begin(c->model, 1); l++) {
+    if (c->model->layers[l].kv_source != (int32_t)l) continue; /* the source's pools */
     brisk_backend *be = brisk_context_layer_backend(c, l);
     brisk_status st;
     if ((st = be->kv_copy_blocks(be, &c->storage.layout, c->storage.k[l], pairs, n_copies)) ||

@@ -84,6 +84,9 @@ static uint64_t model_fingerprint(const brisk_model *m) {
                      hp->yarn_attn_factor};
   uint64_t h = mix(0x5eed5eed5eedull, u, sizeof u);
   h = mix(h, f, sizeof f);
+  /* Cross-layer KV sharing changes what the K/V sections hold (mixed in
+   * only when used, so other models keep their fingerprints). */
+  if (hp->n_kv_shared) h = mix(h, &hp->n_kv_shared, sizeof hp->n_kv_shared);
   const int64_t n = brisk_model_n_tensors(m);
   for (int64_t i = 0; i < n; i++) {
     brisk_tensor_info t = {.struct_size = sizeof t};

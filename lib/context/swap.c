@@ -7,6 +7,7 @@
 #include "core/checked.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "model/kv_share.h"
 #include "model/model.h"
 
 #include <string.h>
@@ -17,6 +18,9 @@ static size_t block_bytes(const brisk_kv_layout *l) {
 }
 
 static uint32_t n_layer(const brisk_context *c) { return brisk_context_model(c)->hp.n_layer; }
+static uint32_t n_kv_layers(const brisk_context *c) {
+  return brisk_model_kv_layers(brisk_context_model(c));
+}
 
 size_t brisk_seq_swap_bytes(brisk_context *c, int32_t n_tokens) {
   brisk_kv *kv;
@@ -25,24 +29,26 @@ size_t brisk_seq_swap_bytes(brisk_context *c, int32_t n_tokens) {
   if (n_tokens < 1) return 0;
   int32_t bs = brisk_kv_block_size(kv);
   size_t n_blocks = (size_t)(((int64_t)n_tokens + bs - 1) / bs), per_block, total;
-  if (brisk_mul_overflow_size(block_bytes(&st->layout), 2 * (size_t)n_layer(c), &per_block) ||
+  if (brisk_mul_overflow_size(block_bytes(&st->layout), 2 * (size_t)n_kv_layers(c), &per_block) ||
       brisk_mul_overflow_size(per_block, n_blocks, &total))
     return 0;
   return total;
 }
 
 /* Copies block `block` of every layer between the pools and host[0 ..
- * 2 n_layer block_bytes) ([n_layer][2][block_bytes]). */
+ * 2 n_kv_layers block_bytes) ([layers holding K/V][2][block_bytes]). */
 static brisk_status copy_block(brisk_context *c, int32_t block, unsigned char *host, int out) {
   brisk_kv *kv;
   brisk_forward_kv *st;
   brisk_context_kv_parts(c, &kv, &st);
   size_t bb = block_bytes(&st->layout), off = (size_t)block * bb;
+  const brisk_model *m = brisk_context_model(c);
+  size_t at = 0; /* layers sharing another's K/V have none to move */
   for (uint32_t l = 0; l < n_layer(c); l++)
-    for (int kv_i = 0; kv_i < 2; kv_i++) {
+    for (int kv_i = 0; kv_i < 2 && m->layers[l].kv_source == (int32_t)l; kv_i++) {
       brisk_backend *be = brisk_context_layer_backend(c, l);
       unsigned char *pool = (unsigned char *)(kv_i ? st->v[l] : st->k[l]) + off;
-      unsigned char *h = host + (2 * (size_t)l + (size_t)kv_i) * bb;
+      unsigned char *h = host + at++ * bb;
       brisk_status s = out ? be->download(be, h, pool, bb) : be->upload(be, pool, h, bb);
       if (s) return s;
     }
@@ -71,7 +77,7 @@ brisk_status brisk_seq_swap_out(brisk_context *c, int32_t seq, brisk_seq_swap *o
     return brisk_error(len < 1 ? BRISK_E_INVALID_ARGUMENT : BRISK_E_OUT_OF_MEMORY,
                        "swap out: sequence %d of %d tokens has no KV to copy or too much", seq,
                        len);
-  unsigned char *data = brisk_malloc(bytes); /* [n_blocks][n_layer][2][block_bytes] */
+  unsigned char *data = brisk_malloc(bytes); /* [n_blocks][kv layers][2][block_bytes] */
   if (!data) return brisk_error_oom();
   size_t per_block = bytes / (size_t)n_blocks;
   for (int32_t b = 0; b < n_blocks; b++) {

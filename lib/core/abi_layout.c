@@ -185,6 +185,8 @@ static const brisk_abi_field request_params_fields[] = {
     BRISK_ABI_FIELD(brisk_request_params, spec_ngram_max),
     BRISK_ABI_FIELD(brisk_request_params, spec_adaptive),
     BRISK_ABI_FIELD(brisk_request_params, spec_draft_model),
+    BRISK_ABI_FIELD(brisk_request_params, n_sinks),
+    BRISK_ABI_FIELD(brisk_request_params, window),
 };
 const brisk_abi_layout brisk_abi_request_params = {
     "brisk_request_params", sizeof(brisk_request_params), request_params_fields,

@@ -261,11 +261,19 @@ static brisk_status load_prompt(brisk_engine *e, const brisk_request_params *p,
   int64_t pool = (int64_t)e->n_blocks * e->block_size;
   if (n < 1)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_submit: the prompt has no tokens");
-  if (n > (size_t)pool || (int64_t)n + p->max_tokens > pool)
+  /* A windowed request holds at most its sinks, two windows and three
+   * blocks, however long it runs (docs/kv.md). */
+  int64_t need = (int64_t)n + p->max_tokens, bs = e->block_size;
+  if (p->window > 0) {
+    int64_t bound = ((p->n_sinks + bs - 1) / bs + (2 * (int64_t)p->window + bs - 1) / bs + 3) * bs;
+    if (need > bound) need = bound;
+  }
+  if (need > pool)
     return brisk_error(BRISK_E_INVALID_ARGUMENT,
-                       "brisk_engine_submit: prompt (%zu tokens) + max_tokens (%d) exceeds the "
+                       "brisk_engine_submit: prompt (%zu tokens) + max_tokens (%d)%s exceeds the "
                        "KV pool (%lld tokens)",
-                       n, p->max_tokens, (long long)pool);
+                       n, p->max_tokens, p->window > 0 ? ", or its window's bound," : "",
+                       (long long)pool);
   size_t cap = n + (size_t)p->max_tokens;
   r->tokens = brisk_malloc(cap * sizeof *r->tokens);
   if (!r->tokens) return brisk_error_oom();
@@ -289,9 +297,41 @@ static brisk_status load_prompt(brisk_engine *e, const brisk_request_params *p,
   return BRISK_OK;
 }
 
+/* A request's window (n_sinks, window), checked at submit so that its
+ * admission, which sets it on the sequence, cannot refuse it. */
+static brisk_status check_window(const brisk_engine *e, const brisk_request_params *p) {
+  if (p->n_sinks < 0 || p->window < 0 || (p->n_sinks > 0 && p->window == 0))
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: n_sinks %d and window %d must be >= 0, with a "
+                       "window for sinks",
+                       p->n_sinks, p->window);
+  if (p->window == 0) return BRISK_OK;
+  /* Windowed sequences are never forked, and drafts would be truncated
+   * across evictions. */
+  if (p->n > 1 || p->spec_n_draft > 0)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: a window (%d) takes n 1 and no speculation (n %d, "
+                       "spec_n_draft %d)",
+                       p->window, p->n, p->spec_n_draft);
+  int64_t sink_tokens = ((int64_t)p->n_sinks + e->block_size - 1) / e->block_size * e->block_size;
+  if (sink_tokens > e->max_batch_tokens)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                       "brisk_engine_submit: %d sinks (%lld in whole blocks of %d) exceed "
+                       "max_batch_tokens %d",
+                       p->n_sinks, (long long)sink_tokens, e->block_size, e->max_batch_tokens);
+  const brisk_model *m = e->model;
+  if (m->tp_size > 1 || m->pp_size > 1 || m->hp.kv_lora_rank > 0 ||
+      m->hp.rope_scaling == BRISK_HP_ROPE_SCALING_LONGROPE)
+    return brisk_error(BRISK_E_UNSUPPORTED,
+                       "brisk_engine_submit: a window is not supported with tensor or pipeline "
+                       "parallelism, latent attention or LongRoPE");
+  return BRISK_OK;
+}
+
 /* Checks the fields after user_data (stop strings are checked by the
  * stopper). */
 static brisk_status check_request(const brisk_engine *e, const brisk_request_params *p) {
+  brisk_status st;
   if (p->max_tokens < 1)
     return brisk_error(BRISK_E_INVALID_ARGUMENT, "brisk_engine_submit: max_tokens %d must be >= 1",
                        p->max_tokens);
@@ -318,6 +358,7 @@ static brisk_status check_request(const brisk_engine *e, const brisk_request_par
                        "brisk_engine_submit: spec_draft_model needs spec_n_draft >= 1 (it is %d) "
                        "and an engine with a draft_model (%s)",
                        p->spec_n_draft, e->spec ? "it has one" : "it has none");
+  if ((st = check_window(e, p))) return st;
   if (p->n_stop && !brisk_model_tokenizer(e->model)[0])
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "brisk_engine_submit: stop strings need a model with a vocabulary");
@@ -388,6 +429,8 @@ static brisk_status make_completion(brisk_engine *e, const brisk_request_params 
   if (r->spec_k > 0 && !(r->draft = brisk_malloc((size_t)r->spec_k * sizeof *r->draft)))
     return brisk_error_oom();
   r->spec_use_draft = p->spec_draft_model != 0;
+  r->n_sinks = p->n_sinks;
+  r->window = p->window;
   size_t nq;
   if (r->spec_use_draft) {
     if (brisk_mul_overflow_size((size_t)r->spec_k, (size_t)brisk_model_n_vocab(e->model), &nq))

@@ -73,6 +73,9 @@ typedef struct brisk_engine_request {
   bool embed_ready; /* the vector is in `embedding` */
   int32_t embed_pooling;
   float *embedding;
+  /* Attention sinks + sliding window of its sequence (window 0: none),
+   * set on the sequence at each admission. */
+  int32_t n_sinks, window;
 } brisk_engine_request;
 
 typedef struct brisk_engine_cancel_node {

@@ -231,8 +231,12 @@ static brisk_engine_request *admit_one(brisk_engine *e) {
   if (e->n_waiting == 0 || e->n_free_seqs == 0) return NULL;
   brisk_engine_request *best = best_waiting(e);
   int32_t seq = e->free_seqs[e->n_free_seqs - 1], reused = 0;
+  /* The id's window is the request's (a window stays on a freed id); the
+   * only failure is out of memory for the sinks' host copy, which stops
+   * admission for this step. A windowed sequence attaches no prefix. */
+  if (brisk_seq_set_window(e->ctx, seq, best->n_sinks, best->window)) return NULL;
   /* On failure (out of memory) it just computes everything. */
-  if (!best->swap.data &&
+  if (!best->swap.data && best->window == 0 &&
       brisk_seq_match_prefix(e->ctx, seq, best->tokens, best->n_tokens, &reused))
     reused = 0;
   best->seq = seq;
@@ -243,7 +247,8 @@ static brisk_engine_request *admit_one(brisk_engine *e) {
     best->n_computed = 0;
     return NULL;
   }
-  if (e->prefix_cache && !best->swap.data) e->n_prefix_lookup_tokens += (uint64_t)best->n_tokens;
+  if (e->prefix_cache && !best->swap.data && best->window == 0)
+    e->n_prefix_lookup_tokens += (uint64_t)best->n_tokens;
   e->n_prefix_hit_tokens += (uint64_t)reused;
   best->state = BRISK_REQ_RUNNING;
   e->n_free_seqs--;
@@ -343,6 +348,9 @@ static int chunk(brisk_engine *e, brisk_engine_request *r, uint64_t stamp, bool 
   }
   int32_t c = remaining < *budget ? remaining : *budget;
   if (e->prefill_chunk > 0 && c > e->prefill_chunk) c = e->prefill_chunk;
+  /* A windowed sequence takes chunks of at most its window, which bounds
+   * what it holds (brisk_seq_set_window). */
+  if (r->window > 0 && c > r->window) c = r->window;
   if (c > room) c = (int32_t)room;
   c = fit(e, r, c, c == remaining);
   if (c == 0 || ask(e, r, c, false)) return 1; /* within its room: only out of memory fails */

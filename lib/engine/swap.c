@@ -5,7 +5,9 @@
 #include "engine/engine_internal.h"
 
 void brisk_engine_swap_out(brisk_engine *e, brisk_engine_request *r) {
-  if (e->preempt_mode != BRISK_PREEMPT_SWAP || r->n_computed < 1) return;
+  /* A windowed sequence is recomputed (its snapshot would need its
+   * evictions and moved sinks). */
+  if (e->preempt_mode != BRISK_PREEMPT_SWAP || r->n_computed < 1 || r->window > 0) return;
   size_t bytes = brisk_seq_swap_bytes(e->ctx, r->n_computed);
   if (bytes == 0 || bytes > e->swap_limit - e->swap_used ||
       brisk_seq_swap_out(e->ctx, r->seq, &r->swap)) {

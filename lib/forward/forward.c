@@ -543,29 +543,36 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   if (hp->kv_lora_rank) return mla_block(f, kv, il, b);
   int32_t n = b->n_tokens, hd = (int32_t)hp->head_dim;
   int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
+  /* A layer sharing an earlier layer's K/V (model/kv_share.h) computes
+   * none: its queries attend to the source layer's pools, already written
+   * for this batch's tokens. */
+  const int32_t src = ly->kv_source;
+  const bool own_kv = src == il;
   brisk_status st = pre_norm(f, &ly->attn_norm, n);
   const float *h = ly->attn_norm.data ? a->h : a->x;
   if (st || (st = linear(f, &ly->wq, &ly->bq, h, n, a->q)) ||
-      (st = linear(f, &ly->wk, &ly->bk, h, n, a->k)) ||
-      (st = linear(f, &ly->wv, &ly->bv, h, n, a->v)))
+      (own_kv && ((st = linear(f, &ly->wk, &ly->bk, h, n, a->k)) ||
+                  (st = linear(f, &ly->wv, &ly->bv, h, n, a->v)))))
     return st;
   /* Per head ([head_dim] weights), or over all heads of a token. */
   int64_t qn = ly->q_norm.cols, kn = ly->k_norm.cols;
   if (ly->q_norm.data &&
       ((st = be->rmsnorm(be, a->q, ly->q_norm.data, n * qd / qn, qn, hp->rms_eps, a->q)) ||
-       (st = be->rmsnorm(be, a->k, ly->k_norm.data, n * kvd / kn, kn, hp->rms_eps, a->k))))
+       (own_kv &&
+        (st = be->rmsnorm(be, a->k, ly->k_norm.data, n * kvd / kn, kn, hp->rms_eps, a->k)))))
     return st;
-  if (b->n_keep > 0 && (st = keep_kv(f, il, b))) return st;
+  if (own_kv && b->n_keep > 0 && (st = keep_kv(f, il, b))) return st;
   const brisk_rope_params *rope = ly->sliding_window ? &f->rope_local : &f->rope;
   const int32_t *rpos = b->rope_pos ? b->rope_pos : b->pos;
   if ((st = rope_rows(f, be, a->q, qd, (int32_t)hp->n_head, b, rpos, rope)) ||
-      (st = rope_rows(f, be, a->k, kvd, (int32_t)hp->n_head_kv, b, rpos, rope)) ||
-      (st = be->kv_write(be, &kv->layout, kv->k[il], kv->v[il], a->k, a->v, b->slot, n)))
+      (own_kv &&
+       ((st = rope_rows(f, be, a->k, kvd, (int32_t)hp->n_head_kv, b, rpos, rope)) ||
+        (st = be->kv_write(be, &kv->layout, kv->k[il], kv->v[il], a->k, a->v, b->slot, n)))))
     return st;
   brisk_attn_batch ab = {n, b->pos, b->seq_row, b->block_tables, b->n_seqs, b->max_blocks};
   brisk_attn_params ap = {(int32_t)hp->n_head, hp->attn_scale, (int32_t)ly->sliding_window,
                           hp->attn_softcap};
-  if ((st = be->attention(be, &kv->layout, kv->k[il], kv->v[il], a->q, &ab, &ap, a->att)))
+  if ((st = be->attention(be, &kv->layout, kv->k[src], kv->v[src], a->q, &ab, &ap, a->att)))
     return st;
   const brisk_split_layer *sl = split_of(f, il);
   if ((st = sl ? rowpar(f, &ly->wo, sl->wo, sl->att_col, a->att, qd, n)
@@ -700,6 +707,7 @@ brisk_status brisk_forward_rewrite_kv(brisk_forward *f, const brisk_forward_kv *
   int64_t kvd = (int64_t)hp->n_head_kv * hd;
   size_t bytes = (size_t)n * (size_t)kvd * sizeof(float);
   for (int32_t il = 0; il < (int32_t)hp->n_layer; il++) {
+    if (m->layers[il].kv_source != il) continue; /* holds no K/V of its own */
     fwd_dev *d = &f->dev[brisk_forward_layer_device(m, il)];
     brisk_backend *be = d->be;
     const brisk_rope_params *rope = m->layers[il].sliding_window ? &f->rope_local : &f->rope;

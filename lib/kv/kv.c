@@ -480,6 +480,14 @@ brisk_status brisk_kv_seq_reserve(brisk_kv *kv, int32_t seq, const brisk_kv_ask 
   int64_t per_fork = blocks_for64(kv, grow_to) - blocks_for64(kv, fork_at) +
                      (fork_at % kv->block_size != 0 ? 1 : 0);
   int64_t promise = reach + (int64_t)ask->n_forks * per_fork;
+  if (s->window > 0) {
+    /* Its evictions give blocks back as it grows: fed in batches of at most
+     * its window it never holds more than its sinks, two windows and three
+     * blocks (brisk_kv_seq_set_window), so that is all it is promised. */
+    int64_t most = (int64_t)s->sink_blocks + blocks_for64(kv, 2 * (int64_t)s->window) + 3;
+    int64_t left = most - ((int64_t)s->n_blocks + s->n_spare + hold);
+    if (promise > left) promise = left > 0 ? left : 0;
+  }
   int32_t avail = brisk_block_pool_available(&kv->pool);
   if (hold > avail)
     return brisk_error(BRISK_E_KV_FULL,

@@ -96,7 +96,9 @@ typedef struct brisk_kv_ask {
  * BRISK_E_OUT_OF_MEMORY leave everything as it was. Spare blocks are
  * released by brisk_kv_seq_truncate (any length, its current one
  * included), fork onto the sequence, match_prefix and free; a promise ends
- * when the sequence is freed. */
+ * when the sequence is freed. A windowed sequence (brisk_kv_seq_set_window)
+ * is promised at most what it can hold fed in batches of at most its
+ * window: its sink blocks, two windows' and three more blocks. */
 brisk_status brisk_kv_seq_reserve(brisk_kv *kv, int32_t seq, const brisk_kv_ask *ask);
 /* Tokens seq can take now: the rest of its last block (unless that must be
  * copied first, which takes a block), its spare blocks and every available

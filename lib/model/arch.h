@@ -86,6 +86,9 @@ typedef struct brisk_hparams {
   uint32_t moe_n_group, moe_topk_group;
   float moe_scale; /* routed experts' weights are multiplied by this; 0: 1 */
   uint32_t n_type_vocab; /* token-type (segment) embedding rows (bert) */
+  /* Cross-layer KV sharing: the last n_kv_shared layers compute no K/V and
+   * read an earlier layer's (brisk_layer.kv_source, model/kv_share.c). */
+  uint32_t n_kv_shared;
 } brisk_hparams;
 
 typedef struct brisk_arch_info {

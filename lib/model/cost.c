@@ -41,10 +41,23 @@ void brisk_model_cost_weights(const brisk_model *m, int64_t n_tokens, int64_t n_
   c->bytes += n * (double)m->token_embd.row_bytes;
   for (uint32_t il = 0; il < m->hp.n_layer; il++) {
     const brisk_layer *ly = &m->layers[il];
-    const brisk_weight *per_layer[] = {&ly->attn_norm, &ly->wq,      &ly->wk,       &ly->wv,
-                                       &ly->wo,        &ly->bq,      &ly->bk,       &ly->bv,
-                                       &ly->q_norm,    &ly->k_norm,  &ly->ffn_norm, &ly->ffn_gate,
-                                       &ly->ffn_up,    &ly->ffn_down};
+    /* A layer reading another's K/V (cross-layer sharing) projects none. */
+    static const brisk_weight unused = {0};
+    const bool own = ly->kv_source == (int32_t)il;
+    const brisk_weight *per_layer[] = {&ly->attn_norm,
+                                       &ly->wq,
+                                       own ? &ly->wk : &unused,
+                                       own ? &ly->wv : &unused,
+                                       &ly->wo,
+                                       &ly->bq,
+                                       own ? &ly->bk : &unused,
+                                       own ? &ly->bv : &unused,
+                                       &ly->q_norm,
+                                       own ? &ly->k_norm : &unused,
+                                       &ly->ffn_norm,
+                                       &ly->ffn_gate,
+                                       &ly->ffn_up,
+                                       &ly->ffn_down};
     /* Post-norms (olmo2, gemma), the shared expert (qwen2moe), latent
      * attention's projections (deepseek2: kv_b's absorbed products cost
      * what a matmul by it does). */
@@ -91,7 +104,9 @@ void brisk_model_cost_attention(const brisk_model *m, uint32_t kv_elem_bytes, in
       first_read = n_past + 1 - w > 0 ? n_past + 1 - w : 0;
     }
     c->flops += score_flops * attended;
-    c->bytes += kv_pos_bytes * (double)(end - first_read + n_new);
+    /* Reads, and the new rows' writes in a layer that keeps its own. */
+    const bool own = m->layers[il].kv_source == (int32_t)il;
+    c->bytes += kv_pos_bytes * (double)(end - first_read + (own ? n_new : 0));
   }
 }
 

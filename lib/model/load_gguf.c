@@ -107,6 +107,7 @@ static brisk_status read_hparams(const gguf_loader *L, brisk_hparams *hp) {
       (st = get_f32(L, "attention.layer_norm_rms_epsilon", false, &hp->rms_eps)) ||
       (st = get_f32(L, "rope.freq_base", false, &hp->rope_base)) ||
       (st = get_u32(L, "attention.sliding_window", false, &hp->sliding_window)) ||
+      (st = get_u32(L, "attention.shared_kv_layers", false, &hp->n_kv_shared)) ||
       (st = get_u32(L, "expert_count", false, &hp->n_expert)) ||
       (st = get_u32(L, "expert_used_count", false, &hp->n_expert_used)))
     return st;

@@ -329,7 +329,8 @@ static brisk_status read_hparams(const brisk_hf *hf, brisk_hparams *hp) {
       (st = cfg_f32(hf, "rms_norm_eps", &hp->rms_eps)) ||
       (st = cfg_u32(hf, "num_local_experts", false, &hp->n_expert)) ||
       (st = cfg_u32(hf, "num_experts", false, &hp->n_expert)) ||
-      (st = cfg_u32(hf, "num_experts_per_tok", false, &hp->n_expert_used)))
+      (st = cfg_u32(hf, "num_experts_per_tok", false, &hp->n_expert_used)) ||
+      (st = cfg_u32(hf, "num_kv_shared_layers", false, &hp->n_kv_shared)))
     return st;
   if (hp->n_head == 0) return brisk_error(BRISK_E_FORMAT, "config.json: num_attention_heads is 0");
   hp->head_dim = hp->n_embd / hp->n_head;

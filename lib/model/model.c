@@ -1,4 +1,5 @@
 /* Model lifecycle and the public getters. */
+#include "model/kv_share.h"
 #include "model/load.h"
 #include "model/shard.h"
 #include "model/source.h"
@@ -235,7 +236,9 @@ brisk_weight brisk_weight_rows(const brisk_weight *w, int64_t r0, int64_t n) {
 
 brisk_status brisk_model_alloc_layers(brisk_model *m) {
   m->layers = brisk_calloc(m->hp.n_layer, sizeof *m->layers);
-  return m->layers ? BRISK_OK : brisk_error_oom();
+  if (!m->layers) return brisk_error_oom();
+  for (uint32_t l = 0; l < m->hp.n_layer; l++) m->layers[l].kv_source = (int32_t)l;
+  return BRISK_OK;
 }
 
 brisk_status brisk_model_alloc_experts(brisk_model *m, brisk_layer *ly) {
@@ -347,6 +350,7 @@ static brisk_status load(const load_from *from, const char *name,
   m->device = device;
   if ((st = open_source(from, &params, &m->source)) ||
       (st = brisk_model_source_bind(m, m->source, &params)) ||
+      (m->layers && (st = brisk_model_share_kv(m, &params))) ||
       (m->layers && (st = keep_local(m, &params))) ||
       (m->layers && (st = brisk_model_split(m, params.tp_size, params.n_gpu_layers))) ||
       (m->layers && !m->tp_size && (st = brisk_model_place(m, &params))) ||

@@ -56,6 +56,10 @@ typedef struct brisk_layer {
   brisk_weight kv_a_norm;  /* [kv_lora_rank] */
   brisk_weight wkv_b;      /* [n_head * (nope + v)][kv_lora_rank], always F32 */
   uint32_t sliding_window; /* 0: full attention in this layer */
+  /* The layer whose K/V this one attends to: itself, or with cross-layer
+   * KV sharing an earlier layer (model/kv_share.h); a layer that reads
+   * another's computes no K/V and holds no KV memory. */
+  int32_t kv_source;
   /* Encoders (bert): the output projection's bias, the post-norms' biases
    * (attn_norm and ffn_norm are their weights, applied after each
    * sub-block) and the FFN's biases. */

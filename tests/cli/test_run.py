@@ -137,6 +137,17 @@ p = run("run", "-m", smol, "-t", "1", "--chat", "-n", "12", "-c", "80",
         stdin="What is the capital of France?\n" + "word " * 100 + "\n/clear\nWhat is the capital of Italy?\n")
 assert p.returncode == 0, p.stderr
 assert "no longer fits the context" in p.stderr and "Paris" in p.stdout and "Rome" in p.stdout, (p.stdout, p.stderr)
+# --chat with a window: the first turn is that of full attention (shorter
+# than sinks + window), later turns push the conversation past the window
+# and the KV pool (the chat goes on, nothing refused); --save is refused.
+p = run("run", "-m", smol, "-t", "1", "--chat", "-n", "24", "--window", "64", "--sinks", "4",
+        stdin="What is the capital of France?\n" + "word " * 80 + "\nWhat is the capital of Italy?\n")
+assert p.returncode == 0, p.stderr
+assert "Paris" in p.stdout and "no longer fits" not in p.stderr, (p.stdout, p.stderr)
+full = run("run", "-m", smol, "-t", "1", "--chat", "-n", "24", stdin="What is the capital of France?\n")
+assert full.stdout.strip() and full.stdout.strip() in p.stdout, (full.stdout, p.stdout)
+p = run("run", "-m", smol, "--chat", "--window", "64", "--save", "x", ok=False, code=2)
+assert "--window" in p.stderr, p.stderr
 # --save / --load: the conversation and its KV cache come back; the resumed
 # chat holds what was said (two user turns saved the second time), and a load into
 # another KV type or a damaged file is a one-line error.

@@ -273,6 +273,15 @@ assert "continuous / static output tok/s" in p.stdout, p.stdout
 # Errors: one line each, nonzero exit.
 run(ok=False)
 run("-m", stories, "--output-len", "5..2", ok=False)
+# --window: every request attends to its sinks and last W tokens, so requests
+# 3x longer than the KV budget run through it; each generates all its tokens.
+j = json.loads(run("-m", stories, "-n", "3", "--rate", "0", "--prompt-len", "40",
+                   "--output-len", "160", "--kv-tokens", "64", "--block-size", "4", "--window",
+                   "16", "--sinks", "4", "-t", "1", "--json").stdout)
+r = j["runs"][0]
+assert r["output_tokens"] == 3 * 160 and r["prompt_tokens"] == 3 * 40, r
+run("-m", stories, "--sinks", "4", ok=False)
+run("-m", stories, "--window", "16", "--compare", "static", ok=False)
 run("-m", stories, "--rate", "-1", ok=False)
 run("-m", stories, "--compare", "bogus", ok=False)
 run("-m", stories, "--preempt", "sometimes", ok=False)

@@ -282,6 +282,33 @@ static void test_promises(void **state) {
   model_free(&m);
 }
 
+/* A windowed sequence is promised at most its window's bound (sink blocks,
+ * two windows, three blocks), however much it will generate: two such
+ * sequences of 1000 tokens each are admitted side by side into 20 blocks. */
+static void test_window_promise(void **state) {
+  (void)state;
+  model m;
+  model_init(&m, 20, 4, false);
+  assert_int_equal(brisk_kv_seq_set_window(m.kv, 0, 3, 8), BRISK_OK); /* 1 sink block */
+  assert_int_equal(brisk_kv_seq_set_window(m.kv, 1, 0, 6), BRISK_OK);
+  assert_int_equal(ask(&m, 0, 0, 20, 1000, 0, true), BRISK_OK);
+  assert_int_equal(brisk_kv_n_promised(m.kv), 1 + 4 + 3);
+  assert_int_equal(ask(&m, 1, 0, 20, 1000, 0, true), BRISK_OK);
+  assert_int_equal(brisk_kv_n_promised(m.kv), 8 + 3 + 3);
+  /* Holding blocks takes them out of the promise, not beyond the bound. */
+  assert_int_equal(ask(&m, 0, 8, 12, 1000, 0, false), BRISK_OK);
+  m.spare[0] = 2;
+  assert_int_equal(brisk_kv_n_promised(m.kv), 6 + 6);
+  check_model(&m);
+  /* Without a window the same ask promises its whole growth. */
+  assert_int_equal(brisk_kv_seq_free(m.kv, 1), BRISK_OK);
+  assert_int_equal(brisk_kv_seq_set_window(m.kv, 1, 0, 0), BRISK_OK);
+  assert_int_equal(ask(&m, 1, 0, 20, 1000, 0, true), BRISK_E_KV_FULL);
+  brisk_kv_seq_free(m.kv, 0);
+  m.spare[0] = 0;
+  model_free(&m);
+}
+
 /* Prefix cache: cached blocks are room (evicted on demand, forgotten);
  * an attached prefix ending in a published block is copied before a write
  * after truncation into it. */
@@ -437,13 +464,10 @@ static void test_allocation_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_full_pool),
-      cmocka_unit_test(test_copy_on_write),
-      cmocka_unit_test(test_rollback),
-      cmocka_unit_test(test_promises),
-      cmocka_unit_test(test_prefix_cache_hits),
-      cmocka_unit_test(test_random),
-      cmocka_unit_test(test_allocation_failures),
+      cmocka_unit_test(test_full_pool),      cmocka_unit_test(test_copy_on_write),
+      cmocka_unit_test(test_rollback),       cmocka_unit_test(test_promises),
+      cmocka_unit_test(test_window_promise), cmocka_unit_test(test_prefix_cache_hits),
+      cmocka_unit_test(test_random),         cmocka_unit_test(test_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
  * (config.json + safetensors, q/k as the checkpoint stores them) and as a
  * GGUF file (q/k rows permuted the way llama.cpp's converter does) load into
  * the same weights; only the q/k row order and the RoPE pairing differ. */
+#include "ref_forward.h"
 #include "test_models.h"
 
 #include "core/alloc.h"
@@ -711,6 +712,70 @@ static void test_hf_read_at_load(void **state) {
   free_arrays(&a);
 }
 
+/* num_kv_shared_layers (Gemma 3n's key) on a llama folder: layer 1 reads
+ * layer 0's K/V, holds none, and the logits of a prompt and its decode
+ * match the float64 reference, which shares on its own; a count that
+ * leaves no layer to read from is refused. */
+static void test_hf_kv_shared(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("hf_kv_shared");
+  arrays a;
+  build(&a, "llama", &r);
+  const char *dir = test_tmpdir();
+  write_hf(&a, dir, BRISK_DTYPE_F32);
+  brisk_model *m = NULL, *plain = NULL;
+  assert_int_equal(load_with(dir, "\"num_kv_shared_layers\": 0", &plain), BRISK_OK);
+  assert_int_equal(load_with(dir, "\"num_kv_shared_layers\": 1", &m), BRISK_OK);
+  assert_int_equal(m->hp.n_kv_shared, 1);
+  assert_int_equal(m->layers[0].kv_source, 0);
+  assert_int_equal(m->layers[1].kv_source, 0);
+  assert_int_equal(ref_kv_source(m, 1), 0);
+  brisk_context *ctx = NULL, *pctx = NULL;
+  brisk_context_params cp;
+  brisk_context_params_init(&cp);
+  cp.kv_type = BRISK_KV_F32; /* the reference's cache is float64 */
+  assert_int_equal(brisk_context_create(m, &cp, &ctx), BRISK_OK);
+  assert_int_equal(brisk_context_create(plain, &cp, &pctx), BRISK_OK);
+  brisk_kv_stats ks = {.struct_size = sizeof ks}, pks = {.struct_size = sizeof pks};
+  assert_int_equal(brisk_context_kv_stats(ctx, &ks), BRISK_OK);
+  assert_int_equal(brisk_context_kv_stats(pctx, &pks), BRISK_OK);
+  assert_true(ks.bytes_per_token * 2 == pks.bytes_per_token);
+  enum { N = 24 };
+  ref_model *ref = ref_create(m, N);
+  brisk_batch *b = NULL;
+  assert_int_equal(brisk_batch_create(N, &b), BRISK_OK);
+  double want[VOCAB], worst = 0;
+  for (int32_t t = 0; t < 16; t++)
+    assert_int_equal(brisk_batch_add(b, (7 * t) % VOCAB, t, 0, 1), BRISK_OK);
+  assert_int_equal(brisk_decode(ctx, b), BRISK_OK);
+  for (int32_t t = 0; t < N; t++) {
+    if (t >= 16) {
+      brisk_batch_clear(b);
+      assert_int_equal(brisk_batch_add(b, (7 * t) % VOCAB, t, 0, 1), BRISK_OK);
+      assert_int_equal(brisk_decode(ctx, b), BRISK_OK);
+    }
+    ref_eval(ref, (7 * t) % VOCAB, want);
+    const float *got = brisk_get_logits(ctx, t >= 16 ? 0 : t);
+    double num = 0, den = 0;
+    for (int i = 0; i < VOCAB; i++) {
+      num += (got[i] - want[i]) * (got[i] - want[i]);
+      den += want[i] * want[i];
+    }
+    if (sqrt(num / den) > worst) worst = sqrt(num / den);
+  }
+  assert_true(worst < 1e-4);
+  ref_free(ref);
+  brisk_batch_free(b);
+  brisk_context_free(ctx);
+  brisk_context_free(pctx);
+  brisk_model_free(m);
+  brisk_model_free(plain);
+  assert_int_equal(load_with(dir, "\"num_kv_shared_layers\": 2", &m), BRISK_E_FORMAT);
+  assert_non_null(strstr(brisk_last_error(), "share K/V"));
+  test_tmpdir_remove(dir);
+  free_arrays(&a);
+}
+
 static char oom_dir[256];
 static brisk_status load_and_free(void *ctx) {
   (void)ctx;
@@ -748,6 +813,7 @@ int main(void) {
       cmocka_unit_test(test_hf_deepseek2_refusals),
       cmocka_unit_test(test_hf_yarn_magnitude),
       cmocka_unit_test(test_hf_read_at_load),
+      cmocka_unit_test(test_hf_kv_shared),
       cmocka_unit_test(test_hf_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -92,6 +92,19 @@ static void rope(double *x, int64_t pos, const brisk_hparams *hp, const float *f
   }
 }
 
+int64_t ref_kv_source(const brisk_model *m, uint32_t layer) {
+  /* Written from transformers' Gemma3nTextConfig.kv_sharing_modes, not
+   * from brisk's loader: the last n_kv_shared layers reuse the K/V of the
+   * last earlier layer of the same type (sliding or full attention). */
+  uint32_t n = m->hp.n_layer, first = n - m->hp.n_kv_shared;
+  if (m->hp.n_kv_shared == 0 || layer < first) return layer;
+  bool sliding = m->layers[layer].sliding_window > 0;
+  int64_t last = -1;
+  for (uint32_t j = 0; j < first; j++)
+    if ((m->layers[j].sliding_window > 0) == sliding) last = j;
+  return last;
+}
+
 static double silu(double x) { return x / (1.0 + exp(-x)); }
 
 static void ffn(const brisk_weight *g, const brisk_weight *u, const brisk_weight *d,
@@ -129,17 +142,20 @@ void ref_eval(ref_model *r, int32_t token, double *logits) {
   const float *ff = m->rope_freqs.data;
   for (uint32_t l = 0; l < hp->n_layer; l++) {
     const brisk_layer *ly = &m->layers[l];
-    double *kc = r->kcache + ((size_t)l * (size_t)r->n_ctx) * (size_t)kvd;
-    double *vc = r->vcache + ((size_t)l * (size_t)r->n_ctx) * (size_t)kvd;
+    int64_t src = ref_kv_source(m, l); /* itself unless it shares */
+    double *kc = r->kcache + ((size_t)src * (size_t)r->n_ctx) * (size_t)kvd;
+    double *vc = r->vcache + ((size_t)src * (size_t)r->n_ctx) * (size_t)kvd;
     rmsnorm(h, x, &ly->attn_norm, d, hp->rms_eps);
     matvec(&ly->wq, &ly->bq, h, q);
-    matvec(&ly->wk, &ly->bk, h, kc + pos * kvd);
-    matvec(&ly->wv, &ly->bv, h, vc + pos * kvd);
+    if (src == (int64_t)l) {
+      matvec(&ly->wk, &ly->bk, h, kc + pos * kvd);
+      matvec(&ly->wv, &ly->bv, h, vc + pos * kvd);
+    }
     for (int64_t hh = 0; hh < nh; hh++) {
       if (ly->q_norm.data) rmsnorm(q + hh * hd, q + hh * hd, &ly->q_norm, hd, hp->rms_eps);
       rope(q + hh * hd, pos - shift, hp, ff);
     }
-    for (int64_t hh = 0; hh < nkv; hh++) {
+    for (int64_t hh = 0; hh < nkv && src == (int64_t)l; hh++) {
       double *k = kc + pos * kvd + hh * hd;
       if (ly->k_norm.data) rmsnorm(k, k, &ly->k_norm, hd, hp->rms_eps);
       if (r->window == 0) rope(k, pos, hp, ff); /* streaming: at attention time */

@@ -16,6 +16,9 @@ void ref_free(ref_model *r);
  * at a time while the rest still holds `window` tokens (brisk's rule,
  * counted here on its own). Set before the first ref_eval. */
 void ref_set_stream(ref_model *r, int64_t sink_tokens, int64_t window, int64_t block_size);
+/* The layer whose K/V `layer` attends to (cross-layer KV sharing,
+ * hp.n_kv_shared), by the reference's own reading of transformers' rule. */
+int64_t ref_kv_source(const brisk_model *m, uint32_t layer);
 /* Feeds the next token; writes n_vocab logits. */
 void ref_eval(ref_model *r, int32_t token, double *logits);
 

@@ -167,6 +167,8 @@ brisk_status test_model_write(const char *path, const test_model_spec *s, test_r
   }
   if (s->sliding_window)
     brisk_gguf_writer_set_u32(c.w, KEY("attention.sliding_window"), s->sliding_window);
+  if (s->shared_kv_layers)
+    brisk_gguf_writer_set_u32(c.w, KEY("attention.shared_kv_layers"), s->shared_kv_layers);
 #undef KEY
   if (!s->no_vocab) write_vocab(c.w, s->vocab_tokens ? s->vocab_tokens : s->n_vocab);
   if (s->extra) s->extra(c.w, s->arch, s->extra_user);

@@ -42,6 +42,10 @@ typedef struct test_model_spec {
    * head_dim (the rest is the nope part), the value head; the first layer
    * dense, the others MoE with one shared expert. */
   uint32_t kv_lora_rank, rope_dim, v_head_dim;
+  /* {arch}.attention.shared_kv_layers (0: not written): the last layers
+   * reuse an earlier layer's K/V (their own K/V weights are still written,
+   * as Gemma 3n checkpoints keep them). */
+  uint32_t shared_kv_layers;
 } test_model_spec;
 
 /* A small valid spec for `arch`. */

@@ -249,8 +249,9 @@ int cmd_run(int argc, char **argv) {
   if ((o.save || o.load) && !o.chat)
     return cli_usage_error("run", "--save and --load go with --chat");
   if (o.sinks >= 0 && !o.window) return cli_usage_error("run", "--sinks goes with --window");
-  if (o.window && o.chat)
-    return cli_usage_error("run", "--window goes with one prompt (not --chat) for now");
+  if (o.window && (o.save || o.load))
+    return cli_usage_error("run", "--save and --load do not go with --window (a windowed "
+                                  "sequence has no snapshot)");
   if (o.window && o.sinks < 0) o.sinks = 4; /* StreamingLLM's choice */
   /* Any sampling flag means sampling: without --temp it gets the default. */
   if (o.sampling_given && !o.temp_given) o.sp.temperature = RUN_DEFAULT_TEMP;
@@ -332,6 +333,8 @@ int cmd_run(int argc, char **argv) {
   }
   if (o.n_ctx)
     r.cap_kv = o.n_ctx;
+  else if (o.chat && o.window)
+    r.cap_kv = RUN_WINDOW_CHAT_TOKENS; /* the conversation outgrows the cache */
   else if (o.chat)
     r.cap_kv = n_train < 4096 ? n_train : 4096;
   else

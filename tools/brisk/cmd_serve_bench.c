@@ -35,6 +35,7 @@ typedef struct opts {
   int kv_tokens, max_batch_tokens, max_running, block_size, chunk_size, threads, kv_type;
   int reserve_blocks;         /* -1: the engine's default */
   uint64_t prefix_host_bytes; /* > 0: a "prefix-host" configuration with that host tier */
+  int sinks, window;          /* every engine request's window; sinks -1: 4 with a window */
   brisk_preempt_mode preempt;
   bool cmp_static, cmp_prefix, cmp_chunked, static_pad, json;
   sb_slo slo;
@@ -136,6 +137,12 @@ static int parse_args(int argc, char **argv, opts *o) {
                       "adds a 'prefix-host' configuration: the prefix\ncache with a host tier of "
                       "BYTES (K, M, G)",
                       cli_parse_bytes)},
+      {CLI_INT_OPT(0, "window", &o->window, "W",
+                   "engine: every request attends to its sinks and last W\n"
+                   "tokens only (StreamingLLM; default 0: off)",
+                   0, INT_MAX)},
+      {CLI_INT_OPT(0, "sinks", &o->sinks, "S", "with --window: attention sinks (default 4)", 0,
+                   INT_MAX)},
       {CLI_CUSTOM_OPT(0, "compare", o, "LIST",
                       "extra configurations: static, prefix, chunked, all\n"
                       "(repeatable, or comma-separated)",
@@ -174,6 +181,12 @@ static int parse_args(int argc, char **argv, opts *o) {
   o->slo.ttft_s = slo_ttft_ms * 1e-3;
   o->slo.tpot_s = slo_tpot_ms * 1e-3;
   if (!o->model) return cli_usage_error("serve-bench", "-m MODEL is required (try --help)");
+  if (o->sinks >= 0 && !o->window)
+    return cli_usage_error("serve-bench", "--sinks goes with --window");
+  if (o->window && o->cmp_static)
+    return cli_usage_error("serve-bench",
+                           "--window applies to the engine's configurations, not --compare static");
+  if (o->window && o->sinks < 0) o->sinks = 4;
   return CLI_CONTINUE;
 }
 
@@ -391,7 +404,8 @@ int cmd_serve_bench(int argc, char **argv) {
             .max_running = 64,
             .block_size = 16,
             .chunk_size = 64,
-            .reserve_blocks = -1};
+            .reserve_blocks = -1,
+            .sinks = -1};
   int rc = parse_args(argc, argv, &o);
   if (rc != CLI_CONTINUE) return rc;
   if (o.out_dir && mkdir(o.out_dir, 0777) != 0 && errno != EEXIST)
@@ -404,7 +418,7 @@ int cmd_serve_bench(int argc, char **argv) {
   const int64_t kv_blocks = ((int64_t)o.kv_tokens + o.block_size - 1) / o.block_size;
   int64_t n_slots = kv_blocks / slot_blocks;
   if (n_slots > o.max_batch_tokens) n_slots = o.max_batch_tokens;
-  if (slot_tokens > o.kv_tokens)
+  if (slot_tokens > o.kv_tokens && !o.window)
     return cli_fail("serve-bench",
                     "--kv-tokens %d cannot hold the longest request (%lld prompt + output "
                     "tokens)",
@@ -431,7 +445,9 @@ int cmd_serve_bench(int argc, char **argv) {
                             .block_size = o.block_size,
                             .preempt = o.preempt,
                             .reserve_blocks = o.reserve_blocks,
-                            .kv_type = (brisk_kv_type)o.kv_type};
+                            .kv_type = (brisk_kv_type)o.kv_type,
+                            .n_sinks = o.window ? o.sinks : 0,
+                            .window = o.window};
   sb_config configs[MAX_CONFIGS];
   const int n_configs =
       make_configs(&o, (int32_t)n_slots, (int32_t)(slot_blocks * o.block_size), configs);

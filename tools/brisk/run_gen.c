@@ -52,6 +52,12 @@ brisk_status run_sync_prompt(runner *r, const int32_t *toks, int32_t n) {
   int32_t keep = 0;
   while (keep < r->n_kv && keep < n - 1 && r->kv_tokens[keep] == toks[keep]) keep++;
   brisk_status st = brisk_seq_truncate(r->ctx, 0, keep);
+  /* A windowed sequence cannot go back past what its window evicted (the
+   * conversation changed before the window): it starts over. */
+  if (st == BRISK_E_INVALID_ARGUMENT && keep > 0) {
+    keep = 0;
+    st = brisk_seq_truncate(r->ctx, 0, 0);
+  }
   if (st) return st;
   r->n_kv = keep;
   double t0 = run_now_s();

@@ -33,6 +33,10 @@ typedef struct runner {
   bool blocked;                 /* the constraint allowed no token */
 } runner;
 
+/* Most tokens of a conversation `brisk run --chat --window` keeps track of
+ * without -c (the window holds only its sinks and its last W). */
+#define RUN_WINDOW_CHAT_TOKENS (1 << 22)
+
 /* Set by the SIGINT handler, cleared by the code that acts on it. */
 extern volatile sig_atomic_t run_interrupt;
 
@@ -51,7 +55,9 @@ brisk_status run_tokenize(const brisk_model *m, const char *text, uint32_t flags
 
 /* Makes sequence 0 hold exactly toks (n >= 1): keeps the longest common
  * prefix with what the cache holds, prefills the rest in chunks, logits
- * for the last token. BRISK_E_CANCELLED after Ctrl-C (the cache then holds
+ * for the last token; a windowed sequence that cannot go back to that
+ * prefix (its window evicted part of it) starts over. BRISK_E_CANCELLED
+ * after Ctrl-C (the cache then holds
  * the chunks done so far, and the runner knows it). */
 brisk_status run_sync_prompt(runner *r, const int32_t *toks, int32_t n);
 

@@ -19,8 +19,12 @@ static bool fail(const char *config, const char *what) {
 }
 
 static void request_params(brisk_request_params *rp, const brisk_sampler_params *sp,
-                           const wl_request *r, uintptr_t tag) {
+                           const wl_request *r, uintptr_t tag, const sb_common *window) {
   brisk_request_params_init(rp);
+  if (window) {
+    rp->n_sinks = window->n_sinks;
+    rp->window = window->window;
+  }
   rp->prompt_tokens = r->prompt;
   rp->n_prompt_tokens = (size_t)r->n_prompt;
   rp->sampler = sp;
@@ -35,7 +39,7 @@ static bool warm_up(brisk_engine *e, const brisk_sampler_params *sp, const char 
   static const int32_t prompt[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   const wl_request r = {.n_prompt = 8, .n_output = 2, .prompt = prompt};
   brisk_request_params rp;
-  request_params(&rp, sp, &r, 0);
+  request_params(&rp, sp, &r, 0, NULL);
   uint64_t id;
   if (brisk_engine_submit(e, &rp, &id) != BRISK_OK) return fail(name, "warm-up submit");
   for (int finished = 0; !finished;) {
@@ -138,7 +142,7 @@ bool sb_run_engine(const sb_common *common, const sb_config *c, const wl_workloa
     const double now = sb_now_s() - t0;
     for (; next < w->n && (double)w->req[next].arrival_ns * 1e-9 <= now; next++) {
       brisk_request_params rp;
-      request_params(&rp, &sp, &w->req[next], (uintptr_t)next + 1);
+      request_params(&rp, &sp, &w->req[next], (uintptr_t)next + 1, common);
       req[next].n_prompt = w->req[next].n_prompt;
       req[next].n_output = w->req[next].n_output;
       req[next].arrival_s = (double)w->req[next].arrival_ns * 1e-9;

@@ -23,6 +23,7 @@ typedef struct sb_common {
   brisk_preempt_mode preempt; /* the engine's preemption mode */
   int32_t reserve_blocks;     /* engine growth reserve; -1: its default */
   brisk_kv_type kv_type;      /* KV cache type of every configuration */
+  int32_t n_sinks, window;    /* every engine request's window (0: none) */
 } sb_common;
 
 typedef struct sb_config {

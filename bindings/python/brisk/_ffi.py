@@ -99,7 +99,7 @@ class RequestParams(Structure):
                 ("stop", POINTER(c_char_p)), ("n_stop", c_size_t), ("logprobs", c_int32),
                 ("n", c_int32), ("spec_n_draft", c_int32), ("spec_ngram_min", c_int32),
                 ("spec_ngram_max", c_int32), ("spec_adaptive", c_int),
-                ("spec_draft_model", c_int)]
+                ("spec_draft_model", c_int), ("n_sinks", c_int32), ("window", c_int32)]
 
 
 class StepInfo(Structure):

@@ -230,6 +230,8 @@ pub struct brisk_request_params {
     pub spec_ngram_max: i32,
     pub spec_adaptive: c_int,
     pub spec_draft_model: c_int,
+    pub n_sinks: i32,
+    pub window: i32,
 }
 
 #[repr(C)]

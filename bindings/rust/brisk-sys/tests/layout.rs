@@ -141,7 +141,9 @@ fn rust_layouts() -> Vec<(&'static str, usize, Vec<(&'static str, usize)>)> {
             spec_ngram_min,
             spec_ngram_max,
             spec_adaptive,
-            spec_draft_model
+            spec_draft_model,
+            n_sinks,
+            window
         }),
         layout!(brisk_engine_step_info {
             struct_size,
