@@ -61,6 +61,9 @@ VARIANTS = {
                               "desc_act": True, "sym": True, "checkpoint_format": "gptq"},
     "gptq_v2_desc_act_g128": {"quant_method": "gptq", "bits": 4, "group_size": 128,
                               "desc_act": True, "sym": False, "checkpoint_format": "gptq_v2"},
+    # GPTQModel's lm_head = true: the output projection quantized too
+    "gptq_desc_act_lm_head_g32": {"quant_method": "gptq", "bits": 4, "group_size": 32,
+                                  "desc_act": True, "sym": False, "lm_head": True},
     "awq_g128": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
                  "version": "gemm"},
     "awq_g64": {"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": True,
@@ -104,6 +107,8 @@ def linears(cfg):
                 (p + "self_attn.v_proj", kv, d), (p + "self_attn.o_proj", d, q),
                 (p + "mlp.gate_proj", ff, d), (p + "mlp.up_proj", ff, d),
                 (p + "mlp.down_proj", d, ff)]
+    if cfg.get("quantization_config", {}).get("lm_head"):
+        out.append(("lm_head", cfg["vocab_size"], d))
     return out
 
 
@@ -180,6 +185,8 @@ def plain(variant, cfg):
         for n in ("input_layernorm", "post_attention_layernorm"):
             name = f"model.layers.{il}.{n}.weight"
             t[name] = 1 + 0.1 * rng_of(variant, name).standard_normal(d)
+    if cfg.get("quantization_config", {}).get("lm_head"):
+        del t["lm_head.weight"]  # quantized (linears)
     return {k: x.astype(np.float16) for k, x in t.items()}
 
 
