@@ -21,7 +21,7 @@ cache are compared (max |difference| / max |logit|) with float64 forwards:
     device within 5e-3 (the float16 rounding of m, at most 1/128 of a scale
     per weight; symmetric GPTQ is exact); on the CPU within 6e-2, since its
     Q4_1 kernels quantize activations to 8 bits per 32-element block (about
-    2^-8 relative per matmul, over 14 matmuls).
+    2^-8 relative per matmul, over 14 matmuls, 15 with a quantized lm_head).
 
 Act-order (desc_act) variants, whose g_idx puts the groups in a permuted
 column order, load as brisk sorts them (columns by group, the activations
