@@ -6,6 +6,7 @@ of a model, measured against its F16 copy on one text.
                    [--text bench/text/eval.txt] [-c 128] [--chunks 0] [-t 2]
                    [--gen 32] [--workdir DIR] [--presets F16,Q8_0,...]
                    [--imatrix-text bench/text/calib.txt] [--imatrix-presets Q4_K_M,Q4_0]
+                   [--speed-only]
 
 Per model: an F16 copy (`brisk quantize M F16`) is the base; its perplexity
 run saves the base log-probabilities (--kl-divergence-base). Each preset is
@@ -26,7 +27,12 @@ divergence.
 A model argument "1b" makes the 1b random-weight model with
 ../shared/models/make_models.py (F16, seed 0) in the work folder first: its
 perplexity is meaningless (random weights) but its KL divergence and speed
-are not."""
+are not.
+
+--speed-only skips the perplexity and KL divergence runs (those columns
+read "-"): file size, bits per weight and decode speed only, for the 1b
+random model, whose perplexity and KL divergence say nothing about a real
+model and whose evaluation windows cost most of the run's CPU time."""
 import argparse
 import json
 import os
@@ -74,7 +80,9 @@ def table_for(args, model, work):
     ppl_args = ["-f", args.text, "-c", str(args.c), "-t", str(args.t), "--json"]
     if args.chunks:
         ppl_args += ["--chunks", str(args.chunks)]
-    b = json.loads(sh([args.brisk, "perplexity", base, *ppl_args, "--kl-divergence-base", kld]))
+    b = None
+    if not args.speed_only:
+        b = json.loads(sh([args.brisk, "perplexity", base, *ppl_args, "--kl-divergence-base", kld]))
     rows = []
     jobs = [(p, None) for p in args.presets]
     if args.imatrix_text:
@@ -89,12 +97,17 @@ def table_for(args, model, work):
         q = json.loads(sh([args.brisk, "quantize", base, out, preset, "-t", str(args.t), "--json", *extra]))
         qs = time.time() - t0
         label = preset + (" + imatrix" if im else "")
-        k = json.loads(sh([args.brisk, "perplexity", out, "--kl-divergence-base", kld, "--kl-divergence",
-                           "-t", str(args.t), "--json"]))
+        k = None
+        if not args.speed_only:
+            k = json.loads(sh([args.brisk, "perplexity", out, "--kl-divergence-base", kld, "--kl-divergence",
+                               "-t", str(args.t), "--json"]))
         bench = json.loads(sh([args.brisk, "bench", "-m", out, "-p", "0", "-n", str(args.gen), "-r", "1",
                                "-t", str(args.t), "--json"]))
-        rows.append((label, os.path.getsize(out), q["bits_per_weight"], k["ppl"], k["kld"], k["kld_99"],
-                     k["same_top"], bench["tg"]["median_tps"], qs))
+        ev = (k["ppl"], k["kld"], k["kld_99"], k["same_top"]) if k else (None,) * 4
+        rows.append((label, os.path.getsize(out), q["bits_per_weight"], *ev, bench["tg"]["median_tps"], qs))
+        print(f"  {label}: {os.path.getsize(out) / 1048576:.1f} MiB, {q['bits_per_weight']:.2f} bits/weight, "
+              f"{bench['tg']['median_tps']:.2f} tok/s, quantized in {qs:.1f} s, load {load()}", file=sys.stderr,
+              flush=True)
         if out != base:
             os.remove(out)
     return name, b, rows
@@ -114,6 +127,7 @@ def main():
     ap.add_argument("--presets", default=",".join(PRESETS))
     ap.add_argument("--imatrix-text")
     ap.add_argument("--imatrix-presets", default="Q4_K_M,Q4_0")
+    ap.add_argument("--speed-only", action="store_true")
     args = ap.parse_args()
     args.presets = args.presets.split(",")
     print(f"CPU: {cpu_model()}; {args.t} threads; load average before: {load()}")
@@ -121,13 +135,16 @@ def main():
         with tempfile.TemporaryDirectory(dir=args.workdir) as work:
             name, b, rows = table_for(args, model, work)
         print(f"\n### {name}\n")
-        print(f"Text: {os.path.basename(args.text)}, {b['tokens']} tokens; -c {b['n_ctx']}, {b['chunks']} windows, "
-              f"{b['scored']} tokens scored. F16 perplexity {b['ppl']:.4f} +/- {b['ppl_unc']:.4f}.\n")
+        if b:
+            print(f"Text: {os.path.basename(args.text)}, {b['tokens']} tokens; -c {b['n_ctx']}, {b['chunks']} windows, "
+                  f"{b['scored']} tokens scored. F16 perplexity {b['ppl']:.4f} +/- {b['ppl_unc']:.4f}.\n")
+        else:
+            print("Speed only (--speed-only): no perplexity or KL divergence runs.\n")
         print("| preset | file MiB | bits/weight | PPL | mean KLD | 99% KLD | same top-1 | decode tok/s | quantize s |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for p, size, bpw, ppl, kl, kl99, top, tps, qs in rows:
-            print(f"| {p} | {size / 1048576:.1f} | {bpw:.2f} | {ppl:.4f} | {kl:.5f} | {kl99:.4f} | {100 * top:.2f} % "
-                  f"| {tps:.1f} | {qs:.1f} |")
+            ev = (f"{ppl:.4f} | {kl:.5f} | {kl99:.4f} | {100 * top:.2f} %" if ppl is not None else "- | - | - | -")
+            print(f"| {p} | {size / 1048576:.1f} | {bpw:.2f} | {ev} | {tps:.1f} | {qs:.1f} |")
     print(f"\nload average after: {load()}")
 
 

@@ -155,3 +155,26 @@ extern "C" int brisk_kembed(uint32_t table_type, const void *table, int64_t n_vo
   }
 #undef EMBED_CASE
 }
+
+/* Activation column gather, one thread per output element as embed_kernel:
+ * consecutive threads write consecutive outputs of a row (the reads follow
+ * the permutation and scatter over the row, which stays in L1/L2 at the
+ * widths of a linear's input). */
+static __global__ void gather_cols_kernel(const float *x /* [n_rows][n_cols] */, int64_t n_rows,
+                                          int64_t n_cols, const int32_t *cols /* [n_out] */,
+                                          int64_t n_out, float *out /* [n_rows][n_out] */) {
+  for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y)
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n_out;
+         j += (int64_t)gridDim.x * blockDim.x)
+      out[r * n_out + j] = x[r * n_cols + cols[j]];
+}
+
+extern "C" int brisk_kgather_cols(const float *x, int64_t n_rows, int64_t n_cols,
+                                  const int32_t *cols, int64_t n_out, float *out,
+                                  brisk_kstream stream) {
+  if (n_rows <= 0 || n_out <= 0) return 0;
+  const int64_t bx = (n_out + EMBED_THREADS - 1) / EMBED_THREADS;
+  const dim3 grid((unsigned)(bx < 65535 ? bx : 65535), (unsigned)(n_rows < 65535 ? n_rows : 65535));
+  return BRISK_LAUNCH(gather_cols_kernel, grid, dim3(EMBED_THREADS), 0, stream, x, n_rows, n_cols,
+                      cols, n_out, out);
+}

@@ -1,4 +1,4 @@
-/* Embedding gather on the device (kernels/embed.cu). */
+/* Embedding and activation-column gathers on the device (kernels/embed.cu). */
 #ifndef BRISK_KERNELS_EMBED_H
 #define BRISK_KERNELS_EMBED_H
 
@@ -19,6 +19,14 @@ extern "C" {
 int brisk_kembed(uint32_t table_type, const void *table /* [n_vocab][row bytes] */, int64_t n_vocab,
                  int64_t n_embd, const int32_t *tokens /* [n_tokens] */, int32_t n_tokens,
                  float *out /* [n_tokens][n_embd] */, brisk_kstream stream);
+
+/* Activation columns by index (backend.h gather_cols, GPTQ act-order):
+ * out[r][j] = x[r][cols[j]]. Device pointers (cols too), not checked (the
+ * host side checks every index); returns 0 or the CUDA (emulation) error
+ * code. */
+int brisk_kgather_cols(const float *x /* [n_rows][n_cols] */, int64_t n_rows, int64_t n_cols,
+                       const int32_t *cols /* [n_out] */, int64_t n_out,
+                       float *out /* [n_rows][n_out] */, brisk_kstream stream);
 
 #ifdef __cplusplus
 }

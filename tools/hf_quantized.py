@@ -57,6 +57,13 @@ VARIANTS = {
                          "sym": False, "checkpoint_format": "gptq_v2"},
     "gptq_desc_act_g32": {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True,
                           "sym": False, "checkpoint_format": "gptq"},
+    "gptq_desc_act_sym_g64": {"quant_method": "gptq", "bits": 4, "group_size": 64,
+                              "desc_act": True, "sym": True, "checkpoint_format": "gptq"},
+    "gptq_v2_desc_act_g128": {"quant_method": "gptq", "bits": 4, "group_size": 128,
+                              "desc_act": True, "sym": False, "checkpoint_format": "gptq_v2"},
+    # GPTQModel's lm_head = true: the output projection quantized too
+    "gptq_desc_act_lm_head_g32": {"quant_method": "gptq", "bits": 4, "group_size": 32,
+                                  "desc_act": True, "sym": False, "lm_head": True},
     "awq_g128": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
                  "version": "gemm"},
     "awq_g64": {"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": True,
@@ -66,6 +73,22 @@ VARIANTS = {
 }
 
 AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
+
+# Act-order variants whose column orders are one per input, as GPTQ makes
+# them (the order is argsort(diag(H)) of the layer input's Hessian H, so
+# q/k/v share one and gate/up another); the other act-order variant draws
+# an order per matrix.
+SHARED_ORDER = {"gptq_desc_act_sym_g64", "gptq_v2_desc_act_g128"}
+
+
+def order_key(variant, name):
+    if variant not in SHARED_ORDER:
+        return name
+    for proj, inp in (("q_proj", "attn_in"), ("k_proj", "attn_in"), ("v_proj", "attn_in"),
+                      ("gate_proj", "mlp_in"), ("up_proj", "mlp_in")):
+        if name.endswith(proj):
+            return name[: -len(proj)] + inp
+    return name
 
 
 def rng_of(variant, name):
@@ -84,6 +107,8 @@ def linears(cfg):
                 (p + "self_attn.v_proj", kv, d), (p + "self_attn.o_proj", d, q),
                 (p + "mlp.gate_proj", ff, d), (p + "mlp.up_proj", ff, d),
                 (p + "mlp.down_proj", d, ff)]
+    if cfg.get("quantization_config", {}).get("lm_head"):
+        out.append(("lm_head", cfg["vocab_size"], d))
     return out
 
 
@@ -104,8 +129,10 @@ def quantized(variant, name, rows, cols):
     # |q - zero| is about 6 on average: weights of order 1/sqrt(cols).
     scale = (r.uniform(0.5, 1.5, (groups, rows)) / (6.0 * np.sqrt(cols))).astype(np.float16)
     g_idx = np.arange(cols) // group
-    if gptq and qc["desc_act"]:  # AutoGPTQ: groups in the order of a column permutation
-        perm = r.permutation(cols)
+    if gptq and qc["desc_act"]:
+        # AutoGPTQ: W = W[:, perm], quantized in that order (group i: the
+        # columns perm[i * group .. (i + 1) * group)), g_idx = (i // group)[invperm]
+        perm = rng_of(variant, "order/" + order_key(variant, name)).permutation(cols)
         inv = np.argsort(perm)
         g_idx = inv // group
     return q, zero, scale, g_idx, offset
@@ -158,6 +185,8 @@ def plain(variant, cfg):
         for n in ("input_layernorm", "post_attention_layernorm"):
             name = f"model.layers.{il}.{n}.weight"
             t[name] = 1 + 0.1 * rng_of(variant, name).standard_normal(d)
+    if cfg.get("quantization_config", {}).get("lm_head"):
+        del t["lm_head.weight"]  # quantized (linears)
     return {k: x.astype(np.float16) for k, x in t.items()}
 
 

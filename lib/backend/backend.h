@@ -242,6 +242,15 @@ struct brisk_backend {
                         const int32_t *tokens /* [n_tokens] host */, int32_t n_tokens,
                         float *out /* [n_tokens][n_embd] */);
 
+  /* Activation columns by index: out[r][j] = x[r][cols[j]], each cols[j] in
+   * [0, n_cols) (repeats allowed). GPTQ act-order: a weight whose input
+   * columns were sorted by group at load multiplies the activations
+   * gathered by the same permutation (n_out == n_cols). */
+  brisk_status (*gather_cols)(brisk_backend *be, const float *x /* [n_rows][n_cols] */,
+                              int64_t n_rows, int64_t n_cols,
+                              const int32_t *cols /* [n_out] host */, int64_t n_out,
+                              float *out /* [n_rows][n_out], not overlapping x */);
+
   /* out[r][i] = x[r][i] / sqrt(mean_i(x[r]^2) + eps) * weight[i] (weight
    * NULL: 1). eps >= 0. */
   brisk_status (*rmsnorm)(brisk_backend *be, const float *x /* [n_rows][n_cols] */,

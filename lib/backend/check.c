@@ -76,6 +76,28 @@ brisk_status brisk_check_embed(bool type_readable, uint32_t table_type, const vo
   return BRISK_OK;
 }
 
+brisk_status brisk_check_gather_cols(const float *x, int64_t n_rows, int64_t n_cols,
+                                     const int32_t *cols, int64_t n_out, const float *out) {
+  brisk_status st;
+  if ((st = brisk_check_matrix("gather_cols", n_rows, n_cols)) ||
+      (st = brisk_check_matrix("gather_cols", n_rows, n_out)))
+    return st;
+  if (!cols) return brisk_error(BRISK_E_INVALID_ARGUMENT, "gather_cols: cols is NULL");
+  for (int64_t j = 0; j < n_out; j++)
+    if (cols[j] < 0 || cols[j] >= n_cols)
+      return brisk_error(BRISK_E_INVALID_ARGUMENT,
+                         "gather_cols: cols[%lld] = %d is outside [0, %lld)", (long long)j,
+                         (int)cols[j], (long long)n_cols);
+  if (n_rows == 0) return BRISK_OK;
+  if (!x || !out) return brisk_error(BRISK_E_INVALID_ARGUMENT, "gather_cols: x or out is NULL");
+  /* Sizes fit in ptrdiff_t (checked above); compared as addresses. */
+  uintptr_t x0 = (uintptr_t)x, x1 = x0 + (uintptr_t)n_rows * (uintptr_t)n_cols * sizeof(float);
+  uintptr_t o0 = (uintptr_t)out, o1 = o0 + (uintptr_t)n_rows * (uintptr_t)n_out * sizeof(float);
+  if (o0 < x1 && x0 < o1)
+    return brisk_error(BRISK_E_INVALID_ARGUMENT, "gather_cols: out overlaps x");
+  return BRISK_OK;
+}
+
 brisk_status brisk_check_rmsnorm(const float *x, int64_t n_rows, int64_t n_cols, float eps,
                                  const float *out) {
   brisk_status st = brisk_check_matrix("rmsnorm", n_rows, n_cols);

@@ -30,6 +30,9 @@ static inline int32_t brisk_attn_first_key(int32_t p, int32_t window) {
 brisk_status brisk_check_embed(bool type_readable, uint32_t table_type, const void *table,
                                int64_t n_vocab, int64_t n_embd, const int32_t *tokens,
                                int32_t n_tokens, const float *out, uint64_t *row_bytes);
+/* Also that x and out do not overlap (both of n_rows rows). */
+brisk_status brisk_check_gather_cols(const float *x, int64_t n_rows, int64_t n_cols,
+                                     const int32_t *cols, int64_t n_out, const float *out);
 brisk_status brisk_check_rmsnorm(const float *x, int64_t n_rows, int64_t n_cols, float eps,
                                  const float *out);
 /* Also fills inv_freq ([n_rot / 2]) and *mscale (brisk_rope_frequencies). */

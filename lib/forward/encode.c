@@ -30,6 +30,7 @@ typedef struct enc {
   brisk_backend *be;
   float *x, *h, *q, *k, *v, *att, *ff; /* [n][n_embd], ff: [n][n_ff] */
   void *kc, *vc;                       /* scratch caches, one layer at a time */
+  float *xg; /* act-order models: [n][max(n_embd, n_ff)] a gathered input */
   brisk_kv_layout kv;
   /* Host metadata. */
   int32_t *pos;    /* [n] position in its sequence */
@@ -43,7 +44,7 @@ typedef struct enc {
 
 static void enc_free(enc *e) {
   brisk_backend *be = e->be;
-  void *bufs[] = {e->x, e->h, e->q, e->k, e->v, e->att, e->ff, e->kc, e->vc};
+  void *bufs[] = {e->x, e->h, e->q, e->k, e->v, e->att, e->ff, e->kc, e->vc, e->xg};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->buffer_free(be, bufs[i]);
   brisk_free(e->pos);
   brisk_free(e->qpos);
@@ -102,16 +103,25 @@ static brisk_status enc_setup(enc *e, const brisk_encode_batch *b) {
       (st = alloc_f(e, n, d, &e->q)) || (st = alloc_f(e, n, d, &e->k)) ||
       (st = alloc_f(e, n, d, &e->v)) || (st = alloc_f(e, n, d, &e->att)) ||
       (st = alloc_f(e, n, hp->n_ff, &e->ff)) || (st = e->be->buffer_alloc(e->be, cache, &e->kc)) ||
-      (st = e->be->buffer_alloc(e->be, cache, &e->vc)))
+      (st = e->be->buffer_alloc(e->be, cache, &e->vc)) ||
+      (e->m->act_order && (st = alloc_f(e, n, d > hp->n_ff ? d : hp->n_ff, &e->xg))))
     return st;
   return BRISK_OK;
 }
 
-/* y = x W^T + bias for n rows. */
+/* y = x W^T + bias for n rows; an act-order matrix (brisk_weight.perm)
+ * multiplies x's columns gathered by its order. */
 static brisk_status linear(enc *e, const brisk_weight *w, const brisk_weight *bias, const float *x,
                            int32_t n, float *y) {
   brisk_backend *be = e->be;
-  brisk_status st = be->matmul(be, w->type, w->data, w->rows, w->cols, x, n, y);
+  brisk_status st;
+  if (w->perm) {
+    if (!be->gather_cols)
+      return brisk_error(BRISK_E_UNSUPPORTED, "%s: act-order matrices need gather_cols", be->name);
+    if ((st = be->gather_cols(be, x, n, w->cols, w->perm, w->cols, e->xg))) return st;
+    x = e->xg;
+  }
+  st = be->matmul(be, w->type, w->data, w->rows, w->cols, x, n, y);
   if (st || !bias->data) return st;
   return be->add(be, y, bias->data, n, w->rows, true, y);
 }

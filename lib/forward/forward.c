@@ -50,6 +50,12 @@ typedef struct fwd_dev {
   float *lat;   /* [max_tokens][kv_lora_rank] compressed KV latent */
   float *krope; /* [max_tokens][rope_dim] decoupled RoPE key */
   float *qa;    /* [max_tokens][q_lora_rank] low-rank query */
+  /* Act-order models only: a linear's input gathered by its weight's column
+   * order (brisk_weight.perm), and which input and order it holds now. */
+  float *xg; /* [max_tokens][widest linear input] */
+  const float *xg_src;
+  const int32_t *xg_perm;
+  int32_t xg_n;
 } fwd_dev;
 
 /* Device 0 is the host CPU (embeddings, and layers the model keeps there);
@@ -119,6 +125,10 @@ static brisk_status alloc_dev(brisk_forward *f, fwd_dev *d) {
                            (st = alloc_buf(f, d, n, hp->rope_dim, &d->krope)) ||
                            (hp->q_lora_rank && (st = alloc_buf(f, d, n, hp->q_lora_rank, &d->qa)))))
     return st;
+  size_t widest = e > qd ? e : qd;
+  if (ff > widest) widest = ff;
+  if (hp->q_lora_rank > widest) widest = hp->q_lora_rank;
+  if (f->model->act_order && (st = alloc_buf(f, d, n, widest, &d->xg))) return st;
   return BRISK_OK;
 }
 
@@ -223,8 +233,8 @@ void brisk_forward_free(brisk_forward *f) {
   if (!f) return;
   for (int i = 0; i < f->n_dev; i++) {
     fwd_dev *d = &f->dev[i];
-    float *bufs[] = {d->x,    d->h,  d->q,      d->k,         d->v,   d->att,   d->proj,
-                     d->gate, d->up, d->router, d->expert_in, d->lat, d->krope, d->qa};
+    float *bufs[] = {d->x,  d->h,      d->q,         d->k,   d->v,     d->att, d->proj, d->gate,
+                     d->up, d->router, d->expert_in, d->lat, d->krope, d->qa,  d->xg};
     for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++) d->be->buffer_free(d->be, bufs[j]);
   }
   if (f->split) brisk_rowpar_free(&f->rp);
@@ -255,12 +265,44 @@ void brisk_forward_kv_geometry(const brisk_hparams *hp, int32_t *n_kv_heads, int
       hp->kv_lora_rank ? (int32_t)(hp->kv_lora_rank + hp->rope_dim) / 2 : (int32_t)hp->head_dim;
 }
 
+/* A sub-block begins: the buffers a gathered input came from are about to
+ * be rewritten. */
+static void fresh_inputs(brisk_forward *f) { f->cur->xg_src = NULL; }
+
+/* The input of w's matmul over n rows of x: x itself, or for an act-order
+ * matrix x's columns gathered by its order, x'[t][j] = x[t][perm[j]];
+ * consecutive linears over the same x with one order (q/k/v, gate/up)
+ * gather once. */
+static brisk_status matmul_input(brisk_forward *f, const brisk_weight *w, const float *x, int32_t n,
+                                 const float **in) {
+  fwd_dev *a = f->cur;
+  brisk_backend *be = a->be;
+  *in = x;
+  if (!w->perm) return BRISK_OK;
+  if (a->xg_src != x || a->xg_perm != w->perm || a->xg_n != n) {
+    if (!be->gather_cols)
+      return brisk_error(BRISK_E_UNSUPPORTED,
+                         "%s: act-order (desc_act) matrices need gather_cols, which this backend "
+                         "does not offer",
+                         be->name);
+    brisk_status st = be->gather_cols(be, x, n, w->cols, w->perm, w->cols, a->xg);
+    if (st) return st;
+    a->xg_src = x;
+    a->xg_perm = w->perm;
+    a->xg_n = n;
+  }
+  *in = a->xg;
+  return BRISK_OK;
+}
+
 /* y = x W^T for n rows, then + bias when the model has one. */
 static brisk_status linear(brisk_forward *f, const brisk_weight *w, const brisk_weight *bias,
                            const float *x, int32_t n, float *y) {
   brisk_backend *be = f->cur->be;
+  brisk_status st = matmul_input(f, w, x, n, &x);
+  if (st) return st;
   if (f->observe && f->cur == &f->dev[0]) f->observe(f->observe_user, w, x, n);
-  brisk_status st = be->matmul(be, w->type, w->data, w->rows, w->cols, x, n, y);
+  st = be->matmul(be, w->type, w->data, w->rows, w->cols, x, n, y);
   if (st || !bias->data) return st;
   return be->add(be, y, bias->data, n, w->rows, true, y);
 }
@@ -271,6 +313,7 @@ static brisk_status ffn(brisk_forward *f, const brisk_weight *wg, const brisk_we
   fwd_dev *a = f->cur;
   brisk_backend *be = a->be;
   brisk_status st;
+  fresh_inputs(f); /* h: an expert's rows, rewritten for each */
   if ((st = linear(f, wg, &no_bias, h, n, a->gate)) ||
       (st = linear(f, wu, &no_bias, h, n, a->up)) ||
       (st = be->glu(be, f->glu, a->gate, a->up, (int64_t)n * wg->rows, a->gate)))
@@ -420,14 +463,17 @@ static brisk_status residual_add(brisk_forward *f, const brisk_weight *post_norm
 static brisk_status rowpar(brisk_forward *f, const brisk_weight *whole, const brisk_weight *w,
                            const int32_t *col, const float *in, int64_t in_cols, int32_t n) {
   brisk_backend *be = f->cur->be;
+  /* An act-order weight runs on one rank only (model/shard.c): its slots
+   * cut the gathered input. */
+  brisk_status st = matmul_input(f, whole, in, n, &in);
+  if (st) return st;
   /* The observer sees the whole weight's input; a rank of a larger group
    * holds only some of its columns and reports none. */
   if (f->observe && in_cols == whole->cols && f->cur == &f->dev[0])
     f->observe(f->observe_user, whole, in, n);
-  for (int32_t j = 0; j < f->model->split->n_slots; j++) {
-    brisk_status st = brisk_rowpar_matmul(&f->rp, be, &w[j], in, in_cols, col[j], col[j + 1], n);
-    if (st) return st;
-  }
+  for (int32_t j = 0; j < f->model->split->n_slots; j++)
+    if ((st = brisk_rowpar_matmul(&f->rp, be, &w[j], in, in_cols, col[j], col[j + 1], n)))
+      return st;
   return brisk_rowpar_finish(&f->rp, be, n, f->cur->proj);
 }
 
@@ -540,6 +586,7 @@ static brisk_status attention_block(brisk_forward *f, const brisk_forward_kv *kv
   const brisk_layer *ly = &f->model->layers[il];
   fwd_dev *a = f->cur;
   brisk_backend *be = a->be;
+  fresh_inputs(f);
   if (hp->kv_lora_rank) return mla_block(f, kv, il, b);
   int32_t n = b->n_tokens, hd = (int32_t)hp->head_dim;
   int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
@@ -585,6 +632,7 @@ static brisk_status ffn_block(brisk_forward *f, int32_t il, int32_t n) {
   const brisk_layer *ly = &f->model->layers[il];
   fwd_dev *a = f->cur;
   brisk_backend *be = a->be;
+  fresh_inputs(f);
   brisk_status st = pre_norm(f, &ly->ffn_norm, n);
   if (st) return st;
   if (ly->moe_router.data) return moe(f, ly, il, n);
@@ -640,11 +688,14 @@ static brisk_status forward_pass(brisk_forward *f, const brisk_forward_kv *kv,
   if (f->hidden_out) /* embeddings: the normed hidden states instead of logits */
     return brisk_backend_transfer(f->dev[0].be, logits, be, a->h,
                                   (size_t)b->n_out * hp->n_embd * sizeof(float), f->staging);
-  if (f->observe && a == &f->dev[0]) f->observe(f->observe_user, &m->output, a->h, b->n_out);
+  const float *h = a->h;
+  fresh_inputs(f);
+  if ((st = matmul_input(f, &m->output, a->h, b->n_out, &h))) return st;
+  if (f->observe && a == &f->dev[0]) f->observe(f->observe_user, &m->output, h, b->n_out);
   if ((st = f->split && m->split->tp_size > 1
-                ? brisk_rowpar_output(&f->rp, be, m, a->h, b->n_out, logits)
-                : be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols,
-                             a->h, b->n_out, logits)))
+                ? brisk_rowpar_output(&f->rp, be, m, h, b->n_out, logits)
+                : be->matmul(be, m->output.type, m->output.data, m->output.rows, m->output.cols, h,
+                             b->n_out, logits)))
     return st;
   int64_t n_logits = (int64_t)b->n_out * m->output.rows;
   if (hp->logit_scale != 0 && (st = be->scale(be, logits, n_logits, hp->logit_scale, logits)))

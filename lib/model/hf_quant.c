@@ -178,46 +178,55 @@ static unsigned out_shift(brisk_hf_quant_method method, int64_t n) {
   return 4 * (method == BRISK_HF_QUANT_AWQ ? awq_pos[n % 8] : (unsigned)(n % 8));
 }
 
-/* g_idx must give column k the group k / group_size: columns then come in
- * group order and each 32-column block lies in one group. An act-order
- * checkpoint (desc_act) assigns groups in another column order; running it
- * exactly needs the activations gathered into that order before the
- * matmul, which brisk's backends do not do yet, so it is refused rather
- * than approximated. */
-static brisk_status check_g_idx(const brisk_safetensors_tensor *g, int64_t cols, int64_t group,
-                                int64_t n_groups) {
+/* g_idx names each input column's group; each group must have group_size
+ * columns. Columns in group order (g_idx[k] = k / group_size) load as
+ * stored (*perm NULL). Any other order (act-order, desc_act: groups in
+ * the order GPTQ quantized the columns in) is sorted by group, stably, as
+ * exllama and vLLM do: perm[j] is the stored column that becomes column j,
+ * so column j lies in group j / group_size and every 32-column Q4_1 block
+ * in one group; the forward pass gathers the activations by the same perm
+ * (x'[j] = x[perm[j]]), which leaves every dot product as it was. */
+static brisk_status column_order(const brisk_safetensors_tensor *g, int64_t cols, int64_t group,
+                                 int64_t n_groups, int32_t **perm) {
+  *perm = NULL;
   for (int64_t k = 0; k < cols; k++) {
     int32_t v = (int32_t)word(g, (uint64_t)k);
     if (v < 0 || v >= n_groups)
       return brisk_error(BRISK_E_FORMAT, "tensor '%s': g_idx[%lld] = %d is out of range [0, %lld)",
                          g->name, (long long)k, v, (long long)n_groups);
   }
-  int64_t *count = brisk_calloc((size_t)n_groups, sizeof *count);
-  if (!count) return brisk_error_oom();
-  for (int64_t k = 0; k < cols; k++) count[(int32_t)word(g, (uint64_t)k)]++;
+  int64_t *next = brisk_calloc((size_t)n_groups, sizeof *next);
+  if (!next) return brisk_error_oom();
+  for (int64_t k = 0; k < cols; k++) next[(int32_t)word(g, (uint64_t)k)]++;
   brisk_status st = BRISK_OK;
   for (int64_t i = 0; i < n_groups && !st; i++) {
     int64_t want = i < n_groups - 1 ? group : cols - group * (n_groups - 1);
-    if (count[i] != want)
+    if (next[i] != want)
       st = brisk_error(
           BRISK_E_FORMAT, "tensor '%s': group %lld has %lld columns; group_size %lld gives %lld",
-          g->name, (long long)i, (long long)count[i], (long long)group, (long long)want);
+          g->name, (long long)i, (long long)next[i], (long long)group, (long long)want);
+    next[i] = i * group; /* the first column of group i after sorting */
   }
-  brisk_free(count);
-  if (st) return st;
-  for (int64_t k = 0; k < cols; k++)
-    if ((int32_t)word(g, (uint64_t)k) != k / group)
-      return brisk_error(BRISK_E_UNSUPPORTED,
-                         "tensor '%s': act-order (desc_act) column order (g_idx[%lld] = %d, not "
-                         "%lld) is not supported yet; GPTQ checkpoints made with desc_act = false "
-                         "load",
-                         g->name, (long long)k, (int)(int32_t)word(g, (uint64_t)k),
-                         (long long)(k / group));
-  return BRISK_OK;
+  bool in_order = true;
+  for (int64_t k = 0; k < cols && !st && in_order; k++)
+    in_order = (int32_t)word(g, (uint64_t)k) == k / group;
+  if (!st && !in_order) {
+    /* cols <= INT32_MAX: the caller's shape checks bound it by the tensor. */
+    int32_t *p = brisk_aligned_alloc(64, (size_t)cols * sizeof *p);
+    if (!p) {
+      st = brisk_error_oom();
+    } else {
+      for (int64_t k = 0; k < cols; k++) p[next[(int32_t)word(g, (uint64_t)k)]++] = (int32_t)k;
+      *perm = p;
+    }
+  }
+  brisk_free(next);
+  return st;
 }
 
 brisk_status brisk_hf_quant_repack(const brisk_hf *hf, const brisk_hf_quant *q, const char *prefix,
-                                   int64_t cols, int64_t rows, void **out, const char **name) {
+                                   int64_t cols, int64_t rows, void **out, int32_t **perm_out,
+                                   const char **name) {
   const bool awq = q->method == BRISK_HF_QUANT_AWQ;
   const brisk_safetensors_tensor *qw, *qz, *sc, *g = NULL;
   if (q->method == BRISK_HF_QUANT_NONE)
@@ -225,7 +234,7 @@ brisk_status brisk_hf_quant_repack(const brisk_hf *hf, const brisk_hf_quant *q, 
                        "tensor '%s.qweight' is quantized but config.json has no "
                        "quantization_config",
                        prefix);
-  if (cols <= 0 || rows <= 0 || cols % 32 || rows % 8)
+  if (cols <= 0 || rows <= 0 || cols % 32 || rows % 8 || cols > INT32_MAX)
     return brisk_error(BRISK_E_UNSUPPORTED,
                        "'%s': %lld x %lld does not fit 4-bit packing into 32-column blocks (inputs "
                        "a multiple of 32, outputs of 8)",
@@ -241,20 +250,28 @@ brisk_status brisk_hf_quant_repack(const brisk_hf *hf, const brisk_hf_quant *q, 
       (st = need(hf, prefix, "qzeros", BRISK_DTYPE_I32, n_groups, rows / 8, &qz)) ||
       (st = need(hf, prefix, "scales", BRISK_DTYPE_F16, n_groups, rows, &sc)))
     return st;
+  int32_t *perm = NULL;
   if (!awq && find(hf, prefix, "g_idx")) {
     if ((st = need(hf, prefix, "g_idx", BRISK_DTYPE_I32, cols, 0, &g)) ||
-        (st = check_g_idx(g, cols, group, n_groups)))
+        (st = column_order(g, cols, group, n_groups, &perm)))
       return st;
   }
   const int64_t nb = cols / 32; /* blocks per row */
   size_t bytes;
-  if (brisk_mul_overflow_size((size_t)rows, (size_t)nb * Q4_1_BYTES, &bytes))
+  if (brisk_mul_overflow_size((size_t)rows, (size_t)nb * Q4_1_BYTES, &bytes)) {
+    brisk_aligned_free(perm);
     return brisk_error(BRISK_E_FORMAT, "'%s': %lld x %lld is too large", prefix, (long long)rows,
                        (long long)cols);
+  }
   uint8_t *dst = brisk_aligned_alloc(64, bytes);
-  if (!dst) return brisk_error_oom();
+  if (!dst) {
+    brisk_aligned_free(perm);
+    return brisk_error_oom();
+  }
   memset(dst, 0, bytes);
-  /* Scale and zero point of each block, then the nibbles. */
+  /* Scale and zero point of each block (block b of the sorted columns lies
+   * in group b * 32 / group), then the nibbles: column j of the Q4_1 rows is
+   * stored column perm[j]. */
   for (int64_t n = 0; n < rows; n++)
     for (int64_t b = 0; b < nb; b++) {
       const int64_t gi = b * 32 / group;
@@ -267,8 +284,8 @@ brisk_status brisk_hf_quant_repack(const brisk_hf *hf, const brisk_hf_quant *q, 
       memcpy(blk, &d, 2);
       memcpy(blk + 2, &m, 2);
     }
-  for (int64_t k = 0; k < cols; k++) {
-    const int64_t e = k % 32, b = k / 32;
+  for (int64_t j = 0; j < cols; j++) {
+    const int64_t e = j % 32, b = j / 32, k = perm ? perm[j] : j;
     const unsigned hi = e >= 16 ? 4 : 0;
     for (int64_t n = 0; n < rows; n++) {
       uint32_t v = awq ? (word(qw, (uint64_t)(k * (rows / 8) + n / 8)) >> out_shift(q->method, n))
@@ -278,6 +295,7 @@ brisk_status brisk_hf_quant_repack(const brisk_hf *hf, const brisk_hf_quant *q, 
     }
   }
   *out = dst;
+  *perm_out = perm;
   *name = qw->name;
   return BRISK_OK;
 }

@@ -42,12 +42,17 @@ bool brisk_hf_quant_has(const brisk_hf *hf, const char *prefix);
 /* Repacks the quantized linear layer `prefix` of `rows` outputs and `cols`
  * inputs into Q4_1 rows ([rows][cols / 32] blocks) in a new
  * brisk_aligned_alloc buffer *out the caller owns; *name is the qweight
- * tensor's name (valid until brisk_hf_close). Every tensor's dtype and shape
- * is checked against q, rows and cols, and g_idx against the group size:
- * BRISK_E_FORMAT with the tensor's name on any mismatch or an index out of
- * range, BRISK_E_UNSUPPORTED for act-order column orders (see the .c),
- * BRISK_E_OUT_OF_MEMORY. Thread-safe on distinct outputs. */
+ * tensor's name (valid until brisk_hf_close). *perm is NULL when the
+ * columns are stored in group order; for an act-order checkpoint (g_idx in
+ * another order) the Q4_1 columns are sorted by group and *perm ([cols], a
+ * brisk_aligned_alloc buffer the caller owns) says which stored column
+ * each one is: the layer computes y = x' W'^T with x'[j] = x[perm[j]].
+ * Every tensor's dtype and shape is checked against q, rows and cols, and
+ * g_idx against the group size: BRISK_E_FORMAT with the tensor's name on
+ * any mismatch or an index out of range, BRISK_E_OUT_OF_MEMORY (nothing
+ * allocated then). Thread-safe on distinct outputs. */
 brisk_status brisk_hf_quant_repack(const brisk_hf *hf, const brisk_hf_quant *q, const char *prefix,
-                                   int64_t cols, int64_t rows, void **out, const char **name);
+                                   int64_t cols, int64_t rows, void **out, int32_t **perm,
+                                   const char **name);
 
 #endif

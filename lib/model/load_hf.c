@@ -419,13 +419,32 @@ static brisk_status bind_quantized(hf_loader *L, const char *name, int64_t cols,
   prefix[n - 7] = 0;
   if (!brisk_hf_quant_has(L->hf, prefix)) return BRISK_OK;
   void *blocks = NULL;
+  int32_t *perm = NULL;
   const char *qname = NULL;
   brisk_status st;
-  if ((st = brisk_hf_quant_repack(L->hf, &L->quant, prefix, cols, rows, &blocks, &qname)) ||
-      (st = keep(L, blocks)))
+  if ((st = brisk_hf_quant_repack(L->hf, &L->quant, prefix, cols, rows, &blocks, &perm, &qname)))
     return st;
+  /* keep frees what it cannot hold. */
+  if ((st = keep(L, blocks))) {
+    brisk_aligned_free(perm);
+    return st;
+  }
+  if (perm && (st = keep(L, perm))) return st;
   *done = true;
-  return brisk_model_bind_check(L->m, qname, blocks, BRISK_DTYPE_Q4_1, cols, rows, false, w);
+  st = brisk_model_bind_check(L->m, qname, blocks, BRISK_DTYPE_Q4_1, cols, rows, false, w);
+  w->perm = perm;
+  if (perm) L->m->act_order = true;
+  return st;
+}
+
+/* Act-order linears of one input whose column orders are equal (GPTQ
+ * orders a layer's columns by its input's Hessian: q, k and v share one,
+ * gate and up another) share one array, so the forward pass gathers their
+ * input once. */
+static void share_order(const brisk_weight *a, brisk_weight *b) {
+  if (a->perm && b->perm && a->perm != b->perm && a->cols == b->cols &&
+      !memcmp(a->perm, b->perm, (size_t)a->cols * sizeof *a->perm))
+    b->perm = a->perm;
 }
 
 static brisk_status bind(hf_loader *L, const char *name, int64_t cols, int64_t rows, bool required,
@@ -615,6 +634,12 @@ static brisk_status bind_layer(hf_loader *L, uint32_t il) {
     }
   }
 #undef BIND
+  share_order(&ly->wq, &ly->wk);
+  share_order(&ly->wq, &ly->wv);
+  share_order(&ly->ffn_gate, &ly->ffn_up);
+  share_order(&ly->shexp_gate, &ly->shexp_up);
+  for (uint32_t e = 0; ly->expert_gate && e < hp->n_expert; e++)
+    share_order(&ly->expert_gate[e], &ly->expert_up[e]);
   ly->sliding_window = hp->sliding_window;
   if (L->norm_plus_one) {
     bool sliding = false;

@@ -221,7 +221,7 @@ brisk_status brisk_model_bind_check(brisk_model *m, const char *name, const void
       brisk_mul_overflow_u64(row_bytes, (uint64_t)rows, &bytes))
     return brisk_error(BRISK_E_FORMAT, "tensor '%s': %lld x %lld elements of %s do not fit", name,
                        (long long)rows, (long long)cols, brisk_dtype_name(type));
-  *w = (brisk_weight){data, type, cols, rows, row_bytes, name};
+  *w = (brisk_weight){data, type, cols, rows, row_bytes, name, NULL};
   m->n_params += n;
   m->weight_bytes += bytes;
   return BRISK_OK;

@@ -21,6 +21,11 @@ typedef struct brisk_weight {
   int64_t rows;
   uint64_t row_bytes;
   const char *name; /* the tensor's name in the file, for messages */
+  /* Act-order GPTQ (model/hf_quant.h): the matrix's columns were sorted by
+   * group at load, and it multiplies x' with x'[t][j] = x[t][perm[j]]
+   * ([cols] host memory the model owns; linears of one input with equal
+   * orders share one array). NULL: columns as they are. */
+  const int32_t *perm;
 } brisk_weight;
 
 typedef struct brisk_layer {
@@ -86,6 +91,7 @@ struct brisk_model {
   brisk_layer *layers;      /* [n_layer] */
   uint64_t n_params;
   uint64_t weight_bytes;
+  bool act_order; /* some matrix carries a column order (brisk_weight.perm) */
   brisk_model_source *source; /* the open file(s); keeps the mapping alive */
   /* Placement (model/place.c): layers [0, n_dev_layers) and, when
    * output_on_device, output_norm and output live on `device` (their data

@@ -60,7 +60,7 @@ static brisk_status own(brisk_split *sp, size_t bytes, void **out) {
 /* Columns [c0, c1) of w (multiples of its block) into a new weight. */
 static brisk_status copy_cols(brisk_split *sp, const brisk_weight *w, int64_t c0, int64_t c1,
                               brisk_weight *out) {
-  *out = (brisk_weight){NULL, w->type, c1 - c0, w->rows, 0, w->name};
+  *out = (brisk_weight){NULL, w->type, c1 - c0, w->rows, 0, w->name, NULL};
   if (c1 <= c0) return BRISK_OK;
   uint64_t off, rb;
   if (!brisk_dtype_row_bytes(w->type, (uint64_t)c0, &off) ||
@@ -330,7 +330,27 @@ brisk_status brisk_split_make_ranks(brisk_model *m, int32_t tp) {
   return st;
 }
 
+/* Row-parallel weights are cut by input columns; an act-order matrix's
+ * columns were sorted over the whole input (brisk_weight.perm), so a
+ * rank's slice would need activations other ranks hold. One rank still
+ * runs the fixed slots over the gathered input (forward/forward.c). */
+static brisk_status check_act_order(const brisk_model *m, int32_t tp_size) {
+  for (uint32_t l = 0; tp_size > 1 && l < m->hp.n_layer; l++) {
+    const brisk_layer *ly = &m->layers[l];
+    const brisk_weight *w = ly->wo.perm ? &ly->wo : ly->ffn_down.perm ? &ly->ffn_down : NULL;
+    if (w)
+      return brisk_error(BRISK_E_UNSUPPORTED,
+                         "tensor '%s': an act-order (desc_act) GPTQ matrix cannot be split by "
+                         "input columns: tp_size %d is not supported for this checkpoint (tp_size "
+                         "1 and pipeline stages are)",
+                         w->name, (int)tp_size);
+  }
+  return BRISK_OK;
+}
+
 brisk_status brisk_model_split(brisk_model *m, int32_t tp_size, int32_t n_gpu_layers) {
+  brisk_status st = check_act_order(m, tp_size);
+  if (st) return st;
   if (!brisk_device_is_cpu(&m->device)) {
     uint32_t n = m->hp.n_layer;
     const bool all = n_gpu_layers < 0 || (uint32_t)n_gpu_layers >= n;

@@ -1,4 +1,5 @@
-/* kernels/embed.cu against the CPU backend's embed for every table type the
+/* kernels/embed.cu: the activation-column gather against its float64
+ * reference; the embedding against the CPU backend's embed for every table type the
  * device reads, bitwise (the same dequantization arithmetic, one rounding per
  * operation): tables quantized from random rows, half of them with the
  * quantized bytes (everything but the f16 scales) randomized so every bit
@@ -70,7 +71,41 @@ static void test_embed(void **state) {
   brisk_backend_free(cpu);
 }
 
+/* brisk_kgather_cols (GPTQ act-order) against the float64 reference
+ * x[r][cols[j]], exactly: permutations and gathers with repeats, widths
+ * across several blocks of threads. */
+static void test_gather_cols(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("cuda_gather_cols");
+  for (int iter = 0; iter < 8; iter++) {
+    const int64_t n_cols = rand_int(&r, 1, 1100), rows = rand_int(&r, 1, 7);
+    const bool perm = iter % 2 == 0;
+    const int64_t n_out = perm ? n_cols : rand_int(&r, 1, 700);
+    int32_t *cols = malloc((size_t)n_out * sizeof *cols);
+    for (int64_t j = 0; j < n_out; j++)
+      cols[j] = perm ? (int32_t)j : (int32_t)(test_rng_u64(&r) % (uint64_t)n_cols);
+    for (int64_t j = n_out - 1; perm && j > 0; j--) { /* Fisher-Yates */
+      int64_t i = (int64_t)(test_rng_u64(&r) % (uint64_t)(j + 1));
+      int32_t t = cols[j];
+      cols[j] = cols[i];
+      cols[i] = t;
+    }
+    float *x = rand_floats(&r, (size_t)(rows * n_cols), 3);
+    const size_t n = (size_t)(rows * n_out);
+    float *got = malloc(n * sizeof *got);
+    ASSERT_LAUNCH(brisk_kgather_cols(x, rows, n_cols, cols, n_out, got, NULL));
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < n_out; j++)
+        if ((double)got[i * n_out + j] != (double)x[i * n_cols + cols[j]])
+          fail_msg("gather_cols [%lld][%lld] -> %lld: out[%lld][%lld] = %.9g, want %.9g",
+                   (long long)rows, (long long)n_cols, (long long)n_out, (long long)i, (long long)j,
+                   (double)got[i * n_out + j], (double)x[i * n_cols + cols[j]]);
+    free(cols), free(x), free(got);
+  }
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_embed)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_embed),
+                                     cmocka_unit_test(test_gather_cols)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -347,6 +347,47 @@ static void test_embed(void **state) {
   }
 }
 
+/* gather_cols (GPTQ act-order) through the table: the float64 reference
+ * x[r][cols[j]] exactly (and so the CPU's result), for a permutation and a
+ * gather with repeats; a bad index is refused before anything runs. */
+static void test_gather_cols(void **state) {
+  fixture *f = *state;
+  for (int iter = 0; iter < 4; iter++) {
+    const int64_t nc = rand_int(f, 1, 900), rows = rand_int(f, 1, 9);
+    const bool perm = iter % 2 == 0;
+    const int64_t no = perm ? nc : rand_int(f, 1, 600);
+    int32_t *cols = malloc((size_t)no * sizeof *cols);
+    for (int64_t j = 0; j < no; j++) cols[j] = perm ? (int32_t)j : rand_int(f, 0, (int)nc - 1);
+    for (int64_t j = no - 1; perm && j > 0; j--) { /* Fisher-Yates */
+      int64_t i = rand_int(f, 0, (int)j);
+      int32_t t = cols[j];
+      cols[j] = cols[i];
+      cols[i] = t;
+    }
+    float *x = rand_floats(f, (size_t)(rows * nc), -4, 4);
+    const size_t out_bytes = (size_t)(rows * no) * sizeof(float);
+    float *want = malloc(out_bytes), *cpu = malloc(out_bytes);
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < no; j++) want[i * no + j] = (float)(double)x[i * nc + cols[j]];
+    assert_int_equal(f->cpu->gather_cols(f->cpu, x, rows, nc, cols, no, cpu), BRISK_OK);
+    expect_same("gather_cols (cpu)", cpu, want, out_bytes);
+    float *dx = up(f, x, (size_t)(rows * nc) * sizeof(float)), *dout = up(f, want, out_bytes);
+    memset(cpu, 0, out_bytes);
+    assert_int_equal(f->dev->upload(f->dev, dout, cpu, out_bytes), BRISK_OK);
+    if (f->dev->gather_cols(f->dev, dx, rows, nc, cols, no, dout))
+      fail_msg("gather_cols: %s", brisk_last_error());
+    float *got = down(f, dout, out_bytes);
+    expect_same("gather_cols", got, want, out_bytes);
+    cols[no - 1] = (int32_t)nc; /* out of range: refused, like the CPU */
+    assert_int_equal(f->dev->gather_cols(f->dev, dx, rows, nc, cols, no, dout),
+                     BRISK_E_INVALID_ARGUMENT);
+    free(got);
+    dfree(f, dx);
+    dfree(f, dout);
+    free(cols), free(x), free(want), free(cpu);
+  }
+}
+
 static void test_select(void **state) {
   fixture *f = *state;
   const int64_t shapes[][2] = {{1, 1}, {3, 17}, {2, 1000}, {5, 32000}};
@@ -824,7 +865,7 @@ int main(void) {
       cmocka_unit_test(test_moe_route),   cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_matmul_gemm), cmocka_unit_test(test_gemm_rows_independent),
       cmocka_unit_test(test_attention),   cmocka_unit_test(test_out_of_device_memory),
-      cmocka_unit_test(test_mla),
+      cmocka_unit_test(test_mla),         cmocka_unit_test(test_gather_cols),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

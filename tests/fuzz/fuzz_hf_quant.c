@@ -4,10 +4,13 @@
  * the layer's tensors are filled with (cycled). The layout byte picks the
  * layer's shape (32 to 128 inputs, 8 to 32 outputs), GPTQ or AWQ tensor
  * shapes, and perturbations (no g_idx, float32 scales, a short qweight); the
- * group byte the number of groups. Then brisk_hf_open, brisk_hf_quant_read
+ * group byte the number of groups and (bit 2) an act-order g_idx: groups
+ * given to the columns in the order of a permutation drawn from the
+ * payload, instead of g_idx bytes from the payload. Then brisk_hf_open, brisk_hf_quant_read
  * and brisk_hf_quant_repack. Aborts on a status the header does not
- * promise, a failure without a message, or repacked blocks whose scales are
- * not the layer's. */
+ * promise, a failure without a message, repacked blocks whose scales are
+ * not the layer's, or an act-order column order that is not a permutation
+ * putting column j in group j / group_size. */
 #include "fuzz_target.h"
 
 #include "core/alloc.h"
@@ -71,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const bool awq = layout & 0x10, no_g_idx = layout & 0x20, f32_scales = layout & 0x40,
              short_qweight = layout & 0x80;
   const uint64_t groups = 1u + (gbyte & 3);
+  const bool act_order = gbyte & 4;
 
   char p[128];
   path_of(p, sizeof p, "config.json");
@@ -88,7 +92,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   add(w, "l.qzeros", BRISK_DTYPE_I32, 2, groups, rows / 8, pay, n_pay, &at);
   add(w, "l.scales", f32_scales ? BRISK_DTYPE_F32 : BRISK_DTYPE_F16, 2, groups, rows, pay, n_pay,
       &at);
-  if (!no_g_idx) add(w, "l.g_idx", BRISK_DTYPE_I32, 1, cols, 0, pay, n_pay, &at);
+  if (!no_g_idx && act_order) { /* g_idx[p[i]] = i * groups / cols, p from the payload */
+    int32_t p_of[128], g_idx[128];
+    for (uint64_t i = 0; i < cols; i++) p_of[i] = (int32_t)i;
+    for (uint64_t i = cols - 1; i > 0; i--) {
+      uint64_t j = (n_pay ? pay[at++ % n_pay] : 0) % (i + 1);
+      int32_t t = p_of[i];
+      p_of[i] = p_of[j];
+      p_of[j] = t;
+    }
+    for (uint64_t i = 0; i < cols; i++) g_idx[p_of[i]] = (int32_t)(i * groups / cols);
+    uint64_t shape[1] = {cols};
+    CHECK(brisk_safetensors_writer_add_tensor(w, "l.g_idx", BRISK_DTYPE_I32, 1, shape, g_idx,
+                                              4 * cols) == BRISK_OK);
+  } else if (!no_g_idx) {
+    add(w, "l.g_idx", BRISK_DTYPE_I32, 1, cols, 0, pay, n_pay, &at);
+  }
   path_of(p, sizeof p, "model.safetensors");
   CHECK(brisk_safetensors_writer_write_file(w, p) == BRISK_OK);
   brisk_safetensors_writer_free(w);
@@ -106,12 +125,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(st == BRISK_OK || st == BRISK_E_FORMAT || st == BRISK_E_UNSUPPORTED);
   if (st) CHECK(brisk_last_error()[0] != 0);
   void *out = NULL;
+  int32_t *perm = NULL;
   const char *name = NULL;
-  if (!st) st = brisk_hf_quant_repack(hf, &q, "l", (int64_t)cols, (int64_t)rows, &out, &name);
+  if (!st)
+    st = brisk_hf_quant_repack(hf, &q, "l", (int64_t)cols, (int64_t)rows, &out, &perm, &name);
   CHECK(st == BRISK_OK || st == BRISK_E_FORMAT || st == BRISK_E_UNSUPPORTED ||
         st == BRISK_E_OUT_OF_MEMORY);
   if (st) {
-    CHECK(brisk_last_error()[0] != 0 && !out);
+    CHECK(brisk_last_error()[0] != 0 && !out && !perm);
   } else {
     CHECK(q.method != BRISK_HF_QUANT_NONE && out && name && !strcmp(name, "l.qweight"));
     /* Each block's d is its group's scale for that output row. */
@@ -124,7 +145,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(&want, (const uint8_t *)sc->data + 2 * ((b * 32 / group) * rows + n), 2);
         CHECK(d == want);
       }
+    if (perm) { /* only from a g_idx out of column order */
+      const brisk_safetensors_tensor *g = brisk_hf_find_tensor(hf, "l.g_idx");
+      CHECK(g);
+      uint8_t seen[128] = {0};
+      bool moved = false;
+      for (uint64_t j = 0; j < cols; j++) {
+        CHECK(perm[j] >= 0 && (uint64_t)perm[j] < cols && !seen[perm[j]]);
+        seen[perm[j]] = 1;
+        int32_t gi;
+        memcpy(&gi, (const uint8_t *)g->data + 4 * (size_t)perm[j], 4);
+        CHECK((uint64_t)gi == j / group);
+        moved |= (uint64_t)perm[j] != j;
+      }
+      CHECK(moved);
+    }
     brisk_aligned_free(out);
+    brisk_aligned_free(perm);
   }
   brisk_hf_close(hf);
   return 0;

@@ -18,6 +18,14 @@ static const struct {
     {0x07, 3,
      "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"desc_act\": true, "
      "\"sym\": false}"},
+    /* 128 x 16, GPTQ act-order, 4 groups of 32 in a permuted column order */
+    {0x07, 7,
+     "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"desc_act\": true, "
+     "\"sym\": false}"},
+    /* 96 x 24, GPTQ v2 act-order, 3 groups of 32 */
+    {0x0a, 6,
+     "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"desc_act\": true, "
+     "\"checkpoint_format\": \"gptq_v2\"}"},
     /* 64 x 8, GPTQ v2, whole-row group, no g_idx */
     {0x21, 0,
      "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": -1, \"checkpoint_format\": "

@@ -7,8 +7,9 @@
  * token alone at the next position (decode attention through the KV cache).
  * Output: one line per prompt position, then one per decode step, each the
  * n_vocab logits. DEVICE is "cpu" or a device name ("cudaemu:0" registers
- * the SIMT emulation of the CUDA backend first). Exit 1 with brisk's
- * message on stderr when the model does not load or run. */
+ * the SIMT emulation of the CUDA backend first), optionally followed by
+ * "+tpN" (tp_size), "+ppN" (pp_size) or "+nglN" (n_gpu_layers). Exit 1 with
+ * brisk's message on stderr when the model does not load or run. */
 #include "brisk.h"
 #include "cuda_emu.h"
 
@@ -47,7 +48,18 @@ int main(int argc, char **argv) {
   int np = parse(argv[3], prompt, 512), nd = parse(argv[4], decode, 64);
   brisk_model_params mp;
   brisk_model_params_init(&mp);
-  if (strcmp(argv[2], "cpu")) mp.device = argv[2];
+  char device[64];
+  snprintf(device, sizeof device, "%s", argv[2]);
+  for (char *plus; (plus = strrchr(device, '+'));) {
+    *plus = 0;
+    if (!strncmp(plus + 1, "tp", 2))
+      mp.tp_size = atoi(plus + 3);
+    else if (!strncmp(plus + 1, "pp", 2))
+      mp.pp_size = atoi(plus + 3);
+    else if (!strncmp(plus + 1, "ngl", 3))
+      mp.n_gpu_layers = atoi(plus + 4);
+  }
+  if (strcmp(device, "cpu")) mp.device = device;
   brisk_model *m = NULL;
   if (brisk_model_load(argv[1], &mp, &m)) return fail("load");
   brisk_context_params cp;

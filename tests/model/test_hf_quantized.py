@@ -21,7 +21,15 @@ cache are compared (max |difference| / max |logit|) with float64 forwards:
     device within 5e-3 (the float16 rounding of m, at most 1/128 of a scale
     per weight; symmetric GPTQ is exact); on the CPU within 6e-2, since its
     Q4_1 kernels quantize activations to 8 bits per 32-element block (about
-    2^-8 relative per matmul, over 14 matmuls).
+    2^-8 relative per matmul, over 14 matmuls, 15 with a quantized lm_head).
+
+Act-order (desc_act) variants, whose g_idx puts the groups in a permuted
+column order, load as brisk sorts them (columns by group, the activations
+gathered by the same order before each such matmul) and meet the same
+tolerances; they are also run as two pipeline stages on the CPU and with
+only their first layer on the emulated device (n_gpu_layers 1), and a
+tensor-parallel load is refused with a message, since a row-parallel
+slice of a permuted matrix would need the other ranks' activations.
 
 Bad folders (wrong shapes, g_idx out of range or inconsistent with the group
 size, unsupported methods, bits, formats and versions) must fail to load
@@ -84,7 +92,8 @@ def read(folder):
     return cfg, dict(safetensors.numpy.load_file(os.path.join(folder, "model.safetensors")))
 
 
-# name -> (base variant, change to (cfg, tensors), fragment of the expected message)
+# name -> (base variant, change to (cfg, tensors), [hf_logits device suffix,]
+#          fragment of the expected message)
 def bad_cases():
     L0 = "model.layers.0.self_attn.q_proj"
 
@@ -126,7 +135,9 @@ def bad_cases():
         # the tensors were made for groups of 32: scales have 4 rows, not 2
         "group_size_mismatch": ("gptq_asym_g32", set_qc("group_size", 64),
                                 f"tensor '{L0}.qzeros' has shape [4, 16]"),
-        "desc_act": ("gptq_desc_act_g32", None, "act-order (desc_act) column order"),
+        "desc_act_tp2": ("gptq_desc_act_g32", None, "tp2",
+                         "tensor 'model.layers.0.self_attn.o_proj.qweight': an act-order "
+                         "(desc_act) GPTQ matrix cannot be split by input columns"),
         "bits": ("gptq_asym_g32", set_qc("bits", 8), "quantization_config.bits = 8"),
         "group_size_odd": ("awq_g32", set_qc("group_size", 48),
                            "quantization_config.group_size = 48 is not supported"),
@@ -155,8 +166,7 @@ def main():
     tokens = PROMPT + DECODE
     with tempfile.TemporaryDirectory(prefix="brisk-hf-quant-") as tmp:
         for variant in tool.VARIANTS:
-            if tool.VARIANTS[variant].get("desc_act"):
-                continue  # refused, below
+            act_order = tool.VARIANTS[variant].get("desc_act")
             folder = os.path.join(tmp, variant)
             tool.cmd_make(variant, folder)
             want = tool.forward(variant, tokens)
@@ -166,8 +176,10 @@ def main():
             del cfg["quantization_config"]
             control = os.path.join(tmp, variant + "_f32")
             write(control, cfg, {k: v.astype(np.float32) for k, v in w.items()})
-            for dev in DEVICES:
-                cpu = dev == "cpu"
+            devices = DEVICES + (["cpu+pp2", DEVICES[1] + "+ngl1"] if act_order else [])
+            for dev in devices:
+                # a CPU pass, or one whose second layer runs on the CPU
+                cpu = dev.startswith("cpu") or "+ngl" in dev
                 checks = [("control", control, want, TOL_EXACT),
                           ("quantized", folder, want, TOL_CPU if cpu else TOL_CUDA)]
                 if not cpu:
@@ -182,18 +194,20 @@ def main():
                     e = rel(got, ref)
                     ok = e <= tol
                     failed += not ok
-                    print(f"{'ok  ' if ok else 'FAIL'} {variant:18} {what:9} {dev:10} "
+                    print(f"{'ok  ' if ok else 'FAIL'} {variant:21} {what:9} {dev:15} "
                           f"max|diff|/max|logit| = {e:.2e} (tolerance {tol:g})")
             print(f"     {variant:18} Q4_1 mapping: max |Q4_1 - exact| = "
                   f"{tool.q4_1_error(variant):.4f} scale")
-        for case, (variant, change, frag) in bad_cases().items():
+        for case, spec in bad_cases().items():
+            variant, change, frag = spec[0], spec[1], spec[-1]
+            suffix = "+" + spec[2] if len(spec) == 4 else ""
             folder = os.path.join(tmp, "bad_" + case)
             tool.cmd_make(variant, folder)
             if change:
                 cfg, t = read(folder)
                 change(cfg, t)
                 write(folder, cfg, t)
-            got, err = run(helper, folder, "cpu")
+            got, err = run(helper, folder, "cpu" + suffix)
             ok = got is None and frag in err
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} bad {case}: {err if got is None else 'loaded'}")

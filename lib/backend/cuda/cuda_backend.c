@@ -298,6 +298,22 @@ static brisk_status cuda_embed(brisk_backend *be, uint32_t table_type, const voi
       "embed");
 }
 
+/* The column indices are host memory (backend.h), mirrored per call as
+ * the embed's token ids are: at most a linear's input width of int32s. */
+static brisk_status cuda_gather_cols(brisk_backend *be, const float *x, int64_t n_rows,
+                                     int64_t n_cols, const int32_t *cols, int64_t n_out,
+                                     float *out) {
+  cuda_backend *cb = cb_of(be);
+  brisk_status st = brisk_check_gather_cols(x, n_rows, n_cols, cols, n_out, out);
+  if (st || n_rows == 0) return st;
+  const void *src[] = {cols};
+  size_t bytes[] = {(size_t)n_out * sizeof *cols};
+  void *dev[1];
+  if ((st = mirror(cb, 1, src, bytes, dev))) return st;
+  return launched(cb, brisk_kgather_cols(x, n_rows, n_cols, dev[0], n_out, out, cb->stream),
+                  "gather_cols");
+}
+
 static brisk_status cuda_rmsnorm(brisk_backend *be, const float *x, const float *weight,
                                  int64_t n_rows, int64_t n_cols, float eps, float *out) {
   cuda_backend *cb = cb_of(be);
@@ -580,6 +596,7 @@ brisk_status brisk_backend_cuda_create(const brisk_cuda_rt *rt, int device, cons
       .weight_prepare = cuda_weight_prepare,
       .matmul = cuda_matmul,
       .embed = cuda_embed,
+      .gather_cols = cuda_gather_cols,
       .rmsnorm = cuda_rmsnorm,
       .rope = cuda_rope,
       .glu = cuda_glu,

@@ -350,6 +350,83 @@ static void test_embed(void **state) {
   }
 }
 
+/* gather_cols (GPTQ act-order): a permutation of every width, and a
+ * gather with repeats into another width, exactly equal to the float64
+ * reference x[r][cols[j]], on every kernel path, threaded and not. */
+static void test_gather_cols(void **state) {
+  (void)state;
+  test_rng r = test_rng_seeded("gather_cols");
+  for (int threads = 0; threads <= 2; threads += 2) {
+    ops_paths P = ops_paths_open(threads);
+    for (int trial = 0; trial < 12; trial++) {
+      int64_t n_cols = rand_int(&r, 1, 700),
+              rows = trial % 3 == 0 ? rand_int(&r, 200, 300) : rand_int(&r, 1, 9);
+      bool perm = trial % 2 == 0;
+      int64_t n_out = perm ? n_cols : rand_int(&r, 1, 900);
+      int32_t *cols = malloc((size_t)n_out * sizeof *cols);
+      assert_non_null(cols);
+      if (perm) { /* Fisher-Yates */
+        for (int64_t j = 0; j < n_cols; j++) cols[j] = (int32_t)j;
+        for (int64_t j = n_cols - 1; j > 0; j--) {
+          int64_t i = (int64_t)(test_rng_u64(&r) % (uint64_t)(j + 1));
+          int32_t t = cols[j];
+          cols[j] = cols[i];
+          cols[i] = t;
+        }
+      } else {
+        for (int64_t j = 0; j < n_out; j++)
+          cols[j] = (int32_t)(test_rng_u64(&r) % (uint64_t)n_cols);
+      }
+      float *x = rand_floats(&r, (size_t)(rows * n_cols), 2);
+      double *want = malloc((size_t)(rows * n_out) * sizeof *want);
+      assert_non_null(want);
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < n_out; j++) want[i * n_out + j] = (double)x[i * n_cols + cols[j]];
+      for (int p = 0; p < P.n; p++) {
+        brisk_backend *be = P.be[p];
+        float *y = malloc((size_t)(rows * n_out) * sizeof *y);
+        assert_non_null(y);
+        assert_int_equal(be->gather_cols(be, x, rows, n_cols, cols, n_out, y), BRISK_OK);
+        ASSERT_CLOSE(y, want, rows * n_out, 0, 0, "%s gather_cols [%lld][%lld] -> %lld", be->name,
+                     (long long)rows, (long long)n_cols, (long long)n_out);
+        free(y);
+      }
+      free(cols), free(x), free(want);
+    }
+    ops_paths_close(&P);
+  }
+}
+
+/* Out-of-range and negative indices, NULLs, shapes and overlapping
+ * buffers are refused, and nothing is written. */
+static void test_gather_cols_bad(void **state) {
+  (void)state;
+  ops_paths P = ops_paths_open(0);
+  brisk_backend *be = P.be[0];
+  float x[2 * 8] = {0}, y[2 * 8];
+  for (int i = 0; i < 16; i++) y[i] = 7;
+  int32_t cols[8] = {7, 6, 5, 4, 3, 2, 1, 0};
+  assert_int_equal(be->gather_cols(be, x, 2, 8, cols, 8, y), BRISK_OK);
+  for (int i = 0; i < 16; i++) y[i] = 7;
+  cols[3] = 8;
+  assert_int_equal(be->gather_cols(be, x, 2, 8, cols, 8, y), BRISK_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(brisk_last_error(), "cols[3] = 8 is outside [0, 8)"));
+  cols[3] = -1;
+  assert_int_equal(be->gather_cols(be, x, 2, 8, cols, 8, y), BRISK_E_INVALID_ARGUMENT);
+  cols[3] = 4;
+  assert_int_equal(be->gather_cols(be, x, 2, 8, NULL, 8, y), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(be->gather_cols(be, NULL, 2, 8, cols, 8, y), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(be->gather_cols(be, x, 2, 8, cols, 8, NULL), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(be->gather_cols(be, x, 2, 8, cols, 0, y), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(be->gather_cols(be, x, -1, 8, cols, 8, y), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(be->gather_cols(be, x, 2, 0, cols, 8, y), BRISK_E_INVALID_ARGUMENT);
+  assert_int_equal(be->gather_cols(be, x, 2, 8, cols, 8, x + 4), BRISK_E_INVALID_ARGUMENT);
+  assert_non_null(strstr(brisk_last_error(), "overlaps"));
+  for (int i = 0; i < 16; i++) assert_true(y[i] == 7);
+  assert_int_equal(be->gather_cols(be, x, 0, 8, cols, 8, NULL), BRISK_OK); /* no rows */
+  ops_paths_close(&P);
+}
+
 static void test_bad_arguments(void **state) {
   (void)state;
   ops_paths P = ops_paths_open(0);
@@ -386,6 +463,8 @@ int main(void) {
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_avx2_exp),
       cmocka_unit_test(test_embed),
+      cmocka_unit_test(test_gather_cols),
+      cmocka_unit_test(test_gather_cols_bad),
       cmocka_unit_test(test_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

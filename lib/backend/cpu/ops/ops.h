@@ -35,6 +35,9 @@ void brisk_cpu_ops_parallel(brisk_threadpool *pool, int64_t n, int64_t grain, do
 brisk_status brisk_cpu_ops_embed(brisk_backend *be, uint32_t table_type, const void *table,
                                  int64_t n_vocab, int64_t n_embd, const int32_t *tokens,
                                  int32_t n_tokens, float *out);
+brisk_status brisk_cpu_ops_gather_cols(brisk_backend *be, const float *x, int64_t n_rows,
+                                       int64_t n_cols, const int32_t *cols, int64_t n_out,
+                                       float *out);
 brisk_status brisk_cpu_ops_rmsnorm(brisk_backend *be, const float *x, const float *weight,
                                    int64_t n_rows, int64_t n_cols, float eps, float *out);
 brisk_status brisk_cpu_ops_rope(brisk_backend *be, float *x, int32_t n_tokens, int64_t token_stride,
