@@ -24,7 +24,7 @@
 
 typedef void (*scores_q8_fn)(const int8_t *, const float *, const uint8_t *, int32_t, int32_t,
                              float *);
-typedef void (*acc_q8_fn)(float *, const float *, const uint8_t *, int32_t, int32_t);
+typedef void (*acc_q8_fn)(float *, const float *, int32_t, const uint8_t *, int32_t, int32_t);
 
 typedef struct q8_path {
   const char *name;
@@ -180,53 +180,71 @@ static void test_scores_q8(void **state) {
   free(rows), free(x), free(kf);
 }
 
+#define MAX_NH 7
+
+/* Several heads at once (the values widened once for all): each head
+ * against float64, and bitwise what the same kernel gives that head alone. */
 static void test_accumulate_q8(void **state) {
   (void)state;
   test_rng r = test_rng_seeded("accumulate_q8");
   q8_path P[4];
   const int np = q8_paths(P);
-  const int32_t head_dims[] = {64, 128, 96, 32, 256, 48, 20, 8, 1024, 136, 72};
+  const int32_t head_dims[] = {64, 128, 96, 32, 256, 48, 20, 8, 1024, 136, 72, 40};
   const size_t max_rb = brisk_kvq_row_bytes(BRISK_KVQ_DTYPE_Q8, 1024);
   uint8_t *rows = malloc(BRISK_ATTN_MAX_CHUNK * max_rb);
   float *x = malloc(1024 * sizeof *x), *vf = malloc(BRISK_ATTN_MAX_CHUNK * 1024 * sizeof *vf);
-  float acc0[1024], acc[1024], p[BRISK_ATTN_MAX_CHUNK];
+  float *acc0 = malloc(MAX_NH * 1024 * sizeof *acc0), *acc = malloc(MAX_NH * 1024 * sizeof *acc);
+  float *one = malloc(1024 * sizeof *one);
+  float p[MAX_NH][BRISK_ATTN_MAX_CHUNK];
   double worst = 0;
   for (size_t hi = 0; hi < sizeof head_dims / sizeof *head_dims; hi++) {
     const int32_t hd = head_dims[hi];
     const size_t rb = brisk_kvq_row_bytes(BRISK_KVQ_DTYPE_Q8, hd);
-    for (int it = 0; it < 30; it++) {
+    for (int it = 0; it < 24; it++) {
       const int32_t n = it % 3 == 0 ? BRISK_ATTN_MAX_CHUNK : rand_int(&r, 1, BRISK_ATTN_MAX_CHUNK);
+      const int32_t nh = it < MAX_NH ? it + 1 : rand_int(&r, 1, MAX_NH);
       for (int32_t c = 0; c < n; c++) {
         rand_row(&r, x, hd);
         brisk_kvq_quantize_row(BRISK_KVQ_DTYPE_Q8, x, rows + c * rb, hd);
         brisk_kvq_dequantize_row(BRISK_KVQ_DTYPE_Q8, rows + c * rb, vf + (size_t)c * hd, hd);
-        p[c] = (float)test_rng_uniform(&r, 0, 1);
       }
-      for (int32_t i = 0; i < hd; i++) acc0[i] = (float)test_rng_normal(&r);
+      for (int32_t h = 0; h < nh; h++)
+        for (int32_t c = 0; c < n; c++) p[h][c] = (float)test_rng_uniform(&r, 0, 1);
+      for (int32_t i = 0; i < nh * hd; i++) acc0[i] = (float)test_rng_normal(&r);
       for (int k = 0; k < np; k++) {
-        memcpy(acc, acc0, (size_t)hd * sizeof *acc);
-        P[k].accumulate(acc, p, rows, n, hd);
-        for (int32_t i = 0; i < hd; i++) {
-          /* p * s rounds, times v rounds, and n adds: (n + 2) u of the sum
-           * of |terms| (the rounding of s * v inside vf adds one more). */
-          double want = acc0[i], absum = fabs(acc0[i]);
-          for (int32_t c = 0; c < n; c++) {
-            const double t = (double)p[c] * vf[(size_t)c * hd + i];
-            want += t, absum += fabs(t);
-          }
-          const double err = fabs(acc[i] - want);
-          worst = fmax(worst, err / absum);
-          if (!(err <= (n + 3) * U * absum)) {
-            fprintf(stderr, "%s INT8 accumulate hd %d n %d i %d: got %.9g want %.9g\n", P[k].name,
-                    hd, n, i, acc[i], want);
+        memcpy(acc, acc0, (size_t)nh * hd * sizeof *acc);
+        P[k].accumulate(acc, &p[0][0], nh, rows, n, hd);
+        for (int32_t h = 0; h < nh; h++) {
+          memcpy(one, acc0 + (size_t)h * hd, (size_t)hd * sizeof *one);
+          P[k].accumulate(one, p[h], 1, rows, n, hd);
+          if (memcmp(one, acc + (size_t)h * hd, (size_t)hd * sizeof *one) != 0) {
+            fprintf(stderr, "%s INT8 accumulate: head %d of %d differs from it alone (hd %d)\n",
+                    P[k].name, h, nh, hd);
             fail();
+          }
+          for (int32_t i = 0; i < hd; i++) {
+            /* p * s rounds, times v rounds, and n adds: (n + 2) u of the
+             * sum of |terms| (the rounding of s * v inside vf adds one). */
+            const float a0 = acc0[(size_t)h * hd + i], got = acc[(size_t)h * hd + i];
+            double want = a0, absum = fabs(a0);
+            for (int32_t c = 0; c < n; c++) {
+              const double t = (double)p[h][c] * vf[(size_t)c * hd + i];
+              want += t, absum += fabs(t);
+            }
+            const double err = fabs(got - want);
+            worst = fmax(worst, err / absum);
+            if (!(err <= (n + 3) * U * absum)) {
+              fprintf(stderr, "%s INT8 accumulate hd %d n %d head %d i %d: got %.9g want %.9g\n",
+                      P[k].name, hd, n, h, i, got, want);
+              fail();
+            }
           }
         }
       }
     }
   }
   fprintf(stderr, "INT8 accumulate on %d paths: worst error %.3g of sum|terms|\n", np, worst);
-  free(rows), free(x), free(vf);
+  free(rows), free(x), free(vf), free(acc0), free(acc), free(one);
 }
 
 /* The F16 kernels of a table (where it has them) against its own float32

@@ -27,6 +27,10 @@
 /* At most this many heads per unit, so that wide GQA groups still split
  * over threads. */
 #define MAX_GROUP 16
+/* Keys requested ahead of the chunk being computed. */
+#ifndef PREFETCH_KEYS
+#  define PREFETCH_KEYS 64
+#endif
 
 typedef struct attn_job {
   const brisk_kv_layout *kv;
@@ -85,7 +89,8 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
   float kbuf[SCRATCH], vbuf[SCRATCH];               // [keys_per_chunk][hd] each, for widened rows
   int8_t qq[SCRATCH];                               // [nh][hd]: the INT8 queries (q8)
   float qd[SCRATCH / BRISK_KVQ_QBLOCK + MAX_GROUP]; // [nh][nqb]: their block scales
-  float sc[BRISK_ATTN_MAX_CHUNK] __attribute__((aligned(32))) = {0};
+  /* Each head's scores, then probabilities, of a chunk. */
+  float scs[MAX_GROUP][BRISK_ATTN_MAX_CHUNK] __attribute__((aligned(32)));
   float m[MAX_GROUP], l[MAX_GROUP];
   for (int32_t g = 0; g < nh; g++) {
     const float *q = j->q + ((int64_t)t * j->n_heads + h0 + g) * hd;
@@ -93,11 +98,16 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
     if (q8) brisk_kvq_quantize_query(qs + g * hd, qq + g * hd, qd + g * nqb, hd);
     m[g] = -INFINITY, l[g] = 0;
   }
-  for (int32_t pos = brisk_attn_first_key(p, j->window); pos <= p;) {
+  int32_t ahead = brisk_attn_first_key(p, j->window); /* next chunk to prefetch */
+  for (int32_t pos = ahead; pos <= p;) {
     const int32_t n = chunk_len(j, pos, p);
     const int64_t row = ((int64_t)table[pos / bs] * kv->n_kv_heads + kvh) * bs + pos % bs;
     const int64_t at = row * hd;
-    if (pos + n <= p) prefetch_chunk(j, table, kvh, pos + n, p);
+    /* Keep PREFETCH_KEYS keys in flight: one chunk ahead is too short a
+     * distance for the memory latency when a chunk computes quickly (8-bit
+     * rows, small groups). */
+    for (; ahead <= p && ahead < pos + n + PREFETCH_KEYS; ahead += chunk_len(j, ahead, p))
+      if (ahead >= pos + n) prefetch_chunk(j, table, kvh, ahead, p);
     const float *kf = NULL, *vf = NULL; // [n][hd] float32 rows, unless read in place
     const uint8_t *kr = (const uint8_t *)j->k_cache + row * (int64_t)j->row_bytes;
     const uint8_t *vr = (const uint8_t *)j->v_cache + row * (int64_t)j->row_bytes;
@@ -115,6 +125,7 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
       kf = (const float *)j->k_cache + at, vf = (const float *)j->v_cache + at;
     }
     for (int32_t g = 0; g < nh; g++) {
+      float *sc = scs[g];
       if (q8)
         kern->scores_q8(qq + g * hd, qd + g * nqb, kr, n, hd, sc);
       else if (f16_direct)
@@ -134,12 +145,15 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
       kern->exp_shift(sc, n, m[g]);
       for (int32_t c = 0; c < n; c++) l[g] += sc[c];
       if (q8)
-        kern->accumulate_q8(acc + g * hd, sc, vr, n, hd);
+        continue; /* below, all heads at once */
       else if (f16_direct)
         kern->accumulate_f16(acc + g * hd, sc, (const uint16_t *)j->v_cache + at, n, hd);
       else
         kern->accumulate(acc + g * hd, sc, vf, n, hd);
     }
+    /* Each value row widened once for the whole group (each head's sums are
+     * still its own, in key order). */
+    if (q8) kern->accumulate_q8(acc, &scs[0][0], nh, vr, n, hd);
     pos += n;
   }
   for (int32_t g = 0; g < nh; g++) {

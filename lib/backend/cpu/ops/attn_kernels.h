@@ -42,13 +42,15 @@ typedef struct brisk_attn_kernels {
   /* INT8 cache rows (BRISK_KVQ_DTYPE_Q8) read in place (attn_kernels_q8.c):
    * sc[c] = the INT8 query (qq with block scales qd, from
    * brisk_kvq_quantize_query) . key row c by integer dot products;
-   * acc[i] += sum over c < n of p[c] * s_g(c) * v[c][i], c in increasing
-   * order. NULL: the driver widens each chunk with dequant_rows. */
+   * for each of nh heads, acc[h][i] += sum over c < n of
+   * p[h][c] * s_g(c) * v[c][i], c in increasing order (each value widened
+   * once for all the heads; a head's result does not depend on nh).
+   * NULL: the driver widens each chunk with dequant_rows. */
   void (*scores_q8)(const int8_t *qq /* [hd] */, const float *qd /* [brisk_kvq_n_qblocks] */,
                     const uint8_t *k /* [n] rows */, int32_t n, int32_t hd,
                     float *sc /* [BRISK_ATTN_MAX_CHUNK] */);
-  void (*accumulate_q8)(float *acc /* [hd] */, const float *p /* [n] */,
-                        const uint8_t *v /* [n] rows */, int32_t n, int32_t hd);
+  void (*accumulate_q8)(float *acc /* [nh][hd] */, const float *p /* [nh][BRISK_ATTN_MAX_CHUNK] */,
+                        int32_t nh, const uint8_t *v /* [n] rows */, int32_t n, int32_t hd);
 } brisk_attn_kernels;
 
 /* The INT8 kernels (attn_kernels_q8.c). The scores of every one are the
@@ -63,12 +65,12 @@ void brisk_attn_scores_q8_avxvnni(const int8_t *qq, const float *qd, const uint8
                                   int32_t hd, float *sc);
 void brisk_attn_scores_q8_avx512vnni(const int8_t *qq, const float *qd, const uint8_t *k, int32_t n,
                                      int32_t hd, float *sc);
-void brisk_attn_accumulate_q8_scalar(float *acc, const float *p, const uint8_t *v, int32_t n,
-                                     int32_t hd);
-void brisk_attn_accumulate_q8_avx2(float *acc, const float *p, const uint8_t *v, int32_t n,
-                                   int32_t hd);
-void brisk_attn_accumulate_q8_avx512(float *acc, const float *p, const uint8_t *v, int32_t n,
-                                     int32_t hd);
+void brisk_attn_accumulate_q8_scalar(float *acc, const float *p, int32_t nh, const uint8_t *v,
+                                     int32_t n, int32_t hd);
+void brisk_attn_accumulate_q8_avx2(float *acc, const float *p, int32_t nh, const uint8_t *v,
+                                   int32_t n, int32_t hd);
+void brisk_attn_accumulate_q8_avx512(float *acc, const float *p, int32_t nh, const uint8_t *v,
+                                     int32_t n, int32_t hd);
 
 /* The dequant_rows of the scalar and the AVX2 tables, which the other
  * tables share (the result is exact, so one implementation serves). */

@@ -7,9 +7,11 @@
  * build's ISO C mode keeps the compiler from contracting them). The
  * integers are exact on every path and the float steps are the same, so the
  * AVX2, AVX-VNNI and AVX-512 VNNI scores equal the scalar ones bit for bit.
- * Values: acc += (p_c * s_g) * v, the INT8 value widened in a register;
- * the vector paths fuse the multiply-add, so they agree with the scalar one
- * to rounding only (tests/backend/ops: test_attn_int8.c). */
+ * Values: acc += (p_c * s_g) * v, the INT8 value widened in a register
+ * once for all the heads of a GQA group (a float32 copy of the chunk would
+ * cost the same widening plus a store and a load); the vector paths fuse
+ * the multiply-add, so they agree with the scalar one to rounding only
+ * (tests/backend/ops: test_attn_int8.c). */
 #include "backend/cpu/ops/attn_kernels.h"
 
 #include "backend/cpu/ops/vec.h"
@@ -53,35 +55,44 @@ void brisk_attn_scores_q8_scalar(const int8_t *qq, const float *qd, const uint8_
   }
 }
 
-void brisk_attn_accumulate_q8_scalar(float *acc, const float *p, const uint8_t *rows, int32_t n,
-                                     int32_t hd) {
-  const size_t rb = brisk_kvq_row_bytes(BRISK_KVQ_DTYPE_Q8, hd);
-  const int32_t ng = brisk_kvq_n_groups(hd);
-  for (int32_t c = 0; c < n; c++) {
-    const uint8_t *row = rows + (size_t)c * rb;
-    const int8_t *v = (const int8_t *)(row + 2 * ng);
-    for (int32_t g = 0; g < ng; g++) {
-      const float w = p[c] * group_scale(row, g);
-      const int32_t i0 = g * BRISK_KVQ_GROUP;
-      const int32_t i1 = i0 + BRISK_KVQ_GROUP < hd ? i0 + BRISK_KVQ_GROUP : hd;
-      for (int32_t i = i0; i < i1; i++) acc[i] += w * (float)v[i];
-    }
-  }
+/* w[h][c] = p[h][c] * s_g(c) for heads h < nh of one group g: the one
+ * rounding of the weight, the same on every path. */
+static void group_weights(const float *p, int32_t nh, const uint8_t *rows, size_t rb, int32_t n,
+                          int32_t g, float w[][BRISK_ATTN_MAX_CHUNK]) {
+  float s[BRISK_ATTN_MAX_CHUNK];
+  for (int32_t c = 0; c < n; c++) s[c] = group_scale(rows + (size_t)c * rb, g);
+  for (int32_t h = 0; h < nh; h++)
+    for (int32_t c = 0; c < n; c++) w[h][c] = p[(size_t)h * BRISK_ATTN_MAX_CHUNK + c] * s[c];
 }
 
-/* Elements i0 .. hd - 1 one at a time (the vector kernels' last few). */
-static inline void accumulate_q8_tail(float *acc, const float *p, const uint8_t *rows, int32_t n,
-                                      int32_t hd, int32_t i0) {
+/* Elements i0 .. i1 - 1 (inside one group) of heads h < nh, one at a time. */
+static void accumulate_q8_elems(float *acc, int32_t hd, float w[][BRISK_ATTN_MAX_CHUNK], int32_t nh,
+                                const int8_t *v0, size_t rb, int32_t n, int32_t i0, int32_t i1) {
+  for (int32_t h = 0; h < nh; h++)
+    for (int32_t i = i0; i < i1; i++) {
+      float a = acc[(size_t)h * hd + i];
+      for (int32_t c = 0; c < n; c++) a += w[h][c] * (float)v0[(size_t)c * rb + i];
+      acc[(size_t)h * hd + i] = a;
+    }
+}
+
+/* Heads are taken this many at a time (the vector kernels' registers). */
+#define HEAD_TILE 4
+
+void brisk_attn_accumulate_q8_scalar(float *acc, const float *p, int32_t nh, const uint8_t *rows,
+                                     int32_t n, int32_t hd) {
   const size_t rb = brisk_kvq_row_bytes(BRISK_KVQ_DTYPE_Q8, hd);
   const int32_t ng = brisk_kvq_n_groups(hd);
-  for (int32_t i = i0; i < hd; i++) {
-    const int32_t g = i / BRISK_KVQ_GROUP;
-    float a = acc[i];
-    for (int32_t c = 0; c < n; c++) {
-      const uint8_t *row = rows + (size_t)c * rb;
-      a += p[c] * group_scale(row, g) * (float)((const int8_t *)(row + 2 * ng))[i];
+  const int8_t *v0 = (const int8_t *)(rows + 2 * ng);
+  float w[HEAD_TILE][BRISK_ATTN_MAX_CHUNK];
+  for (int32_t g = 0; g < ng; g++) {
+    const int32_t i0 = g * BRISK_KVQ_GROUP;
+    const int32_t i1 = i0 + BRISK_KVQ_GROUP < hd ? i0 + BRISK_KVQ_GROUP : hd;
+    for (int32_t h0 = 0; h0 < nh; h0 += HEAD_TILE) {
+      const int32_t nt = nh - h0 < HEAD_TILE ? nh - h0 : HEAD_TILE;
+      group_weights(p + (size_t)h0 * BRISK_ATTN_MAX_CHUNK, nt, rows, rb, n, g, w);
+      accumulate_q8_elems(acc + (size_t)h0 * hd, hd, w, nt, v0, rb, n, i0, i1);
     }
-    acc[i] = a;
   }
 }
 
@@ -152,49 +163,82 @@ Q8_SCORES(brisk_attn_scores_q8_avxvnni, BRISK_AVXVNNI, DOT_AVXVNNI)
 #  define DOT_AVX512VNNI(ax, sy) _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy)
 Q8_SCORES(brisk_attn_scores_q8_avx512vnni, BRISK_AVX512VNNI, DOT_AVX512VNNI)
 
+/* group_weights with the scales widened by F16C (the same exact floats). */
+BRISK_AVX2 static void group_weights_f16c(const float *p, int32_t nh, const uint8_t *rows,
+                                          size_t rb, int32_t n, int32_t g,
+                                          float w[][BRISK_ATTN_MAX_CHUNK]) {
+  float s[BRISK_ATTN_MAX_CHUNK];
+  for (int32_t c = 0; c < n; c++) {
+    uint16_t h;
+    memcpy(&h, rows + (size_t)c * rb + 2 * g, 2);
+    s[c] = _cvtsh_ss(h);
+  }
+  for (int32_t h = 0; h < nh; h++)
+    for (int32_t c = 0; c < n; c++) w[h][c] = p[(size_t)h * BRISK_ATTN_MAX_CHUNK + c] * s[c];
+}
+
 /* Eight INT8 values at p as floats (exact). */
 BRISK_AVX2 static inline __m256 load_i8x8(const int8_t *p) {
   return _mm256_cvtepi32_ps(
       _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)));
 }
 
-/* Output slices of 32 (inside one group: 64 is a multiple of 32)
- * outermost, keys inside, as accumulate_avx2; per element the keys are
- * added in order. */
-BRISK_AVX2 void brisk_attn_accumulate_q8_avx2(float *acc, const float *p, const uint8_t *rows,
-                                              int32_t n, int32_t hd) {
+/* 8 NV elements of NT heads over the n keys: each value widened once, then
+ * one FMA per head; per element the keys are added in order. NT and NV are
+ * constants at every call, so the accumulators stay in registers (NT * NV
+ * <= 8, leaving room for the widened values). */
+BRISK_AVX2 static inline __attribute__((always_inline)) void
+acc_avx2(float *acc, int32_t hd, float w[][BRISK_ATTN_MAX_CHUNK], const int8_t *v0, size_t rb,
+         int32_t n, const int NT, const int NV) {
+  __m256 a[HEAD_TILE][4];
+  for (int h = 0; h < NT; h++)
+    for (int k = 0; k < NV; k++) a[h][k] = _mm256_loadu_ps(acc + (size_t)h * hd + 8 * k);
+  for (int32_t c = 0; c < n; c++) {
+    const int8_t *v = v0 + (size_t)c * rb;
+    __m256 x[4];
+    for (int k = 0; k < NV; k++) x[k] = load_i8x8(v + 8 * k);
+    for (int h = 0; h < NT; h++) {
+      const __m256 wc = _mm256_broadcast_ss(&w[h][c]);
+      for (int k = 0; k < NV; k++) a[h][k] = _mm256_fmadd_ps(wc, x[k], a[h][k]);
+    }
+  }
+  for (int h = 0; h < NT; h++)
+    for (int k = 0; k < NV; k++) _mm256_storeu_ps(acc + (size_t)h * hd + 8 * k, a[h][k]);
+}
+
+BRISK_AVX2 void brisk_attn_accumulate_q8_avx2(float *acc, const float *p, int32_t nh,
+                                              const uint8_t *rows, int32_t n, int32_t hd) {
   const size_t rb = brisk_kvq_row_bytes(BRISK_KVQ_DTYPE_Q8, hd);
   const int32_t ng = brisk_kvq_n_groups(hd);
-  int32_t i = 0;
-  for (; i + 32 <= hd; i += 32) {
-    const int32_t g = i / BRISK_KVQ_GROUP;
-    __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
-    __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
-    for (int32_t c = 0; c < n; c++) {
-      const uint8_t *row = rows + (size_t)c * rb;
-      const int8_t *v = (const int8_t *)(row + 2 * ng) + i;
-      const __m256 w = _mm256_set1_ps(p[c] * group_scale(row, g));
-      a0 = _mm256_fmadd_ps(w, load_i8x8(v), a0);
-      a1 = _mm256_fmadd_ps(w, load_i8x8(v + 8), a1);
-      a2 = _mm256_fmadd_ps(w, load_i8x8(v + 16), a2);
-      a3 = _mm256_fmadd_ps(w, load_i8x8(v + 24), a3);
+  const int8_t *v0 = (const int8_t *)(rows + 2 * ng);
+  float w[HEAD_TILE][BRISK_ATTN_MAX_CHUNK];
+  for (int32_t g = 0; g < ng; g++) {
+    const int32_t i0 = g * BRISK_KVQ_GROUP;
+    const int32_t i1 = i0 + BRISK_KVQ_GROUP < hd ? i0 + BRISK_KVQ_GROUP : hd;
+    for (int32_t h0 = 0; h0 < nh; h0 += HEAD_TILE) {
+      const int32_t nt = nh - h0 < HEAD_TILE ? nh - h0 : HEAD_TILE;
+      group_weights_f16c(p + (size_t)h0 * BRISK_ATTN_MAX_CHUNK, nt, rows, rb, n, g, w);
+      float *a = acc + (size_t)h0 * hd;
+      int32_t i = i0;
+      /* One or two heads: 32 elements a step, four FMA chains each. */
+      if (nt <= 2)
+        for (; i + 32 <= i1; i += 32) {
+          if (nt == 1)
+            acc_avx2(a + i, hd, w, v0 + i, rb, n, 1, 4);
+          else
+            acc_avx2(a + i, hd, w, v0 + i, rb, n, 2, 4);
+        }
+      for (; i + 16 <= i1; i += 16) {
+        switch (nt) {
+        case 1: acc_avx2(a + i, hd, w, v0 + i, rb, n, 1, 2); break;
+        case 2: acc_avx2(a + i, hd, w, v0 + i, rb, n, 2, 2); break;
+        case 3: acc_avx2(a + i, hd, w, v0 + i, rb, n, 3, 2); break;
+        default: acc_avx2(a + i, hd, w, v0 + i, rb, n, 4, 2); break;
+        }
+      }
+      accumulate_q8_elems(a, hd, w, nt, v0, rb, n, i, i1);
     }
-    _mm256_storeu_ps(acc + i, a0);
-    _mm256_storeu_ps(acc + i + 8, a1);
-    _mm256_storeu_ps(acc + i + 16, a2);
-    _mm256_storeu_ps(acc + i + 24, a3);
   }
-  for (; i + 8 <= hd; i += 8) {
-    const int32_t g = i / BRISK_KVQ_GROUP;
-    __m256 a = _mm256_loadu_ps(acc + i);
-    for (int32_t c = 0; c < n; c++) {
-      const uint8_t *row = rows + (size_t)c * rb;
-      const __m256 w = _mm256_set1_ps(p[c] * group_scale(row, g));
-      a = _mm256_fmadd_ps(w, load_i8x8((const int8_t *)(row + 2 * ng) + i), a);
-    }
-    _mm256_storeu_ps(acc + i, a);
-  }
-  accumulate_q8_tail(acc, p, rows, n, hd, i);
 }
 
 /* Sixteen INT8 values at p as floats (exact). */
@@ -203,51 +247,56 @@ BRISK_AVX512 static inline __m512 load_i8x16(const int8_t *p) {
       _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)));
 }
 
-/* accumulate_q8_avx2 on 16 lanes: a slice of 64 is one whole group. */
-BRISK_AVX512 void brisk_attn_accumulate_q8_avx512(float *acc, const float *p, const uint8_t *rows,
-                                                  int32_t n, int32_t hd) {
+/* acc16_avx2 on NV vectors of 16 (a whole group of 64 at NV = 4). */
+BRISK_AVX512 static inline __attribute__((always_inline)) void
+acc_avx512(float *acc, int32_t hd, float w[][BRISK_ATTN_MAX_CHUNK], const int8_t *v0, size_t rb,
+           int32_t n, const int NT, const int NV) {
+  __m512 a[HEAD_TILE][4];
+  for (int h = 0; h < NT; h++)
+    for (int k = 0; k < NV; k++) a[h][k] = _mm512_loadu_ps(acc + (size_t)h * hd + 16 * k);
+  for (int32_t c = 0; c < n; c++) {
+    const int8_t *v = v0 + (size_t)c * rb;
+    __m512 x[4];
+    for (int k = 0; k < NV; k++) x[k] = load_i8x16(v + 16 * k);
+    for (int h = 0; h < NT; h++) {
+      const __m512 wc = _mm512_set1_ps(w[h][c]);
+      for (int k = 0; k < NV; k++) a[h][k] = _mm512_fmadd_ps(wc, x[k], a[h][k]);
+    }
+  }
+  for (int h = 0; h < NT; h++)
+    for (int k = 0; k < NV; k++) _mm512_storeu_ps(acc + (size_t)h * hd + 16 * k, a[h][k]);
+}
+
+#  define ACC512(NV)                                                                               \
+    switch (nt) {                                                                                  \
+    case 1: acc_avx512(a + i, hd, w, v0 + i, rb, n, 1, NV); break;                                 \
+    case 2: acc_avx512(a + i, hd, w, v0 + i, rb, n, 2, NV); break;                                 \
+    case 3: acc_avx512(a + i, hd, w, v0 + i, rb, n, 3, NV); break;                                 \
+    default: acc_avx512(a + i, hd, w, v0 + i, rb, n, 4, NV); break;                                \
+    }
+
+BRISK_AVX512 void brisk_attn_accumulate_q8_avx512(float *acc, const float *p, int32_t nh,
+                                                  const uint8_t *rows, int32_t n, int32_t hd) {
   const size_t rb = brisk_kvq_row_bytes(BRISK_KVQ_DTYPE_Q8, hd);
   const int32_t ng = brisk_kvq_n_groups(hd);
-  int32_t i = 0;
-  for (; i + 64 <= hd; i += 64) {
-    const int32_t g = i / BRISK_KVQ_GROUP;
-    __m512 a0 = _mm512_loadu_ps(acc + i), a1 = _mm512_loadu_ps(acc + i + 16);
-    __m512 a2 = _mm512_loadu_ps(acc + i + 32), a3 = _mm512_loadu_ps(acc + i + 48);
-    for (int32_t c = 0; c < n; c++) {
-      const uint8_t *row = rows + (size_t)c * rb;
-      const int8_t *v = (const int8_t *)(row + 2 * ng) + i;
-      const __m512 w = _mm512_set1_ps(p[c] * group_scale(row, g));
-      a0 = _mm512_fmadd_ps(w, load_i8x16(v), a0);
-      a1 = _mm512_fmadd_ps(w, load_i8x16(v + 16), a1);
-      a2 = _mm512_fmadd_ps(w, load_i8x16(v + 32), a2);
-      a3 = _mm512_fmadd_ps(w, load_i8x16(v + 48), a3);
+  const int8_t *v0 = (const int8_t *)(rows + 2 * ng);
+  float w[HEAD_TILE][BRISK_ATTN_MAX_CHUNK];
+  for (int32_t g = 0; g < ng; g++) {
+    const int32_t i0 = g * BRISK_KVQ_GROUP;
+    const int32_t i1 = i0 + BRISK_KVQ_GROUP < hd ? i0 + BRISK_KVQ_GROUP : hd;
+    for (int32_t h0 = 0; h0 < nh; h0 += HEAD_TILE) {
+      const int32_t nt = nh - h0 < HEAD_TILE ? nh - h0 : HEAD_TILE;
+      group_weights_f16c(p + (size_t)h0 * BRISK_ATTN_MAX_CHUNK, nt, rows, rb, n, g, w);
+      float *a = acc + (size_t)h0 * hd;
+      int32_t i = i0;
+      if (i + 64 <= i1) {
+        ACC512(4)
+        i += 64;
+      }
+      for (; i + 16 <= i1; i += 16) ACC512(1)
+      accumulate_q8_elems(a, hd, w, nt, v0, rb, n, i, i1);
     }
-    _mm512_storeu_ps(acc + i, a0);
-    _mm512_storeu_ps(acc + i + 16, a1);
-    _mm512_storeu_ps(acc + i + 32, a2);
-    _mm512_storeu_ps(acc + i + 48, a3);
   }
-  for (; i + 16 <= hd; i += 16) {
-    const int32_t g = i / BRISK_KVQ_GROUP;
-    __m512 a = _mm512_loadu_ps(acc + i);
-    for (int32_t c = 0; c < n; c++) {
-      const uint8_t *row = rows + (size_t)c * rb;
-      const __m512 w = _mm512_set1_ps(p[c] * group_scale(row, g));
-      a = _mm512_fmadd_ps(w, load_i8x16((const int8_t *)(row + 2 * ng) + i), a);
-    }
-    _mm512_storeu_ps(acc + i, a);
-  }
-  for (; i + 8 <= hd; i += 8) {
-    const int32_t g = i / BRISK_KVQ_GROUP;
-    __m256 a = _mm256_loadu_ps(acc + i);
-    for (int32_t c = 0; c < n; c++) {
-      const uint8_t *row = rows + (size_t)c * rb;
-      const __m256 w = _mm256_set1_ps(p[c] * group_scale(row, g));
-      a = _mm256_fmadd_ps(w, load_i8x8((const int8_t *)(row + 2 * ng) + i), a);
-    }
-    _mm256_storeu_ps(acc + i, a);
-  }
-  accumulate_q8_tail(acc, p, rows, n, hd, i);
 }
 
 #endif
