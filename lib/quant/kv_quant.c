@@ -71,3 +71,20 @@ void brisk_kvq_dequantize_row(uint32_t dtype, const uint8_t *row, float *x, int3
       x[i] = s * (dtype == BRISK_KVQ_DTYPE_Q8 ? (float)(int8_t)q[i] : brisk_kvq_e4m3_to_f32(q[i]));
   }
 }
+
+void brisk_kvq_quantize_query(const float *x, int8_t *q, float *d, int32_t head_dim) {
+  for (int32_t b = 0; b < brisk_kvq_n_qblocks(head_dim); b++) {
+    int32_t i0 = b * BRISK_KVQ_QBLOCK, i1 = i0 + BRISK_KVQ_QBLOCK;
+    if (i1 > head_dim) i1 = head_dim;
+    float amax = 0;
+    for (int32_t i = i0; i < i1; i++)
+      amax = fabsf(x[i]) > amax || x[i] != x[i] ? fabsf(x[i]) : amax;
+    const float s = amax / 127.0f;
+    d[b] = s;
+    for (int32_t i = i0; i < i1; i++) {
+      /* Written so that NaN (x or s) lands on 0 before the conversion. */
+      float r = s > 0 && s <= 3.0e38f ? rintf(x[i] / s) : 0.0f;
+      q[i] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r == r ? (int32_t)r : 0);
+    }
+  }
+}

@@ -58,4 +58,21 @@ void brisk_kvq_quantize_row(uint32_t dtype, const float *x, uint8_t *row, int32_
 /* The row back: x[i] = s_g * value_i in float32. */
 void brisk_kvq_dequantize_row(uint32_t dtype, const uint8_t *row, float *x, int32_t head_dim);
 
+/* Values per scale of a query row quantized for the INT8 dot products
+ * against a Q8 cache (llama.cpp's q8_0 block; two per cache group). */
+#define BRISK_KVQ_QBLOCK 32
+
+static inline int32_t brisk_kvq_n_qblocks(int32_t head_dim) {
+  return (head_dim + BRISK_KVQ_QBLOCK - 1) / BRISK_KVQ_QBLOCK;
+}
+
+/* A query row x[head_dim] to INT8 for those dot products: per block of
+ * BRISK_KVQ_QBLOCK values d = largest |x| / 127 (kept in float32, unlike
+ * q8_0's F16, since it never goes to memory), q = x / d rounded to nearest
+ * even and clamped to +-127 (-128 is never written, so sign tricks on q
+ * cannot overflow); a zero d stores zeros, a NaN or infinite x stores 0
+ * with a NaN or infinite d, so the scores are not finite either. */
+void brisk_kvq_quantize_query(const float *x, int8_t *q /* [head_dim] */,
+                              float *d /* [brisk_kvq_n_qblocks] */, int32_t head_dim);
+
 #endif

@@ -729,7 +729,23 @@ static void run_attention(fixture *f, const attn_case *c) {
   float *q = rand_floats(f, qbytes / 4, -1, 1), *want = malloc(qbytes);
   brisk_attn_batch ab = {nq, qpos, qseq, tables, c->n_seqs, max_blocks};
   brisk_attn_params ap = {nh, 0.0f, c->window, c->softcap};
-  assert_int_equal(f->cpu->attention(f->cpu, &kv, kc, vc, q, &ab, &ap, want), 0);
+  if (c->dtype == BRISK_KVQ_DTYPE_Q8) {
+    /* The CPU reads an INT8 cache with an INT8-quantized query; this
+     * backend keeps the float query, whose reference is the F32 cache of
+     * the dequantized rows. */
+    const size_t n_rows = (size_t)n_blocks * (size_t)nkv * (size_t)bs;
+    const size_t rb = brisk_kvq_row_bytes(c->dtype, hd);
+    float *kf = malloc(n_rows * (size_t)hd * 4), *vf = malloc(n_rows * (size_t)hd * 4);
+    for (size_t r = 0; r < n_rows; r++) {
+      brisk_kvq_dequantize_row(c->dtype, (const uint8_t *)kc + r * rb, kf + r * (size_t)hd, hd);
+      brisk_kvq_dequantize_row(c->dtype, (const uint8_t *)vc + r * rb, vf + r * (size_t)hd, hd);
+    }
+    brisk_kv_layout kv32 = {BRISK_DTYPE_F32, n_blocks, nkv, bs, hd};
+    assert_int_equal(f->cpu->attention(f->cpu, &kv32, kf, vf, q, &ab, &ap, want), 0);
+    free(kf), free(vf);
+  } else {
+    assert_int_equal(f->cpu->attention(f->cpu, &kv, kc, vc, q, &ab, &ap, want), 0);
+  }
   float *dq = up(f, q, qbytes), *dout = up(f, want, qbytes);
   if (f->dev->attention(f->dev, &kv, dkc, dvc, dq, &ab, &ap, dout))
     fail_msg("attention: %s", brisk_last_error());

@@ -2,8 +2,9 @@
  * attention over a contiguous copy of each sequence's keys and values:
  * shuffled non-contiguous block tables, several sequences per batch, GQA
  * ratios 1/2/4/8, sliding windows, F16, F32, INT8 and FP8 caches (the
- * reference reads the values the reference quantizer gives back), odd head
- * sizes; and
+ * reference reads the values the reference quantizer gives back, and for
+ * INT8, whose scores are INT8 dot products, the query the reference query
+ * quantizer gives back), odd head sizes; and
  * batch and thread invariance, bit for bit. */
 #include "ops_test.h"
 
@@ -154,6 +155,8 @@ static double *reference(const attn_setup *S, const attn_case *c) {
   double scale = c->scale != 0 ? c->scale : 1 / sqrt((double)hd);
   double *out = malloc((size_t)S->batch.n_tokens * nh * hd * sizeof *out);
   double *w = malloc((size_t)(c->max_len + 1) * sizeof *w);
+  float qf[BRISK_MAX_HEAD_DIM], qd[BRISK_MAX_HEAD_DIM / BRISK_KVQ_QBLOCK + 1];
+  int8_t qq[BRISK_MAX_HEAD_DIM];
   for (int32_t t = 0; t < S->batch.n_tokens; t++) {
     int32_t p = S->positions[t], s = S->seq_of[t];
     int32_t lo = c->window > 0 ? p - c->window + 1 : 0;
@@ -161,12 +164,24 @@ static double *reference(const attn_setup *S, const attn_case *c) {
     for (int32_t h = 0; h < nh; h++) {
       const float *q = S->q + ((size_t)t * nh + h) * hd;
       int32_t g = h / c->group;
+      /* An INT8 cache is read by INT8 dot products: the scaled query (in
+       * float, as the kernels scale it) goes through the reference query
+       * quantizer, as the rows went through the row quantizer. */
+      const bool q8 = c->dtype == BRISK_KVQ_DTYPE_Q8;
+      if (q8) {
+        const float fs = c->scale != 0 ? c->scale : (float)(1 / sqrt((double)hd));
+        for (int32_t i = 0; i < hd; i++) qf[i] = q[i] * fs;
+        brisk_kvq_quantize_query(qf, qq, qd, hd);
+      }
       double m = -INFINITY, sum = 0;
       for (int32_t j = lo; j <= p; j++) {
         const float *k = S->k_seq[s] + ((size_t)j * nkv + g) * hd;
         double d = 0;
-        for (int32_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
-        w[j] = d * scale;
+        if (q8)
+          for (int32_t i = 0; i < hd; i++) d += (double)qd[i / BRISK_KVQ_QBLOCK] * qq[i] * k[i];
+        else
+          for (int32_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
+        w[j] = q8 ? d : d * scale;
         if (c->softcap > 0) w[j] = c->softcap * tanh(w[j] / c->softcap);
         m = fmax(m, w[j]);
       }

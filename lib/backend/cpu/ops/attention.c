@@ -1,9 +1,12 @@
 /* Paged attention on the CPU. A unit of work is one query token and a group
  * of query heads sharing a KV head: it walks the sequence's blocks in chunks
- * of keys, converts each chunk once to float32 for the whole group, and
- * keeps an online softmax (running max and sum) with float32 accumulators.
- * Quantized rows (INT8, FP8) are widened the same way, a chunk at a time,
- * so the arithmetic after the widening is the F32 cache's.
+ * of keys and keeps an online softmax (running max and sum) with float32
+ * accumulators. The kernels read F16 and INT8 rows in place where the
+ * table has kernels for them: F16 widened in registers (the F32 cache's
+ * arithmetic), INT8 by integer dot products with the query quantized to
+ * INT8 per 32 values (attn_kernels_q8.c). Otherwise (FP8, and F16 on the
+ * scalar and NEON tables) a chunk is widened once to float32 for the whole
+ * group, so the arithmetic after the widening is the F32 cache's.
  * Chunk boundaries depend only on the query's position, the window, the
  * block size and head_dim, and each head's arithmetic only on its own data,
  * so a query's result is bitwise the same whatever else is in the batch,
@@ -13,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "quant/kv_quant.h"
 
 #include <math.h>
 
@@ -23,6 +27,10 @@
 /* At most this many heads per unit, so that wide GQA groups still split
  * over threads. */
 #define MAX_GROUP 16
+/* Keys requested ahead of the chunk being computed. */
+#ifndef PREFETCH_KEYS
+#  define PREFETCH_KEYS 64
+#endif
 
 typedef struct attn_job {
   const brisk_kv_layout *kv;
@@ -73,25 +81,41 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
   const int32_t *table =
       j->batch->block_tables + (int64_t)j->batch->seq_of_token[t] * j->batch->max_blocks;
   const bool f16 = kv->dtype == BRISK_DTYPE_F16, quant = brisk_kvq_is_quantized(kv->dtype);
-  float qs[SCRATCH], acc[SCRATCH];    // [nh][hd] each
-  float kbuf[SCRATCH], vbuf[SCRATCH]; // [keys_per_chunk][hd] each, for F16 and quantized caches
-  float sc[BRISK_ATTN_MAX_CHUNK] __attribute__((aligned(32))) = {0};
+  /* Rows read in place, without the float32 copy of the chunk. */
+  const bool q8 = kv->dtype == BRISK_KVQ_DTYPE_Q8 && kern->scores_q8;
+  const bool f16_direct = f16 && kern->scores_f16;
+  const int32_t nqb = brisk_kvq_n_qblocks(hd);
+  float qs[SCRATCH], acc[SCRATCH];                  // [nh][hd] each
+  float kbuf[SCRATCH], vbuf[SCRATCH];               // [keys_per_chunk][hd] each, for widened rows
+  int8_t qq[SCRATCH];                               // [nh][hd]: the INT8 queries (q8)
+  float qd[SCRATCH / BRISK_KVQ_QBLOCK + MAX_GROUP]; // [nh][nqb]: their block scales
+  /* Each head's scores, then probabilities, of a chunk. */
+  float scs[MAX_GROUP][BRISK_ATTN_MAX_CHUNK] __attribute__((aligned(32)));
   float m[MAX_GROUP], l[MAX_GROUP];
   for (int32_t g = 0; g < nh; g++) {
     const float *q = j->q + ((int64_t)t * j->n_heads + h0 + g) * hd;
     for (int32_t i = 0; i < hd; i++) qs[g * hd + i] = q[i] * j->scale, acc[g * hd + i] = 0;
+    if (q8) brisk_kvq_quantize_query(qs + g * hd, qq + g * hd, qd + g * nqb, hd);
     m[g] = -INFINITY, l[g] = 0;
   }
-  for (int32_t pos = brisk_attn_first_key(p, j->window); pos <= p;) {
+  int32_t ahead = brisk_attn_first_key(p, j->window); /* next chunk to prefetch */
+  for (int32_t pos = ahead; pos <= p;) {
     const int32_t n = chunk_len(j, pos, p);
     const int64_t row = ((int64_t)table[pos / bs] * kv->n_kv_heads + kvh) * bs + pos % bs;
     const int64_t at = row * hd;
-    if (pos + n <= p) prefetch_chunk(j, table, kvh, pos + n, p);
-    const float *kf, *vf; // [n][hd]
-    if (quant) {
-      const int64_t off = row * (int64_t)j->row_bytes;
-      kern->dequant_rows(kv->dtype, (const uint8_t *)j->k_cache + off, n, hd, kbuf);
-      kern->dequant_rows(kv->dtype, (const uint8_t *)j->v_cache + off, n, hd, vbuf);
+    /* Keep PREFETCH_KEYS keys in flight: one chunk ahead is too short a
+     * distance for the memory latency when a chunk computes quickly (8-bit
+     * rows, small groups). */
+    for (; ahead <= p && ahead < pos + n + PREFETCH_KEYS; ahead += chunk_len(j, ahead, p))
+      if (ahead >= pos + n) prefetch_chunk(j, table, kvh, ahead, p);
+    const float *kf = NULL, *vf = NULL; // [n][hd] float32 rows, unless read in place
+    const uint8_t *kr = (const uint8_t *)j->k_cache + row * (int64_t)j->row_bytes;
+    const uint8_t *vr = (const uint8_t *)j->v_cache + row * (int64_t)j->row_bytes;
+    if (q8 || f16_direct) {
+      /* kr, vr */
+    } else if (quant) {
+      kern->dequant_rows(kv->dtype, kr, n, hd, kbuf);
+      kern->dequant_rows(kv->dtype, vr, n, hd, vbuf);
       kf = kbuf, vf = vbuf;
     } else if (f16) {
       kern->f16_to_f32((const uint16_t *)j->k_cache + at, kbuf, (size_t)n * hd);
@@ -101,7 +125,13 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
       kf = (const float *)j->k_cache + at, vf = (const float *)j->v_cache + at;
     }
     for (int32_t g = 0; g < nh; g++) {
-      kern->scores(qs + g * hd, kf, n, hd, sc);
+      float *sc = scs[g];
+      if (q8)
+        kern->scores_q8(qq + g * hd, qd + g * nqb, kr, n, hd, sc);
+      else if (f16_direct)
+        kern->scores_f16(qs + g * hd, (const uint16_t *)j->k_cache + at, n, hd, sc);
+      else
+        kern->scores(qs + g * hd, kf, n, hd, sc);
       if (j->softcap > 0)
         for (int32_t c = 0; c < n; c++) sc[c] = j->softcap * tanhf(sc[c] / j->softcap);
       float cm = -INFINITY;
@@ -114,8 +144,16 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
       }
       kern->exp_shift(sc, n, m[g]);
       for (int32_t c = 0; c < n; c++) l[g] += sc[c];
-      kern->accumulate(acc + g * hd, sc, vf, n, hd);
+      if (q8)
+        continue; /* below, all heads at once */
+      else if (f16_direct)
+        kern->accumulate_f16(acc + g * hd, sc, (const uint16_t *)j->v_cache + at, n, hd);
+      else
+        kern->accumulate(acc + g * hd, sc, vf, n, hd);
     }
+    /* Each value row widened once for the whole group (each head's sums are
+     * still its own, in key order). */
+    if (q8) kern->accumulate_q8(acc, &scs[0][0], nh, vr, n, hd);
     pos += n;
   }
   for (int32_t g = 0; g < nh; g++) {
@@ -167,10 +205,11 @@ brisk_status brisk_cpu_ops_attention(brisk_backend *be, const brisk_kv_layout *k
       .scale = params->scale != 0 ? params->scale : (float)(1.0 / sqrt((double)kv->head_dim)),
       .softcap = params->softcap,
   };
-  job.kern = c->avx512 ? brisk_attn_kernels_avx512()
-             : c->avx2 ? brisk_attn_kernels_avx2()
-             : c->neon ? brisk_attn_kernels_neon()
-                       : brisk_attn_kernels_scalar();
+  job.kern = c->avx512    ? brisk_attn_kernels_avx512()
+             : c->avxvnni ? brisk_attn_kernels_avxvnni()
+             : c->avx2    ? brisk_attn_kernels_avx2()
+             : c->neon    ? brisk_attn_kernels_neon()
+                          : brisk_attn_kernels_scalar();
   int64_t n_units = (int64_t)batch->n_tokens * kv->n_kv_heads * job.units_per_kv_head;
   double work = 4.0 * n_keys * params->n_heads * kv->head_dim;
   brisk_cpu_ops_parallel(c->pool, n_units, 1, work, attend_range, &job);

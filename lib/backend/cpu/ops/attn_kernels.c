@@ -42,9 +42,19 @@ void brisk_attn_dequant_rows_scalar(uint32_t dtype, const uint8_t *rows, int32_t
     brisk_kvq_dequantize_row(dtype, rows + (size_t)r * rb, dst + (int64_t)r * hd, hd);
 }
 
+/* F16 rows are widened a chunk at a time (scores_f16 NULL): the scalar
+ * path is the portable reference, not a fast one. */
 static const brisk_attn_kernels scalar_kernels = {
-    scores_scalar, exp_shift_scalar,       accumulate_scalar,
-    scale_scalar,  brisk_f16_to_f32_array, brisk_attn_dequant_rows_scalar,
+    scores_scalar,
+    exp_shift_scalar,
+    accumulate_scalar,
+    scale_scalar,
+    brisk_f16_to_f32_array,
+    brisk_attn_dequant_rows_scalar,
+    NULL,
+    NULL,
+    brisk_attn_scores_q8_scalar,
+    brisk_attn_accumulate_q8_scalar,
 };
 
 const brisk_attn_kernels *brisk_attn_kernels_scalar(void) { return &scalar_kernels; }
@@ -187,15 +197,108 @@ BRISK_AVX2 void brisk_attn_dequant_rows_avx2(uint32_t dtype, const uint8_t *rows
   }
 }
 
+/* scores_avx2 and accumulate_avx2 reading F16 rows: each half widened in
+ * a register (exact), then the same operations in the same order. */
+BRISK_AVX2 static void scores_f16_avx2(const float *q, const uint16_t *k, int32_t n, int32_t hd,
+                                       float *sc) {
+  int32_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    const uint16_t *kc = k + (int64_t)c * hd;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    int32_t i = 0;
+    for (; i + 8 <= hd; i += 8) {
+      __m256 qv = _mm256_loadu_ps(q + i);
+      a0 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + i), a0);
+      a1 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + hd + i), a1);
+      a2 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 2 * hd + i), a2);
+      a3 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 3 * hd + i), a3);
+      a4 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 4 * hd + i), a4);
+      a5 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 5 * hd + i), a5);
+      a6 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 6 * hd + i), a6);
+      a7 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 7 * hd + i), a7);
+    }
+    _mm256_storeu_ps(sc + c, sum8(a0, a1, a2, a3, a4, a5, a6, a7));
+    for (; i < hd; i++)
+      for (int32_t j = 0; j < 8; j++) sc[c + j] += q[i] * brisk_f16_to_f32(kc[(int64_t)j * hd + i]);
+  }
+  for (; c < n; c++) {
+    const uint16_t *kc = k + (int64_t)c * hd;
+    __m256 a = _mm256_setzero_ps();
+    int32_t i = 0;
+    for (; i + 8 <= hd; i += 8)
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), brisk_avx2_load_f16(kc + i), a);
+    float s = brisk_avx2_hsum(a);
+    for (; i < hd; i++) s += q[i] * brisk_f16_to_f32(kc[i]);
+    sc[c] = s;
+  }
+}
+
+BRISK_AVX2 static void accumulate_f16_avx2(float *acc, const float *p, const uint16_t *v, int32_t n,
+                                           int32_t hd) {
+  int32_t i = 0;
+  for (; i + 32 <= hd; i += 32) {
+    __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
+    __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
+    for (int32_t c = 0; c < n; c++) {
+      const uint16_t *vc = v + (int64_t)c * hd + i;
+      __m256 pc = _mm256_set1_ps(p[c]);
+      a0 = _mm256_fmadd_ps(pc, brisk_avx2_load_f16(vc), a0);
+      a1 = _mm256_fmadd_ps(pc, brisk_avx2_load_f16(vc + 8), a1);
+      a2 = _mm256_fmadd_ps(pc, brisk_avx2_load_f16(vc + 16), a2);
+      a3 = _mm256_fmadd_ps(pc, brisk_avx2_load_f16(vc + 24), a3);
+    }
+    _mm256_storeu_ps(acc + i, a0);
+    _mm256_storeu_ps(acc + i + 8, a1);
+    _mm256_storeu_ps(acc + i + 16, a2);
+    _mm256_storeu_ps(acc + i + 24, a3);
+  }
+  for (; i + 8 <= hd; i += 8) {
+    __m256 a = _mm256_loadu_ps(acc + i);
+    for (int32_t c = 0; c < n; c++)
+      a = _mm256_fmadd_ps(_mm256_set1_ps(p[c]), brisk_avx2_load_f16(v + (int64_t)c * hd + i), a);
+    _mm256_storeu_ps(acc + i, a);
+  }
+  for (; i < hd; i++) {
+    float a = acc[i];
+    for (int32_t c = 0; c < n; c++) a += p[c] * brisk_f16_to_f32(v[(int64_t)c * hd + i]);
+    acc[i] = a;
+  }
+}
+
 static const brisk_attn_kernels avx2_kernels = {
-    scores_avx2, exp_shift_avx2,  accumulate_avx2,
-    scale_avx2,  f16_to_f32_avx2, brisk_attn_dequant_rows_avx2,
+    scores_avx2,
+    exp_shift_avx2,
+    accumulate_avx2,
+    scale_avx2,
+    f16_to_f32_avx2,
+    brisk_attn_dequant_rows_avx2,
+    scores_f16_avx2,
+    accumulate_f16_avx2,
+    brisk_attn_scores_q8_avx2,
+    brisk_attn_accumulate_q8_avx2,
 };
 
 const brisk_attn_kernels *brisk_attn_kernels_avx2(void) { return &avx2_kernels; }
 
+/* The AVX2 kernels with the AVX-VNNI INT8 scores. */
+static const brisk_attn_kernels avxvnni_kernels = {
+    scores_avx2,
+    exp_shift_avx2,
+    accumulate_avx2,
+    scale_avx2,
+    f16_to_f32_avx2,
+    brisk_attn_dequant_rows_avx2,
+    scores_f16_avx2,
+    accumulate_f16_avx2,
+    brisk_attn_scores_q8_avxvnni,
+    brisk_attn_accumulate_q8_avx2,
+};
+
+const brisk_attn_kernels *brisk_attn_kernels_avxvnni(void) { return &avxvnni_kernels; }
+
 #else
 
 const brisk_attn_kernels *brisk_attn_kernels_avx2(void) { return NULL; }
+const brisk_attn_kernels *brisk_attn_kernels_avxvnni(void) { return NULL; }
 
 #endif

@@ -78,9 +78,19 @@ static void f16_to_f32_neon(const uint16_t *src, float *dst, size_t n) {
   for (; i < n; i++) dst[i] = brisk_f16_to_f32(src[i]);
 }
 
+/* F16 rows are widened a chunk at a time; INT8 rows take the scalar
+ * integer kernels (no sdot version yet). */
 static const brisk_attn_kernels neon_kernels = {
-    scores_neon, exp_shift_neon,  accumulate_neon,
-    scale_neon,  f16_to_f32_neon, brisk_attn_dequant_rows_scalar,
+    scores_neon,
+    exp_shift_neon,
+    accumulate_neon,
+    scale_neon,
+    f16_to_f32_neon,
+    brisk_attn_dequant_rows_scalar,
+    NULL,
+    NULL,
+    brisk_attn_scores_q8_scalar,
+    brisk_attn_accumulate_q8_scalar,
 };
 
 const brisk_attn_kernels *brisk_attn_kernels_neon(void) { return &neon_kernels; }

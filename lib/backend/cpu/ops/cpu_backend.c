@@ -172,6 +172,8 @@ brisk_status brisk_backend_cpu_create(brisk_threadpool *pool, brisk_cpu_isa isa,
   cb->ctx.avx2 = avx2;
   cb->ctx.neon = neon;
   cb->ctx.avx512 = avx2 && level >= BRISK_ISA_AVX512;
+  /* The level may be forced on an AVX-512 CPU that lacks the VEX form. */
+  cb->ctx.avxvnni = avx2 && level == BRISK_ISA_AVXVNNI && brisk_cpu()->avxvnni;
   cb->ctx.mm_isa = (int)level;
   cb->base = (brisk_backend){
       .name = level == BRISK_ISA_AVX512         ? "cpu-avx512"

@@ -17,6 +17,7 @@ typedef struct brisk_cpu_ctx {
   bool avx2;              /* AVX2 + FMA + F16C kernels chosen */
   bool neon;              /* aarch64 NEON kernels chosen */
   bool avx512;            /* AVX-512 F kernels chosen (level BRISK_ISA_AVX512) */
+  bool avxvnni;           /* level BRISK_ISA_AVXVNNI on a CPU with AVX-VNNI (INT8 attention) */
   int mm_isa;             /* brisk_isa_level cap of the matmul kernels */
   void *workspace;        /* [workspace_size] bytes of matmul scratch, grown on demand */
   size_t workspace_size;
