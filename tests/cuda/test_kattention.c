@@ -213,8 +213,27 @@ static void check_case(brisk_backend *cpu, const acase *c, test_rng *r) {
   float *out = dev_alloc(nq * sizeof *out), *ref = malloc(nq * sizeof *ref);
   brisk_attn_batch batch = {S.n_tokens, S.positions, S.seq_of, S.tables, c->n_seqs, S.max_blocks};
   brisk_attn_params params = {nh, c->scale, c->window, c->softcap};
-  assert_int_equal(cpu->attention(cpu, &S.kv, S.k_cache, S.v_cache, S.q, &batch, &params, ref),
-                   BRISK_OK);
+  if (c->dtype == BRISK_KVQ_DTYPE_Q8) {
+    /* The CPU reads an INT8 cache with an INT8-quantized query; the kernel
+     * keeps the float query, whose reference is the F32 cache of the
+     * dequantized rows. */
+    const size_t n_rows = (size_t)S.kv.n_blocks * (size_t)S.kv.n_kv_heads * (size_t)S.kv.block_size;
+    const size_t rb = brisk_kvq_row_bytes(c->dtype, hd);
+    float *kf = malloc(n_rows * (size_t)hd * 4), *vf = malloc(n_rows * (size_t)hd * 4);
+    for (size_t q = 0; q < n_rows; q++) {
+      brisk_kvq_dequantize_row(c->dtype, (const uint8_t *)S.k_cache + q * rb, kf + q * (size_t)hd,
+                               hd);
+      brisk_kvq_dequantize_row(c->dtype, (const uint8_t *)S.v_cache + q * rb, vf + q * (size_t)hd,
+                               hd);
+    }
+    brisk_kv_layout kv32 = S.kv;
+    kv32.dtype = BRISK_DTYPE_F32;
+    assert_int_equal(cpu->attention(cpu, &kv32, kf, vf, S.q, &batch, &params, ref), BRISK_OK);
+    free(kf), free(vf);
+  } else {
+    assert_int_equal(cpu->attention(cpu, &S.kv, S.k_cache, S.v_cache, S.q, &batch, &params, ref),
+                     BRISK_OK);
+  }
   brisk_kattn_desc d = desc_of(&S, c, scale);
   const int32_t max_ctx = S.max_blocks * c->block_size;
   run_kernel(&S, c, &d, S.positions, S.seq_of, S.q, max_ctx, out);
