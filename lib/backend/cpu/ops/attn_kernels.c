@@ -71,38 +71,56 @@ BRISK_AVX2 static inline __m256 sum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3,
 
 /* Eight keys at a time, one accumulator each, reduced together: no
  * horizontal sum per key. Leftover keys (n % 8) take a plain dot. */
-BRISK_AVX2 static void scores_avx2(const float *q, const float *k, int32_t n, int32_t hd,
-                                   float *sc) {
+/* Key rows read as stored: F32, or F16 with each half widened in a
+ * register (exact). One body for both, so the two do the same operations in
+ * the same order; `f16` is a constant in each caller. */
+BRISK_AVX2 static inline __attribute__((always_inline)) __m256 row8(const void *r, int64_t at,
+                                                                    bool f16) {
+  return f16 ? brisk_avx2_load_f16((const uint16_t *)r + at)
+             : _mm256_loadu_ps((const float *)r + at);
+}
+
+static inline __attribute__((always_inline)) float row1(const void *r, int64_t at, bool f16) {
+  return f16 ? brisk_f16_to_f32(((const uint16_t *)r)[at]) : ((const float *)r)[at];
+}
+
+BRISK_AVX2 static inline __attribute__((always_inline)) void
+scores_rows(const float *q, const void *k, int32_t n, int32_t hd, float *sc, bool f16) {
   int32_t c = 0;
   for (; c + 8 <= n; c += 8) {
-    const float *kc = k + (int64_t)c * hd;
+    const int64_t kc = (int64_t)c * hd;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     int32_t i = 0;
     for (; i + 8 <= hd; i += 8) {
       __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + i), a0);
-      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + hd + i), a1);
-      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 2 * hd + i), a2);
-      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 3 * hd + i), a3);
-      a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 4 * hd + i), a4);
-      a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 5 * hd + i), a5);
-      a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 6 * hd + i), a6);
-      a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kc + 7 * hd + i), a7);
+      a0 = _mm256_fmadd_ps(qv, row8(k, kc + i, f16), a0);
+      a1 = _mm256_fmadd_ps(qv, row8(k, kc + hd + i, f16), a1);
+      a2 = _mm256_fmadd_ps(qv, row8(k, kc + 2 * hd + i, f16), a2);
+      a3 = _mm256_fmadd_ps(qv, row8(k, kc + 3 * hd + i, f16), a3);
+      a4 = _mm256_fmadd_ps(qv, row8(k, kc + 4 * hd + i, f16), a4);
+      a5 = _mm256_fmadd_ps(qv, row8(k, kc + 5 * hd + i, f16), a5);
+      a6 = _mm256_fmadd_ps(qv, row8(k, kc + 6 * hd + i, f16), a6);
+      a7 = _mm256_fmadd_ps(qv, row8(k, kc + 7 * hd + i, f16), a7);
     }
     _mm256_storeu_ps(sc + c, sum8(a0, a1, a2, a3, a4, a5, a6, a7));
     for (; i < hd; i++)
-      for (int32_t j = 0; j < 8; j++) sc[c + j] += q[i] * kc[(int64_t)j * hd + i];
+      for (int32_t j = 0; j < 8; j++) sc[c + j] += q[i] * row1(k, kc + (int64_t)j * hd + i, f16);
   }
   for (; c < n; c++) {
-    const float *kc = k + (int64_t)c * hd;
+    const int64_t kc = (int64_t)c * hd;
     __m256 a = _mm256_setzero_ps();
     int32_t i = 0;
     for (; i + 8 <= hd; i += 8)
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kc + i), a);
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), row8(k, kc + i, f16), a);
     float s = brisk_avx2_hsum(a);
-    for (; i < hd; i++) s += q[i] * kc[i];
+    for (; i < hd; i++) s += q[i] * row1(k, kc + i, f16);
     sc[c] = s;
   }
+}
+
+BRISK_AVX2 static void scores_avx2(const float *q, const float *k, int32_t n, int32_t hd,
+                                   float *sc) {
+  scores_rows(q, k, n, hd, sc, false);
 }
 
 BRISK_AVX2 static void exp_shift_avx2(float *sc, int32_t n, float m) {
@@ -114,19 +132,19 @@ BRISK_AVX2 static void exp_shift_avx2(float *sc, int32_t n, float m) {
 /* Output slices outermost, keys inside: each slice of acc stays in a
  * register across the chunk, and four slices at once keep four independent
  * FMA chains in flight. Per element the keys are still added in order. */
-BRISK_AVX2 static void accumulate_avx2(float *acc, const float *p, const float *v, int32_t n,
-                                       int32_t hd) {
+BRISK_AVX2 static inline __attribute__((always_inline)) void
+accumulate_rows(float *acc, const float *p, const void *v, int32_t n, int32_t hd, bool f16) {
   int32_t i = 0;
   for (; i + 32 <= hd; i += 32) {
     __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
     __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
     for (int32_t c = 0; c < n; c++) {
-      const float *vc = v + (int64_t)c * hd + i;
+      const int64_t vc = (int64_t)c * hd + i;
       __m256 pc = _mm256_set1_ps(p[c]);
-      a0 = _mm256_fmadd_ps(pc, _mm256_loadu_ps(vc), a0);
-      a1 = _mm256_fmadd_ps(pc, _mm256_loadu_ps(vc + 8), a1);
-      a2 = _mm256_fmadd_ps(pc, _mm256_loadu_ps(vc + 16), a2);
-      a3 = _mm256_fmadd_ps(pc, _mm256_loadu_ps(vc + 24), a3);
+      a0 = _mm256_fmadd_ps(pc, row8(v, vc, f16), a0);
+      a1 = _mm256_fmadd_ps(pc, row8(v, vc + 8, f16), a1);
+      a2 = _mm256_fmadd_ps(pc, row8(v, vc + 16, f16), a2);
+      a3 = _mm256_fmadd_ps(pc, row8(v, vc + 24, f16), a3);
     }
     _mm256_storeu_ps(acc + i, a0);
     _mm256_storeu_ps(acc + i + 8, a1);
@@ -136,14 +154,19 @@ BRISK_AVX2 static void accumulate_avx2(float *acc, const float *p, const float *
   for (; i + 8 <= hd; i += 8) {
     __m256 a = _mm256_loadu_ps(acc + i);
     for (int32_t c = 0; c < n; c++)
-      a = _mm256_fmadd_ps(_mm256_set1_ps(p[c]), _mm256_loadu_ps(v + (int64_t)c * hd + i), a);
+      a = _mm256_fmadd_ps(_mm256_set1_ps(p[c]), row8(v, (int64_t)c * hd + i, f16), a);
     _mm256_storeu_ps(acc + i, a);
   }
   for (; i < hd; i++) {
     float a = acc[i];
-    for (int32_t c = 0; c < n; c++) a += p[c] * v[(int64_t)c * hd + i];
+    for (int32_t c = 0; c < n; c++) a += p[c] * row1(v, (int64_t)c * hd + i, f16);
     acc[i] = a;
   }
+}
+
+BRISK_AVX2 static void accumulate_avx2(float *acc, const float *p, const float *v, int32_t n,
+                                       int32_t hd) {
+  accumulate_rows(acc, p, v, n, hd, false);
 }
 
 BRISK_AVX2 static void scale_avx2(float *x, float s, int32_t n) {
@@ -197,72 +220,15 @@ BRISK_AVX2 void brisk_attn_dequant_rows_avx2(uint32_t dtype, const uint8_t *rows
   }
 }
 
-/* scores_avx2 and accumulate_avx2 reading F16 rows: each half widened in
- * a register (exact), then the same operations in the same order. */
+/* scores_avx2 and accumulate_avx2 reading F16 rows in place. */
 BRISK_AVX2 static void scores_f16_avx2(const float *q, const uint16_t *k, int32_t n, int32_t hd,
                                        float *sc) {
-  int32_t c = 0;
-  for (; c + 8 <= n; c += 8) {
-    const uint16_t *kc = k + (int64_t)c * hd;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    int32_t i = 0;
-    for (; i + 8 <= hd; i += 8) {
-      __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + i), a0);
-      a1 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + hd + i), a1);
-      a2 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 2 * hd + i), a2);
-      a3 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 3 * hd + i), a3);
-      a4 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 4 * hd + i), a4);
-      a5 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 5 * hd + i), a5);
-      a6 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 6 * hd + i), a6);
-      a7 = _mm256_fmadd_ps(qv, brisk_avx2_load_f16(kc + 7 * hd + i), a7);
-    }
-    _mm256_storeu_ps(sc + c, sum8(a0, a1, a2, a3, a4, a5, a6, a7));
-    for (; i < hd; i++)
-      for (int32_t j = 0; j < 8; j++) sc[c + j] += q[i] * brisk_f16_to_f32(kc[(int64_t)j * hd + i]);
-  }
-  for (; c < n; c++) {
-    const uint16_t *kc = k + (int64_t)c * hd;
-    __m256 a = _mm256_setzero_ps();
-    int32_t i = 0;
-    for (; i + 8 <= hd; i += 8)
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), brisk_avx2_load_f16(kc + i), a);
-    float s = brisk_avx2_hsum(a);
-    for (; i < hd; i++) s += q[i] * brisk_f16_to_f32(kc[i]);
-    sc[c] = s;
-  }
+  scores_rows(q, k, n, hd, sc, true);
 }
 
 BRISK_AVX2 static void accumulate_f16_avx2(float *acc, const float *p, const uint16_t *v, int32_t n,
                                            int32_t hd) {
-  int32_t i = 0;
-  for (; i + 32 <= hd; i += 32) {
-    __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
-    __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
-    for (int32_t c = 0; c < n; c++) {
-      const uint16_t *vc = v + (int64_t)c * hd + i;
-      __m256 pc = _mm256_set1_ps(p[c]);
-      a0 = _mm256_fmadd_ps(pc, brisk_avx2_load_f16(vc), a0);
-      a1 = _mm256_fmadd_ps(pc, brisk_avx2_load_f16(vc + 8), a1);
-      a2 = _mm256_fmadd_ps(pc, brisk_avx2_load_f16(vc + 16), a2);
-      a3 = _mm256_fmadd_ps(pc, brisk_avx2_load_f16(vc + 24), a3);
-    }
-    _mm256_storeu_ps(acc + i, a0);
-    _mm256_storeu_ps(acc + i + 8, a1);
-    _mm256_storeu_ps(acc + i + 16, a2);
-    _mm256_storeu_ps(acc + i + 24, a3);
-  }
-  for (; i + 8 <= hd; i += 8) {
-    __m256 a = _mm256_loadu_ps(acc + i);
-    for (int32_t c = 0; c < n; c++)
-      a = _mm256_fmadd_ps(_mm256_set1_ps(p[c]), brisk_avx2_load_f16(v + (int64_t)c * hd + i), a);
-    _mm256_storeu_ps(acc + i, a);
-  }
-  for (; i < hd; i++) {
-    float a = acc[i];
-    for (int32_t c = 0; c < n; c++) a += p[c] * brisk_f16_to_f32(v[(int64_t)c * hd + i]);
-    acc[i] = a;
-  }
+  accumulate_rows(acc, p, v, n, hd, true);
 }
 
 static const brisk_attn_kernels avx2_kernels = {
