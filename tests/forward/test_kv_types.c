@@ -124,9 +124,12 @@ static void test_shared_models(void **state) {
      * ids) is the most sensitive: FP8 moves its worst row by 0.5-0.9 of
      * the row's norm over random prompts (an attention that flips to other
      * keys), so FP8 is no cache for such a model; the bound only catches a
-     * broken path (an error of the logits' own size or more). */
+     * broken path (an error of the logits' own size or more). INT8, read
+     * with an INT8-quantized query, moves its worst row by 0.15-0.25 over
+     * most random prompts and up to 0.53 over some (seed 1798206786), the
+     * same flip of a sharp attention; 0.8 keeps that margin. */
     bool stories = strstr(models[i], "stories") != NULL;
-    compare(models[i], m, toks, n, stories ? 0.4 : 0.05, stories ? 1.2 : 0.15);
+    compare(models[i], m, toks, n, stories ? 0.8 : 0.05, stories ? 1.2 : 0.15);
     free(toks);
     brisk_model_free(m);
     ran++;
