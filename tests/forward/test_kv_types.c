@@ -64,9 +64,10 @@ static float *forced_logits(const brisk_model *m, brisk_kv_type kv, const int32_
  * relative L2 error, for the F16 cache (the reference's own rounding noise:
  * on models with quantized weights the activations are quantized too, and
  * any change in K/V moves their rounding) and the two 8-bit caches, whose
- * worst-row errors must stay under the bounds given. */
+ * worst-row errors (or, with on_mean, mean-row errors) must stay under the
+ * bounds given. */
 static void compare(const char *name, const brisk_model *m, const int32_t *toks, int n,
-                    double q8_bound, double fp8_bound) {
+                    double q8_bound, double fp8_bound, bool on_mean) {
   const size_t nv = (size_t)brisk_model_n_vocab(m);
   float *ref = forced_logits(m, BRISK_KV_F32, toks, n, NULL);
   for (int k = 1; k < 4; k++) {
@@ -91,8 +92,10 @@ static void compare(const char *name, const brisk_model *m, const int32_t *toks,
     double bound = kinds[k] == BRISK_KV_Q8_0       ? q8_bound
                    : kinds[k] == BRISK_KV_FP8_E4M3 ? fp8_bound
                                                    : 1e9;
-    if (worst_rel > bound)
-      fail_msg("%s %s: worst row relative L2 %g (bound %g)", name, kind_names[k], worst_rel, bound);
+    double err = on_mean ? mean_rel : worst_rel;
+    if (err > bound)
+      fail_msg("%s %s: %s row relative L2 %g (bound %g)", name, kind_names[k],
+               on_mean ? "mean" : "worst", err, bound);
     free(got);
   }
   free(ref);
@@ -121,15 +124,19 @@ static void test_shared_models(void **state) {
     /* 8-bit K/V: ~0.4% (INT8) / 3% (FP8) relative error per value, of
      * which the logits keep a fraction. */
     /* stories260K (F32 weights, head_dim 8, sharp attention over random
-     * ids) is the most sensitive: FP8 moves its worst row by 0.5-0.9 of
-     * the row's norm over random prompts (an attention that flips to other
-     * keys), so FP8 is no cache for such a model; the bound only catches a
-     * broken path (an error of the logits' own size or more). INT8, read
-     * with an INT8-quantized query, moves its worst row by 0.15-0.25 over
-     * most random prompts and up to 0.53 over some (seed 1798206786), the
-     * same flip of a sharp attention; 0.8 keeps that margin. */
+     * ids) is the most sensitive: over random prompts one row's attention
+     * can flip to other keys, and that row's error is then of the row's own
+     * size (FP8: worst rows 0.5-1.6 of the row's norm, seed 1798558890 gave
+     * 1.63; INT8 with its INT8 query: 0.15-0.53). A worst-row bound cannot
+     * tell such a flip from a broken path there, so for this model the
+     * bound is on the mean row error (observed: INT8 0.035-0.042, FP8 about
+     * 0.15), which a broken path (errors of the logits' own size on every
+     * row) exceeds many times over. */
     bool stories = strstr(models[i], "stories") != NULL;
-    compare(models[i], m, toks, n, stories ? 0.8 : 0.05, stories ? 1.2 : 0.15);
+    if (stories)
+      compare(models[i], m, toks, n, 0.15, 0.45, true);
+    else
+      compare(models[i], m, toks, n, 0.05, 0.15, false);
     free(toks);
     brisk_model_free(m);
     ran++;
@@ -171,7 +178,7 @@ static void test_smollm2(void **state) {
     SKIP_BECAUSE("the shared DESIGN.md is missing or shorter than %d tokens", n);
   }
   /* Logit error on the first 256 tokens (all four caches). */
-  compare("SmolLM2-135M", m, toks, 256, 0.5, 0.5);
+  compare("SmolLM2-135M", m, toks, 256, 0.5, 0.5, false);
   /* Top-1 agreement with the F16 cache over 2048 teacher-forced positions,
    * and the F32 cache's own as the yardstick: this model's weights are
    * Q4_1, its activations are quantized on the way into every matmul, and
