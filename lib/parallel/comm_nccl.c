@@ -35,7 +35,10 @@ typedef struct nccl_rank {
   void *stream;
   void *scratch; /* device memory, scratch_cap bytes */
   size_t scratch_cap;
-  bool comm_aborted; /* its NCCL communicator was aborted (nothing to destroy) */
+  /* its NCCL communicator was aborted (nothing to destroy, unless the
+   * runtime's abort_keeps); atomic, as the rank's own thread and rank 0's
+   * failure path may abort it at once, and NCCL's abort must run once */
+  atomic_bool comm_aborted;
 } nccl_rank;
 
 static nccl_rank *rank_of(brisk_comm *c) { return c->impl; }
@@ -53,8 +56,7 @@ static brisk_status cancelled(void) {
 }
 
 static void abort_own(nccl_rank *r) {
-  if (r->comm_aborted) return;
-  r->comm_aborted = true;
+  if (atomic_exchange(&r->comm_aborted, true)) return;
   (void)r->rt->comm_abort(r->comm);
 }
 
@@ -181,7 +183,8 @@ static void nccl_abort(brisk_comm *c) {
 }
 
 static void rank_free(nccl_rank *r) {
-  if (r->comm && !r->comm_aborted) (void)r->rt->comm_destroy(r->comm);
+  if (r->comm && (!atomic_load(&r->comm_aborted) || r->rt->abort_keeps))
+    (void)r->rt->comm_destroy(r->comm);
   if (r->scratch) (void)r->rt->free(r->scratch);
   if (r->stream) (void)r->rt->stream_destroy(r->stream);
   if (r->group && atomic_fetch_sub(&r->group->alive, 1) == 1) brisk_free(r->group);

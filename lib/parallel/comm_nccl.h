@@ -64,8 +64,13 @@ typedef struct brisk_nccl_rt {
   int (*recv)(void *buf, size_t bytes, int peer, void *comm, void *stream);
   /* 0, or the error NCCL found in the background (a peer that went away). */
   int (*async_error)(void *comm);
+  /* NCCL's abort frees the communicator (nothing to destroy after it),
+   * unless abort_keeps: then it only wakes it, and comm_destroy frees it
+   * once the rank's own thread is done with it (the emulation, whose
+   * collectives run in that thread while another thread aborts). */
   int (*comm_abort)(void *comm);
   int (*comm_destroy)(void *comm);
+  bool abort_keeps;
   /* The device */
   int (*set_device)(int device);
   int (*malloc)(void **p, size_t bytes);

@@ -113,10 +113,12 @@ static int async_error(void *comm) {
   (void)comm;
   return 0;
 }
-/* ncclCommAbort frees the communicator too. */
+/* Wakes the rank's collectives only (abort_keeps): tensor parallelism's
+ * failure path aborts every rank's communicator from rank 0's thread while
+ * a rank's own thread may still be inside a collective on it, which here
+ * runs in that thread; comm_destroy frees it once that thread is done. */
 static int comm_abort(void *comm) {
   brisk_comm_abort(comm);
-  brisk_comm_free(comm);
   return 0;
 }
 static int comm_destroy(void *comm) {
@@ -167,6 +169,7 @@ const brisk_nccl_rt brisk_nccl_rt_emu = {
     .async_error = async_error,
     .comm_abort = comm_abort,
     .comm_destroy = comm_destroy,
+    .abort_keeps = true,
     .set_device = set_device,
     .malloc = dev_malloc,
     .free = dev_free,
