@@ -214,7 +214,9 @@ int main(int argc, char **argv) {
                                    BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8,
                                    BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8,
                                    BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8,
-                                   BRISK_DTYPE_F16};
+                                   BRISK_DTYPE_F16,
+                                   BRISK_DTYPE_BF16,
+                                   BRISK_DTYPE_F32};
   const int64_t gn = 8192, gk = 4096, mn = 2048, mk = 2048, mm = 512;
   float *x = malloc((size_t)(mm * gk) * sizeof(float));
   float *y = malloc((size_t)(mm * gn) * sizeof(float));

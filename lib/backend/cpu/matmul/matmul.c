@@ -376,7 +376,11 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
     brisk_parallel_for(pool, (size_t)(j.n_wtiles * ceil_div(m, j.x_rows)), gemm_float_task, &j);
   } else {
     j.x_rows = clamp64((int64_t)(TILE_X_BYTES / j.xa_stride) / 4 * 4, 4, 128);
-    const int64_t g = j.wide || j.packed ? BRISK_MM_WIDE_W : 2;
+    /* Packed weights: whole tiles of the widest packed kernel where the
+     * rows allow, so that no tile ends in a narrower (slower) call. */
+    const int64_t g = j.packed && n >= j.packed_gemm_w ? j.packed_gemm_w
+                      : j.wide || j.packed             ? BRISK_MM_WIDE_W
+                                                       : 2;
     j.w_rows = clamp64((int64_t)(TILE_W_BYTES / j.w_stride) / g * g, g, 64);
     /* Enough tiles to keep every thread busy. */
     while (j.w_rows > g && ceil_div(n, j.w_rows) * ceil_div(m, j.x_rows) < 4 * conc)
