@@ -34,8 +34,13 @@ if not runs:
     print(f"SKIP: neither {stories} nor {smollm2} exists")
     sys.exit(77)
 
+# Each run's limit: 100 s natively, times BRISK_TEST_TIME_SCALE where a
+# slower runner asks for it (tools/cross-aarch64.sh under qemu, which scales
+# meson's own timeouts by the same factor).
+limit = 100 * max(1.0, float(os.environ.get("BRISK_TEST_TIME_SCALE") or 1))
+
 for argv in runs:
-    p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=100)
+    p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=limit)
     print("$", " ".join(argv))
     print(p.stdout)
     print(p.stderr, file=sys.stderr)

@@ -34,7 +34,7 @@ typedef enum brisk_isa_level {
    * within a process (it only ever sees one family). */
   BRISK_ISA_NEON = 4,         /* Advanced SIMD kernels (int8 dots by widening multiplies) */
   BRISK_ISA_NEON_DOTPROD = 5, /* NEON's, with sdot for the int8 dot products */
-  BRISK_ISA_NEON_I8MM = 6,    /* DOTPROD's, on a CPU that also has smmla (same kernels today) */
+  BRISK_ISA_NEON_I8MM = 6,    /* DOTPROD's, plus smmla kernels for q8_0 / q4_0 GEMM tiles */
 } brisk_isa_level;
 
 /* The highest level of either family: "no cap". */

@@ -683,19 +683,20 @@ static void test_packed_layout(void **state) {
                    BRISK_E_UNSUPPORTED);
 
   /* Which weights the model loader packs: the 32-element types and the
-   * K-types with 8 rows or more, where the AVX2 kernels run. */
-  const bool avx2 = have_avx2();
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q8_0, 8), avx2 ? R8_Q8_0 : BRISK_DTYPE_Q8_0);
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 4096), avx2 ? R8_Q4_0 : BRISK_DTYPE_Q4_0);
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_1, 4096), avx2 ? R8_Q4_1 : BRISK_DTYPE_Q4_1);
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_0, 16), avx2 ? R8_Q5_0 : BRISK_DTYPE_Q5_0);
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_1, 4096), avx2 ? R8_Q5_1 : BRISK_DTYPE_Q5_1);
+   * K-types with 8 rows or more, where the AVX2 kernels run, or on aarch64
+   * the NEON ones (which cover every packed layout). */
+  const bool simd = have_avx2() || brisk_isa_is_neon(brisk_cpu_isa_level());
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q8_0, 8), simd ? R8_Q8_0 : BRISK_DTYPE_Q8_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 4096), simd ? R8_Q4_0 : BRISK_DTYPE_Q4_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_1, 4096), simd ? R8_Q4_1 : BRISK_DTYPE_Q4_1);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_0, 16), simd ? R8_Q5_0 : BRISK_DTYPE_Q5_0);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_1, 4096), simd ? R8_Q5_1 : BRISK_DTYPE_Q5_1);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_1, 7), BRISK_DTYPE_Q5_1);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_0, 7), BRISK_DTYPE_Q4_0);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_F16, 4096), BRISK_DTYPE_F16);
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q6_K, 4096), avx2 ? R8_Q6_K : BRISK_DTYPE_Q6_K);
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_K, 8), avx2 ? R8_Q4_K : BRISK_DTYPE_Q4_K);
-  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_K, 4096), avx2 ? R8_Q5_K : BRISK_DTYPE_Q5_K);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q6_K, 4096), simd ? R8_Q6_K : BRISK_DTYPE_Q6_K);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q4_K, 8), simd ? R8_Q4_K : BRISK_DTYPE_Q4_K);
+  assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_K, 4096), simd ? R8_Q5_K : BRISK_DTYPE_Q5_K);
   assert_int_equal(brisk_cpu_pack_type(BRISK_DTYPE_Q5_K, 7), BRISK_DTYPE_Q5_K);
   assert_string_equal(brisk_dtype_name(R8_Q4_K), "q4_k_r8");
   assert_string_equal(brisk_dtype_name(R8_Q5_K), "q5_k_r8");

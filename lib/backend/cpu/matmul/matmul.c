@@ -43,7 +43,7 @@ brisk_isa_level brisk_cpu_matmul_isa(void) {
   if (cap >= 0 && cap < (int)l) l = (brisk_isa_level)cap;
   /* A build without the kernels of the processor's family has only the
    * scalar ones. */
-  if (brisk_isa_is_neon(l) ? brisk_mm_neon_tile(BRISK_DTYPE_F32, false) == NULL
+  if (brisk_isa_is_neon(l) ? brisk_mm_neon_tile(BRISK_DTYPE_F32, BRISK_ISA_NEON) == NULL
                            : l > BRISK_ISA_SCALAR && brisk_mm_avx2_tile(BRISK_DTYPE_F32) == NULL)
     l = BRISK_ISA_SCALAR;
   return l;
@@ -297,9 +297,9 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
   if (max < level) level = max;
   /* aarch64: NEON kernels where the type has them, the scalar ones (same
    * bits) for the rest of the call. */
-  const bool neon = brisk_isa_is_neon(level), dot = level >= BRISK_ISA_NEON_DOTPROD;
-  const brisk_mm_tile_fn neon_base = neon ? brisk_mm_neon_tile(base, dot) : NULL;
-  const brisk_mm_tile_fn neon_packed = neon ? brisk_mm_neon_tile(w_type, dot) : NULL;
+  const bool neon = brisk_isa_is_neon(level);
+  const brisk_mm_tile_fn neon_base = neon ? brisk_mm_neon_tile(base, level) : NULL;
+  const brisk_mm_tile_fn neon_packed = neon ? brisk_mm_neon_tile(w_type, level) : NULL;
   const bool avx2 = !neon && level >= BRISK_ISA_AVX2 && brisk_mm_avx2_tile(w_type) != NULL &&
                     brisk_mm_avx2_tile(base) != NULL;
   /* AVX-512 kernels where the type has them (the packed groups); they give

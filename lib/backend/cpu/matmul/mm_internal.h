@@ -10,6 +10,8 @@
 #ifndef BRISK_BACKEND_CPU_MATMUL_MM_INTERNAL_H
 #define BRISK_BACKEND_CPU_MATMUL_MM_INTERNAL_H
 
+#include "core/cpu.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -118,11 +120,13 @@ brisk_mm_tile_fn brisk_mm_avx512_r8_k_tile(uint32_t w_type);
 #define BRISK_MM_CHUNK_W_512 4 /* their chunk kernels' n_w: 1..4 (the AVX2 ones': 1..2) */
 brisk_mm_tile_fn brisk_mm_avx512_float_tile(uint32_t w_type);
 brisk_mm_chunk_fn brisk_mm_avx512_float_chunk(uint32_t w_type);
-/* aarch64 NEON kernels (mm_neon*.c; NULL on other machines and for the
- * types they do not cover: the K-types, base and packed): F32, F16, BF16,
- * the 32-element types and their _R8 layouts, in the scalar kernels' tile
- * shapes and with their results bit for bit. dotprod picks the sdot build
- * (BRISK_ISA_NEON_DOTPROD and up). */
-brisk_mm_tile_fn brisk_mm_neon_tile(uint32_t w_type, bool dotprod);
+/* aarch64 NEON kernels (mm_neon*.c; NULL on other machines and for other
+ * types): F32, F16, BF16, the 32-element types, the K-types q4_k, q5_k and
+ * q6_k, and the _R8 layouts of both, in the scalar kernels' tile shapes and
+ * with their results bit for bit. The level picks the build: plain NEON below
+ * BRISK_ISA_NEON_DOTPROD, sdot from there, and at BRISK_ISA_NEON_I8MM sdot
+ * plus smmla for q8_0 and q4_0 (base and _R8) tiles of several activation
+ * rows. */
+brisk_mm_tile_fn brisk_mm_neon_tile(uint32_t w_type, brisk_isa_level level);
 
 #endif

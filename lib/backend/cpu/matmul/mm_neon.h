@@ -1,11 +1,16 @@
-/* Shared pieces of the aarch64 NEON kernels (mm_neon.c, mm_neon_dot.c).
+/* Shared pieces of the aarch64 NEON kernels (mm_neon.c, mm_neon_dot.c,
+ * mm_neon_i8mm.c).
  *
- * The kernels are written once, in mm_neon_body.h, and compiled twice: for
- * plain Advanced SIMD (every AArch64 CPU; int8 dot products by widening
- * multiplies and pairwise adds) and with the target attribute of the Armv8.2
- * DotProd extension (sdot), chosen at run time (core/cpu.h levels
- * BRISK_ISA_NEON and BRISK_ISA_NEON_DOTPROD). Functions carry the attribute
- * instead of a global -march flag, so the library still runs on any AArch64.
+ * The kernels are written once, in mm_neon_body.h, and compiled three
+ * times: for plain Advanced SIMD (every AArch64 CPU; int8 dot products by
+ * widening multiplies and pairwise adds), with the target attribute of the
+ * Armv8.2 DotProd extension (sdot), and with DotProd + I8MM (smmla for the
+ * q8_0 / q4_0 tiles of several activation rows), chosen at run time
+ * (core/cpu.h levels BRISK_ISA_NEON, BRISK_ISA_NEON_DOTPROD and
+ * BRISK_ISA_NEON_I8MM). Functions carry the attribute instead of a global
+ * -march flag, so the library still runs on any AArch64. The I8MM build
+ * needs a compiler with the smmla intrinsics behind a target attribute
+ * (gcc 10 and later; clang takes "dotprod,i8mm").
  *
  * Every kernel gives the scalar kernels' (mm_scalar.c) results bit for bit:
  * the integer block sums are exact in any order, and the float steps per

@@ -1,9 +1,10 @@
-/* The NEON kernels, compiled twice (mm_neon.h): by mm_neon.c with
- * NEON_DOT 0 (plain Advanced SIMD) and by mm_neon_dot.c with NEON_DOT 1
- * (sdot). Only the int8 dot product of 4-byte groups (dot4) differs; every
- * other step, and so every result, is the same in both, and the same as the
- * scalar kernels' (mm_scalar.c). No include guard: meant to be included
- * once per file. */
+/* The NEON kernels, compiled three times (mm_neon.h): by mm_neon.c with
+ * NEON_DOT 0 (plain Advanced SIMD), by mm_neon_dot.c with NEON_DOT 1 (sdot)
+ * and by mm_neon_i8mm.c with NEON_DOT 1 and NEON_I8MM 1 (sdot, and smmla
+ * for the q8_0 / q4_0 tiles of several activation rows: mm_neon_mmla.h).
+ * Only the int8 dot products differ; every other step, and so every result,
+ * is the same in all three, and the same as the scalar kernels'
+ * (mm_scalar.c). No include guard: meant to be included once per file. */
 #include "backend/cpu/matmul/pack.h"
 #include "core/dtype.h"
 #include "core/half.h"
@@ -12,7 +13,18 @@
 #include <arm_neon.h>
 #include <string.h>
 
-#if NEON_DOT
+#ifndef NEON_I8MM
+#  define NEON_I8MM 0
+#endif
+
+#if NEON_I8MM
+#  ifdef __clang__
+#    define NK_TARGET __attribute__((target("dotprod,i8mm")))
+#  else
+#    define NK_TARGET __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
+#  endif
+#  define NK_NAME(x) x##_i8mm
+#elif NEON_DOT
 #  ifdef __clang__
 #    define NK_TARGET __attribute__((target("dotprod")))
 #  else
@@ -216,11 +228,15 @@ NK void q32_tile(const brisk_mm_tile *t, int n_w, int n_x, int type) {
   NKF void NK_NAME(tile_##name)(const brisk_mm_tile *t, int n_w, int n_x) {                        \
     q32_tile(t, n_w, n_x, TYPE);                                                                   \
   }
+#if !NEON_I8MM /* there: the smmla kernels (mm_neon_mmla.h) */
 NK_Q32_TILE(q8_0, NK_Q8_0)
 NK_Q32_TILE(q4_0, NK_Q4_0)
+#endif
 NK_Q32_TILE(q4_1, NK_Q4_1)
 NK_Q32_TILE(q5_0, NK_Q5_0)
 NK_Q32_TILE(q5_1, NK_Q5_1)
+
+#include "backend/cpu/matmul/mm_neon_k.h"
 
 /* ---- packed _R8 layouts (pack.h) of the 32-element types: a 32-byte chunk
  * holds 4 level bytes of each of the 8 rows of a group, so rows 0-3 take one
@@ -337,34 +353,51 @@ NK void r8_tile(const brisk_mm_tile *t, int n_w, int n_x, int type) {
   NKF void NK_NAME(tile_##name##_r8)(const brisk_mm_tile *t, int n_w, int n_x) {                   \
     r8_tile(t, n_w, n_x, TYPE);                                                                    \
   }
+#if !NEON_I8MM
 NK_R8_TILE(q8_0, NK_Q8_0)
 NK_R8_TILE(q4_0, NK_Q4_0)
+#endif
 NK_R8_TILE(q4_1, NK_Q4_1)
 NK_R8_TILE(q5_0, NK_Q5_0)
 NK_R8_TILE(q5_1, NK_Q5_1)
 
-/* The table: NULL for a type these kernels do not cover (the K-types, whose
- * base and packed layouts keep the scalar kernels). */
+#include "backend/cpu/matmul/mm_neon_r8_k.h"
+
+#if NEON_I8MM
+#  include "backend/cpu/matmul/mm_neon_mmla.h"
+#  define NK_MMLA(name) NK_NAME(name##_mmla)
+#else
+#  define NK_MMLA(name) NK_NAME(name)
+#endif
+
+/* The table: NULL for a type these kernels do not cover. */
 brisk_mm_tile_fn NK_NAME(brisk_mm_neon_tile)(uint32_t w_type);
 brisk_mm_tile_fn NK_NAME(brisk_mm_neon_tile)(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_F32: return NK_NAME(tile_f32);
   case BRISK_DTYPE_F16: return NK_NAME(tile_f16);
   case BRISK_DTYPE_BF16: return NK_NAME(tile_bf16);
-  case BRISK_DTYPE_Q8_0: return NK_NAME(tile_q8_0);
-  case BRISK_DTYPE_Q4_0: return NK_NAME(tile_q4_0);
+  case BRISK_DTYPE_Q8_0: return NK_MMLA(tile_q8_0);
+  case BRISK_DTYPE_Q4_0: return NK_MMLA(tile_q4_0);
   case BRISK_DTYPE_Q4_1: return NK_NAME(tile_q4_1);
   case BRISK_DTYPE_Q5_0: return NK_NAME(tile_q5_0);
   case BRISK_DTYPE_Q5_1: return NK_NAME(tile_q5_1);
-  case BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8: return NK_NAME(tile_q8_0_r8);
-  case BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8: return NK_NAME(tile_q4_0_r8);
+  case BRISK_DTYPE_Q4_K: return NK_NAME(tile_q4_k);
+  case BRISK_DTYPE_Q5_K: return NK_NAME(tile_q5_k);
+  case BRISK_DTYPE_Q6_K: return NK_NAME(tile_q6_k);
+  case BRISK_DTYPE_Q8_0 | BRISK_DTYPE_PACKED_R8: return NK_MMLA(tile_q8_0_r8);
+  case BRISK_DTYPE_Q4_0 | BRISK_DTYPE_PACKED_R8: return NK_MMLA(tile_q4_0_r8);
   case BRISK_DTYPE_Q4_1 | BRISK_DTYPE_PACKED_R8: return NK_NAME(tile_q4_1_r8);
   case BRISK_DTYPE_Q5_0 | BRISK_DTYPE_PACKED_R8: return NK_NAME(tile_q5_0_r8);
   case BRISK_DTYPE_Q5_1 | BRISK_DTYPE_PACKED_R8: return NK_NAME(tile_q5_1_r8);
+  case BRISK_DTYPE_Q4_K | BRISK_DTYPE_PACKED_R8: return NK_NAME(tile_q4_k_r8);
+  case BRISK_DTYPE_Q5_K | BRISK_DTYPE_PACKED_R8: return NK_NAME(tile_q5_k_r8);
+  case BRISK_DTYPE_Q6_K | BRISK_DTYPE_PACKED_R8: return NK_NAME(tile_q6_k_r8);
   default: return NULL;
   }
 }
 
+#undef NK_MMLA
 #undef NK_TARGET
 #undef NK_NAME
 #undef NK

@@ -30,9 +30,8 @@ uint32_t brisk_cpu_pack_type(uint32_t w_type, int64_t n) {
    * slower than stored ones). */
   const brisk_isa_level level = brisk_cpu_isa_level();
   const uint32_t packed = w_type | BRISK_DTYPE_PACKED_R8;
-  if (brisk_isa_is_neon(level)) return brisk_mm_neon_tile(packed, false) ? packed : w_type;
+  if (brisk_isa_is_neon(level)) return brisk_mm_neon_tile(packed, BRISK_ISA_NEON) ? packed : w_type;
   if (level < BRISK_ISA_AVX2 || !brisk_mm_avx2_tile(packed)) return w_type;
-  return w_type | BRISK_DTYPE_PACKED_R8;
   return w_type | BRISK_DTYPE_PACKED_R8;
 }
 
