@@ -41,6 +41,15 @@
 /* GEMV prefetch distance in each weight stream (bytes), as the x86 kernels. */
 #define NK_PF_DIST 1024
 
+/* GEMV: the three lines NK_PF_DIST ahead of a packed group-block at g (a
+ * GEMM's tiles reuse their weights, so t->prefetch is off there). */
+NK void prefetch_group(const brisk_mm_tile *t, const uint8_t *g) {
+  if (!t->prefetch) return;
+  __builtin_prefetch(g + NK_PF_DIST);
+  __builtin_prefetch(g + NK_PF_DIST + 64);
+  __builtin_prefetch(g + NK_PF_DIST + 128);
+}
+
 /* acc[l] += a[4l] * b[4l] + ... + a[4l+3] * b[4l+3] for the 4 int32 lanes.
  * Without sdot: int8 x int8 products in int16 (at most 128 * 127 = 16256,
  * so a pair of them fits), pairwise added to int32. */
@@ -272,11 +281,7 @@ NK void r8_group(const brisk_mm_tile *t, int type, const uint8_t *g0, int c0, co
   for (int r = 0; r < R; r++) s[r][0] = s[r][1] = sm[r][0] = sm[r][1] = vdupq_n_f32(0);
   for (int64_t i = 0; i < t->k / 32; i++) {
     const uint8_t *g = g0 + (size_t)i * gbs;
-    if (t->prefetch) {
-      __builtin_prefetch(g + NK_PF_DIST);
-      __builtin_prefetch(g + NK_PF_DIST + 64);
-      __builtin_prefetch(g + NK_PF_DIST + 128);
-    }
+    prefetch_group(t, g);
     const brisk_mm_q8 *x[BRISK_MM_MAX_X];
     int32x4_t p[BRISK_MM_MAX_X][2];
     for (int r = 0; r < R; r++) {

@@ -116,11 +116,7 @@ NK void r8_mmla_group(const brisk_mm_tile *t, int type, const uint8_t *g0, int c
   for (int r = 0; r < 2 * P; r++) s[r][0] = s[r][1] = vdupq_n_f32(0);
   for (int64_t i = 0; i < t->k / 32; i++) {
     const uint8_t *g = g0 + (size_t)i * gbs;
-    if (t->prefetch) {
-      __builtin_prefetch(g + NK_PF_DIST);
-      __builtin_prefetch(g + NK_PF_DIST + 64);
-      __builtin_prefetch(g + NK_PF_DIST + 128);
-    }
+    prefetch_group(t, g);
     const brisk_mm_q8 *x[4];
     int32x4_t acc[2][4]; /* [pair][row pair]: lanes a.u, a.v, b.u, b.v */
     for (int p = 0; p < P; p++) {

@@ -23,11 +23,7 @@ NK void k45_r8_group(const brisk_mm_tile *t, bool five, const uint8_t *g0, int c
   for (int r = 0; r < R; r++) s[r][0] = s[r][1] = sm[r][0] = sm[r][1] = vdupq_n_f32(0);
   for (int64_t i = 0; i < t->k / BRISK_QK_K; i++) {
     const uint8_t *g = g0 + (size_t)i * gbs;
-    if (t->prefetch) {
-      __builtin_prefetch(g + NK_PF_DIST);
-      __builtin_prefetch(g + NK_PF_DIST + 64);
-      __builtin_prefetch(g + NK_PF_DIST + 128);
-    }
+    prefetch_group(t, g);
     /* sc[sb][half], mn[sb][half]: sub-block sb's 6-bit scale and min, one
      * row per lane */
     int32x4_t sc[8][2], mn[8][2];
@@ -122,11 +118,7 @@ NK void q6k_r8_group(const brisk_mm_tile *t, const uint8_t *g0, int c0, const in
   for (int r = 0; r < R; r++) s[r][0] = s[r][1] = sm[r][0] = sm[r][1] = vdupq_n_f32(0);
   for (int64_t i = 0; i < t->k / BRISK_QK_K; i++) {
     const uint8_t *g = g0 + (size_t)i * gbs;
-    if (t->prefetch) {
-      __builtin_prefetch(g + NK_PF_DIST);
-      __builtin_prefetch(g + NK_PF_DIST + 64);
-      __builtin_prefetch(g + NK_PF_DIST + 128);
-    }
+    prefetch_group(t, g);
     int32x4_t sc[16][2]; /* [sub-block][half]: int8 scales, one row per lane */
     for (int v = 0; v < 4; v++)
       for (int h = 0; h < 2; h++) {
