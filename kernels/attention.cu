@@ -24,6 +24,10 @@
  * Tiles where a row sees no key leave it untouched, so each row's result
  * depends on its own query and keys only, not on the rest of the call.
  *
+ * 8-bit caches hold R k and R v (kvq.cuh): the scaled query is rotated
+ * once, the scores are the same dot products, and the output is rotated
+ * back, as the CPU does.
+ *
  * Sums are in fixed orders (lane-strided partials and an xor butterfly for
  * dot products in decode; sequential in prefill and in P V), so results are
  * deterministic. Shared memory stays within 48 KiB (no opt-in needed). */
@@ -56,6 +60,7 @@ struct kparams {
   int32_t tk;        /* keys per staged tile */
   int32_t bq;        /* prefill: query tokens per block */
   int32_t n_chunks;  /* decode: chunks per query in the workspace */
+  int32_t rotated;   /* 8-bit cache: rows hold R k, R v (kvq_rotate) */
 };
 
 /* Gemma 2's soft-capping of a score, rounded as the CPU backend's. */
@@ -140,6 +145,10 @@ decode_kernel(kparams P, int32_t t_base,
     sq[idx] = q[((size_t)t * P.n_heads + h0) * hd + idx] * P.scale;
     sacc[idx] = 0.0f;
   }
+  if (KT >= 2) {
+    __syncthreads();
+    for (int g = tid; g < nh; g += blockDim.x) kvq_rotate(sq + g * hd, hd);
+  }
   for (int kt = 0; kt < len; kt += P.tk) {
     const int n = len - kt < P.tk ? len - kt : P.tk;
     __syncthreads(); /* the previous tile is consumed */
@@ -209,12 +218,22 @@ combine_kernel(kparams P, int32_t t_base,
   for (int32_t c = c0; c <= c1; c++)
     l = fmaf(expf(ws_ml[(base + c) * 2] - mx), ws_ml[(base + c) * 2 + 1], l);
   const float inv = 1.0f / l;
+  BRISK_SHARED(float, so, BRISK_KATTN_MAX_HEAD_DIM); /* the rotated output, to rotate back */
+  float *o = out + ((size_t)t * P.n_heads + h) * hd;
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
     float a = 0.0f;
     for (int32_t c = c0; c <= c1; c++)
       a = fmaf(expf(ws_ml[(base + c) * 2] - mx), ws_acc[(base + c) * hd + i], a);
-    out[((size_t)t * P.n_heads + h) * hd + i] = a * inv;
+    if (P.rotated)
+      so[i] = a * inv;
+    else
+      o[i] = a * inv;
   }
+  if (!P.rotated) return;
+  __syncthreads();
+  if (threadIdx.x == 0) kvq_rotate(so, hd);
+  __syncthreads();
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) o[i] = so[i];
 }
 
 /* ---- prefill --------------------------------------------------------------- */
@@ -267,6 +286,10 @@ prefill_kernel(kparams P,
   }
   for (int r = tid; r < R; r += blockDim.x) rm[r] = -INFINITY, rl[r] = 0.0f;
   __syncthreads();
+  if (KT >= 2) {
+    for (int r = tid; r < R; r += blockDim.x) kvq_rotate(sq + r * ld, hd);
+    __syncthreads();
+  }
 
   /* The tile's sequences one after another, in order of first appearance. */
   for (int j = 0; j < bq; j++) {
@@ -344,10 +367,18 @@ prefill_kernel(kparams P,
     }
   }
   __syncthreads();
+  if (KT >= 2) { /* normalized, then rotated back, in place */
+    for (int o = tid; o < R * hd; o += blockDim.x) sacc[o] *= 1.0f / rl[o / hd];
+    __syncthreads();
+    for (int r = tid; r < R; r += blockDim.x)
+      if (t0 + r / hpb < P.n_tokens && r % hpb < nh) kvq_rotate(sacc + r * hd, hd);
+    __syncthreads();
+  }
   for (int o = tid; o < R * hd; o += blockDim.x) {
     const int r = o / hd, j = r / hpb, g = r % hpb;
     if (t0 + j >= P.n_tokens || g >= nh) continue;
-    out[((size_t)(t0 + j) * P.n_heads + h0 + g) * hd + o % hd] = sacc[o] * (1.0f / rl[r]);
+    out[((size_t)(t0 + j) * P.n_heads + h0 + g) * hd + o % hd] =
+        KT >= 2 ? sacc[o] : sacc[o] * (1.0f / rl[r]);
   }
 }
 
@@ -359,6 +390,7 @@ kparams params_of(const brisk_kattn_desc *d) {
   P.n_heads = d->n_heads, P.group = d->n_heads / d->n_kv_heads, P.window = d->sliding_window;
   P.max_blocks = d->max_blocks, P.n_tokens = d->n_tokens, P.scale = d->scale;
   P.softcap = d->softcap;
+  P.rotated = d->kv_dtype == KVQ_DTYPE_Q8 || d->kv_dtype == KVQ_DTYPE_FP8;
   P.hpb = P.n_hgroups = P.tk = P.bq = P.n_chunks = 1;
   return P;
 }

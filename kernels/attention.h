@@ -37,13 +37,14 @@ extern "C" {
 
 /* Keys per split-KV chunk: a constant, never derived from the batch. */
 #define BRISK_KATTN_CHUNK 256
+#define BRISK_KATTN_MAX_HEAD_DIM 1024
 
 /* One attention call (host memory). */
 typedef struct brisk_kattn_desc {
   uint32_t kv_dtype; /* 1 (F16), 0 (F32), 0x1000 (INT8) or 0x1001 (FP8 E4M3): kernels/kv.h */
   int32_t n_kv_heads;
   int32_t block_size;     /* tokens per cache block */
-  int32_t head_dim;       /* <= 1024 */
+  int32_t head_dim;       /* <= BRISK_KATTN_MAX_HEAD_DIM */
   int32_t n_heads;        /* a multiple of n_kv_heads */
   float scale;            /* logit scale, already resolved (not 0) */
   int32_t sliding_window; /* > 0: keys in (p - window, p]; 0: all of 0..p */

@@ -3,7 +3,7 @@
  * blocks held it (docs/snapshots.md has the layout):
  *
  *   header (64 bytes, little-endian)
- *     0  "BRISKSEQ"        8  u32 version (1)     12 u32 header bytes (64)
+ *     0  "BRISKSEQ"        8  u32 version (2)     12 u32 header bytes (64)
  *     16 u64 model fingerprint                    24 u32 brisk_kv_type
  *     28 u32 n_layer       32 u32 n_head_kv       36 u32 head_dim
  *     40 u32 n_tokens      44 u32 flags (0)       48 u64 payload bytes
@@ -13,6 +13,10 @@
  *     per layer: K rows [n_tokens][n_head_kv][row bytes], then V rows
  *   trailer: u64 chained checksum (each section's XXH64 seeded with the
  *     previous one's, from the header's)
+ *
+ * Version 2 stores 8-bit K/V rows rotated (quant/kv_quant.h), as the cache
+ * holds them; version 1 stored them unrotated. Import still reads version 1
+ * for F16 and F32 caches, whose rows did not change.
  *
  * Import reads and checks everything before it touches the context, so a
  * bad snapshot changes nothing. */
@@ -29,7 +33,7 @@
 #include <string.h>
 
 #define SNAP_MAGIC "BRISKSEQ"
-#define SNAP_VERSION 1u
+#define SNAP_VERSION 2u
 #define SNAP_HEADER 64u
 
 static void put32(unsigned char *p, uint32_t v) {
@@ -326,11 +330,18 @@ BRISK_API brisk_status brisk_seq_import_from(brisk_context *c, int32_t seq, bris
     return brisk_error(BRISK_E_FORMAT, "brisk_seq_import: not a brisk sequence snapshot");
   if (get64(hdr + 56) != brisk_hash64(hdr, 56, 0))
     return brisk_error(BRISK_E_FORMAT, "brisk_seq_import: the header's checksum does not match");
-  if (get32(hdr + 8) != SNAP_VERSION)
-    return bad("brisk_seq_import: snapshot format version %llu; this library reads version %llu",
-               get32(hdr + 8), SNAP_VERSION);
+  const uint32_t version = get32(hdr + 8);
+  if (version != SNAP_VERSION && version != 1)
+    return bad("brisk_seq_import: snapshot format version %llu; this library reads versions 1 "
+               "and %llu",
+               version, SNAP_VERSION);
+  if (version == 1 && get32(hdr + 24) != BRISK_KV_F16 && get32(hdr + 24) != BRISK_KV_F32)
+    return bad("brisk_seq_import: a version 1 snapshot of an 8-bit KV cache (type %llu) holds its "
+               "rows unrotated, which version 2 changed; export it again",
+               get32(hdr + 24), 0);
   if (get32(hdr + 12) != SNAP_HEADER || get32(hdr + 44) != 0)
-    return bad("brisk_seq_import: header of %llu bytes, flags %llu (version 1: 64 bytes, flags 0)",
+    return bad("brisk_seq_import: header of %llu bytes, flags %llu (versions 1 and 2: 64 bytes, "
+               "flags 0)",
                get32(hdr + 12), get32(hdr + 44));
   if (get64(hdr + 16) != model_fingerprint(m))
     return brisk_error(BRISK_E_INVALID_ARGUMENT,

@@ -32,15 +32,41 @@ float brisk_kvq_e4m3_to_f32(uint8_t c) {
   return (c & 0x80) ? -v : v;
 }
 
-void brisk_kvq_quantize_row(uint32_t dtype, const float *x, uint8_t *row, int32_t head_dim) {
+/* The orthonormal Walsh-Hadamard transform of x[n], n a power of two <= 64:
+ * butterflies in a fixed order, then one multiply (exact for n = 1, 4, 16,
+ * 64), the same float steps on every backend. */
+static void fwht(float *x, int32_t n) {
+  for (int32_t h = 1; h < n; h *= 2)
+    for (int32_t i = 0; i < n; i += 2 * h)
+      for (int32_t j = i; j < i + h; j++) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b, x[j + h] = a - b;
+      }
+  const float s = brisk_kvq_rotation_scale(n);
+  for (int32_t i = 0; i < n; i++) x[i] *= s;
+}
+
+void brisk_kvq_rotate(float *x, int32_t head_dim) {
+  for (int32_t i0 = 0; i0 < head_dim; i0 += BRISK_KVQ_GROUP) {
+    const int32_t len = head_dim - i0 < BRISK_KVQ_GROUP ? head_dim - i0 : BRISK_KVQ_GROUP;
+    const int32_t n = brisk_kvq_rotation_block(len);
+    for (int32_t b = 0; b < len; b += n) fwht(x + i0 + b, n);
+  }
+}
+
+void brisk_kvq_quantize_row(uint32_t dtype, const float *in, uint8_t *row, int32_t head_dim) {
   const int32_t ng = brisk_kvq_n_groups(head_dim);
   const float qmax = dtype == BRISK_KVQ_DTYPE_Q8 ? 127.0f : 448.0f;
   uint8_t *q = row + 2 * ng;
   for (int32_t g = 0; g < ng; g++) {
     int32_t i0 = g * BRISK_KVQ_GROUP, i1 = i0 + BRISK_KVQ_GROUP;
     if (i1 > head_dim) i1 = head_dim;
+    /* The group rotated, x[i - i0]. */
+    float x[BRISK_KVQ_GROUP];
+    memcpy(x, in + i0, (size_t)(i1 - i0) * sizeof *x);
+    brisk_kvq_rotate(x, i1 - i0);
     float amax = 0;
-    for (int32_t i = i0; i < i1; i++) amax = fmaxf(amax, fabsf(x[i]));
+    for (int32_t i = i0; i < i1; i++) amax = fmaxf(amax, fabsf(x[i - i0]));
     float d = amax / qmax;
     uint16_t dh = brisk_f32_to_f16(d > 65504.0f ? 65504.0f : d);
     memcpy(row + 2 * g, &dh, 2);
@@ -49,16 +75,22 @@ void brisk_kvq_quantize_row(uint32_t dtype, const float *x, uint8_t *row, int32_
       if (s == 0) {
         q[i] = 0;
       } else if (dtype == BRISK_KVQ_DTYPE_Q8) {
-        float r = rintf(x[i] / s);
+        float r = rintf(x[i - i0] / s);
         q[i] = (uint8_t)(int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int32_t)r);
       } else {
-        q[i] = brisk_kvq_f32_to_e4m3(x[i] / s);
+        q[i] = brisk_kvq_f32_to_e4m3(x[i - i0] / s);
       }
     }
   }
 }
 
 void brisk_kvq_dequantize_row(uint32_t dtype, const uint8_t *row, float *x, int32_t head_dim) {
+  brisk_kvq_dequantize_row_rotated(dtype, row, x, head_dim);
+  brisk_kvq_rotate(x, head_dim);
+}
+
+void brisk_kvq_dequantize_row_rotated(uint32_t dtype, const uint8_t *row, float *x,
+                                      int32_t head_dim) {
   const int32_t ng = brisk_kvq_n_groups(head_dim);
   const uint8_t *q = row + 2 * ng;
   for (int32_t g = 0; g < ng; g++) {

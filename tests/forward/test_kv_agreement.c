@@ -8,17 +8,21 @@
  * of those roundings and flips near-ties), and an F16-weight copy of it
  * (made with `brisk quantize IN OUT f16`, argv[1] is the CLI), whose float
  * matmuls take the activations as they are, so the agreement measures the
- * cache alone (an F32 cache agrees on 2047 of 2048 there). Measured: q8_0
- * 97.66% on the F16 copy (98.24% with the float query the CPU used before
- * the INT8 dot products), short of the 99% goal of issue 19, which this
- * test therefore does not assert; it asserts >= 97% on the F16 copy, >= 92%
- * for FP8 there, and on the Q4_1 file q8_0 within 1 point of the F32
- * cache. The figures printed are those include/brisk.h and docs/kv.md
- * state. Skips when SmolLM2, the text or the CLI is missing. */
+ * cache alone (an F32 cache agrees on 2047 of 2048 there). Measured, with
+ * the rows rotated (quant/kv_quant.h): q8_0 98.73% on the F16 copy (97.66%
+ * unrotated), FP8 95.46% (93.70%), short of the 99% goal of issue 19,
+ * which this test therefore does not assert; it asserts >= 98.5% for q8_0
+ * and >= 94.5% for FP8 on the F16 copy, and on the Q4_1 file q8_0 within
+ * 1 point of the F32 cache. For each cache it also prints how near a tie
+ * the flipped positions were: the F16 cache's gap between its top two
+ * logits there, against the spread of that gap over all positions. The
+ * figures printed are those include/brisk.h and docs/kv.md state. Skips
+ * when SmolLM2, the text or the CLI is missing. */
 #include "test_support.h"
 
 #include "../chat/smollm2.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,16 +38,27 @@ static const char *cli;
 static const brisk_kv_type kinds[] = {BRISK_KV_F16, BRISK_KV_F32, BRISK_KV_Q8_0, BRISK_KV_FP8_E4M3};
 static const char *const kind_names[] = {"f16", "f32", "q8_0", "fp8"};
 
-static int32_t argmax(const float *x, size_t n) {
+/* The largest logit's index; its lead over the second largest to *gap. */
+static int32_t argmax(const float *x, size_t n, float *gap) {
   size_t best = 0;
   for (size_t i = 1; i < n; i++)
     if (x[i] > x[best]) best = i;
+  float second = -INFINITY;
+  for (size_t i = 0; i < n; i++)
+    if (i != best && x[i] > second) second = x[i];
+  *gap = x[best] - second;
   return (int32_t)best;
 }
 
-/* Each position's greedy token, the tokens fed CHUNK at a time. */
+static int cmp_float(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* Each position's greedy token and its lead over the runner-up, the
+ * tokens fed CHUNK at a time. */
 static void forced_top1(const brisk_model *m, brisk_kv_type kv, const int32_t *toks, int n,
-                        int32_t *top1) {
+                        int32_t *top1, float *gap) {
   brisk_context_params p;
   brisk_context_params_init(&p);
   p.kv_type = kv;
@@ -60,7 +75,7 @@ static void forced_top1(const brisk_model *m, brisk_kv_type kv, const int32_t *t
     int nt = n - t0 < CHUNK ? n - t0 : CHUNK;
     for (int i = 0; i < nt; i++) brisk_batch_add(b, toks[t0 + i], t0 + i, 0, 1);
     assert_int_equal(brisk_decode(c, b), BRISK_OK);
-    for (int i = 0; i < nt; i++) top1[t0 + i] = argmax(brisk_get_logits(c, i), nv);
+    for (int i = 0; i < nt; i++) top1[t0 + i] = argmax(brisk_get_logits(c, i), nv, &gap[t0 + i]);
   }
   brisk_batch_free(b);
   brisk_context_free(c);
@@ -90,17 +105,30 @@ static int32_t *text_tokens(const brisk_model *m, int n) {
 /* Agreement (positions of N_POS) of each kind with the F16 cache. */
 static void agreement(const char *name, const brisk_model *m, const int32_t *toks, int *agree) {
   int32_t *ref = malloc(N_POS * sizeof *ref), *got = malloc(N_POS * sizeof *got);
-  assert_true(ref && got);
-  forced_top1(m, BRISK_KV_F16, toks, N_POS, ref);
+  float *gap = malloc(N_POS * sizeof *gap), *gap2 = malloc(N_POS * sizeof *gap2);
+  float *sorted = malloc(N_POS * sizeof *sorted);
+  assert_true(ref && got && gap && gap2 && sorted);
+  forced_top1(m, BRISK_KV_F16, toks, N_POS, ref, gap);
+  memcpy(sorted, gap, N_POS * sizeof *gap);
+  qsort(sorted, N_POS, sizeof *sorted, cmp_float);
   agree[0] = N_POS;
   for (int k = 1; k < 4; k++) {
-    forced_top1(m, kinds[k], toks, N_POS, got);
+    forced_top1(m, kinds[k], toks, N_POS, got, gap2);
     agree[k] = 0;
-    for (int t = 0; t < N_POS; t++) agree[k] += ref[t] == got[t];
-    fprintf(stderr, "%-22s %-5s cache: top-1 agreement with the f16 cache %d / %d (%.2f%%)\n", name,
-            kind_names[k], agree[k], N_POS, 100.0 * agree[k] / N_POS);
+    float worst = 0; /* the widest F16 lead that a flip overturned */
+    for (int t = 0; t < N_POS; t++) {
+      agree[k] += ref[t] == got[t];
+      if (ref[t] != got[t] && gap[t] > worst) worst = gap[t];
+    }
+    int below = 0; /* positions whose F16 lead is at most that */
+    while (below < N_POS && sorted[below] <= worst) below++;
+    fprintf(stderr,
+            "%-22s %-5s cache: top-1 agreement with the f16 cache %d / %d (%.2f%%); flips had "
+            "f16 leads <= %.3f logits, which %.1f%% of positions have (median lead %.3f)\n",
+            name, kind_names[k], agree[k], N_POS, 100.0 * agree[k] / N_POS, (double)worst,
+            100.0 * below / N_POS, (double)sorted[N_POS / 2]);
   }
-  free(ref), free(got);
+  free(ref), free(got), free(gap), free(gap2), free(sorted);
 }
 
 static void test_smollm2_agreement(void **state) {
@@ -135,8 +163,10 @@ static void test_smollm2_agreement(void **state) {
   agreement("SmolLM2-135M F16 copy", m, toks, f16w);
   brisk_model_free(m);
   unlink(out), rmdir(dir), free(toks);
-  if (f16w[2] * 100 < N_POS * 97) fail_msg("q8_0 agreement %d / %d is under 97%%", f16w[2], N_POS);
-  if (f16w[3] * 100 < N_POS * 92) fail_msg("fp8 agreement %d / %d is under 92%%", f16w[3], N_POS);
+  if (f16w[2] * 1000 < N_POS * 985)
+    fail_msg("q8_0 agreement %d / %d is under 98.5%%", f16w[2], N_POS);
+  if (f16w[3] * 1000 < N_POS * 945)
+    fail_msg("fp8 agreement %d / %d is under 94.5%%", f16w[3], N_POS);
   /* An exact cache on float weights: anything but a near-tie flip is a bug. */
   assert_true(f16w[1] >= N_POS - 4);
 }

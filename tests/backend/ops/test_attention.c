@@ -4,7 +4,9 @@
  * ratios 1/2/4/8, sliding windows, F16, F32, INT8 and FP8 caches (the
  * reference reads the values the reference quantizer gives back, and for
  * INT8, whose scores are INT8 dot products, the query the reference query
- * quantizer gives back), odd head sizes; and
+ * quantizer gives back; 8-bit rows hold R k and R v, so the reference
+ * rotates the query and rotates its output back, R from its float64
+ * definition), odd head sizes; and
  * batch and thread invariance, bit for bit. */
 #include "ops_test.h"
 
@@ -25,7 +27,7 @@ typedef struct attn_setup {
   int32_t *len;            // [n_seqs] tokens written per sequence
   int32_t *tables;         // [n_seqs][max_blocks]
   int32_t max_blocks;
-  float **k_seq, **v_seq; // per sequence [len][n_kv_heads][head_dim], as stored
+  float **k_seq, **v_seq; // per sequence [len][n_kv_heads][head_dim], as stored (8-bit: R k, R v)
   brisk_attn_batch batch;
   int32_t *positions, *seq_of; // [n_tokens]
   float *q;                    // [n_tokens][n_heads][head_dim]
@@ -41,14 +43,14 @@ static const char *kv_name(uint32_t dtype) {
 }
 
 /* Rows of hd values as the cache stores them, through the reference
- * quantizers of quant/kv_quant.h. */
+ * quantizers of quant/kv_quant.h (8-bit types: the stored, rotated values). */
 static void store_rows(uint32_t dtype, float *x, size_t n_rows, int32_t hd) {
   uint8_t row[2 * BRISK_MAX_HEAD_DIM + 64];
   for (size_t r = 0; r < n_rows; r++) {
     float *xr = x + r * (size_t)hd;
     if (brisk_kvq_is_quantized(dtype)) {
       brisk_kvq_quantize_row(dtype, xr, row, hd);
-      brisk_kvq_dequantize_row(dtype, row, xr, hd);
+      brisk_kvq_dequantize_row_rotated(dtype, row, xr, hd);
     } else if (dtype == BRISK_DTYPE_F16) {
       for (int32_t i = 0; i < hd; i++) xr[i] = brisk_f16_to_f32(brisk_f32_to_f16(xr[i]));
     }
@@ -167,12 +169,19 @@ static double *reference(const attn_setup *S, const attn_case *c) {
       /* An INT8 cache is read by INT8 dot products: the scaled query (in
        * float, as the kernels scale it) goes through the reference query
        * quantizer, as the rows went through the row quantizer. */
-      const bool q8 = c->dtype == BRISK_KVQ_DTYPE_Q8;
-      if (q8) {
+      const bool q8 = c->dtype == BRISK_KVQ_DTYPE_Q8, rot = brisk_kvq_is_quantized(c->dtype);
+      if (q8) { /* the query rotated in float, as the kernels do, then quantized */
         const float fs = c->scale != 0 ? c->scale : (float)(1 / sqrt((double)hd));
         for (int32_t i = 0; i < hd; i++) qf[i] = q[i] * fs;
+        brisk_kvq_rotate(qf, hd);
         brisk_kvq_quantize_query(qf, qq, qd, hd);
       }
+      double qr[BRISK_MAX_HEAD_DIM], orot[BRISK_MAX_HEAD_DIM];
+      for (int32_t i = 0; i < hd; i++) orot[i] = q[i];
+      if (rot)
+        test_kvq_rotate_f64(orot, qr, hd);
+      else
+        memcpy(qr, orot, (size_t)hd * sizeof *qr);
       double m = -INFINITY, sum = 0;
       for (int32_t j = lo; j <= p; j++) {
         const float *k = S->k_seq[s] + ((size_t)j * nkv + g) * hd;
@@ -180,7 +189,7 @@ static double *reference(const attn_setup *S, const attn_case *c) {
         if (q8)
           for (int32_t i = 0; i < hd; i++) d += (double)qd[i / BRISK_KVQ_QBLOCK] * qq[i] * k[i];
         else
-          for (int32_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
+          for (int32_t i = 0; i < hd; i++) d += qr[i] * k[i];
         w[j] = q8 ? d : d * scale;
         if (c->softcap > 0) w[j] = c->softcap * tanh(w[j] / c->softcap);
         m = fmax(m, w[j]);
@@ -191,6 +200,10 @@ static double *reference(const attn_setup *S, const attn_case *c) {
       for (int32_t j = lo; j <= p; j++) {
         const float *v = S->v_seq[s] + ((size_t)j * nkv + g) * hd;
         for (int32_t i = 0; i < hd; i++) o[i] += w[j] / sum * v[i];
+      }
+      if (rot) {
+        memcpy(orot, o, (size_t)hd * sizeof *o);
+        test_kvq_rotate_f64(orot, o, hd);
       }
     }
   }

@@ -122,7 +122,8 @@ static void test_scores_q8(void **state) {
       for (int32_t c = 0; c < n; c++) {
         rand_row(&r, x, hd);
         brisk_kvq_quantize_row(BRISK_KVQ_DTYPE_Q8, x, rows + c * rb, hd);
-        brisk_kvq_dequantize_row(BRISK_KVQ_DTYPE_Q8, rows + c * rb, kf + (size_t)c * hd, hd);
+        brisk_kvq_dequantize_row_rotated(BRISK_KVQ_DTYPE_Q8, rows + c * rb, kf + (size_t)c * hd,
+                                         hd);
       }
       float q[1024];
       rand_row(&r, q, hd);
@@ -206,7 +207,8 @@ static void test_accumulate_q8(void **state) {
       for (int32_t c = 0; c < n; c++) {
         rand_row(&r, x, hd);
         brisk_kvq_quantize_row(BRISK_KVQ_DTYPE_Q8, x, rows + c * rb, hd);
-        brisk_kvq_dequantize_row(BRISK_KVQ_DTYPE_Q8, rows + c * rb, vf + (size_t)c * hd, hd);
+        brisk_kvq_dequantize_row_rotated(BRISK_KVQ_DTYPE_Q8, rows + c * rb, vf + (size_t)c * hd,
+                                         hd);
       }
       for (int32_t h = 0; h < nh; h++)
         for (int32_t c = 0; c < n; c++) p[h][c] = (float)test_rng_uniform(&r, 0, 1);

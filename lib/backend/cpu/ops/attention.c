@@ -19,6 +19,7 @@
 #include "quant/kv_quant.h"
 
 #include <math.h>
+void brisk_kvq_unrotate(float *x, int32_t head_dim);
 
 /* Floats of each per-task scratch array (on the stack: 4 of them, 32 KiB):
  * the group's scaled queries, its accumulators, and a chunk of keys and of
@@ -95,6 +96,7 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
   for (int32_t g = 0; g < nh; g++) {
     const float *q = j->q + ((int64_t)t * j->n_heads + h0 + g) * hd;
     for (int32_t i = 0; i < hd; i++) qs[g * hd + i] = q[i] * j->scale, acc[g * hd + i] = 0;
+    if (quant) brisk_kvq_rotate(qs + g * hd, hd); /* 8-bit rows hold R k and R v */
     if (q8) brisk_kvq_quantize_query(qs + g * hd, qq + g * hd, qd + g * nqb, hd);
     m[g] = -INFINITY, l[g] = 0;
   }
@@ -159,6 +161,7 @@ static void attend(const attn_job *j, int32_t t, int32_t kvh, int32_t h0, int32_
   for (int32_t g = 0; g < nh; g++) {
     float *o = j->out + ((int64_t)t * j->n_heads + h0 + g) * hd;
     kern->scale(acc + g * hd, 1.0f / l[g], hd);
+    if (quant) brisk_kvq_rotate(acc + g * hd, hd);
     for (int32_t i = 0; i < hd; i++) o[i] = acc[g * hd + i];
   }
 }

@@ -39,7 +39,7 @@ void brisk_attn_dequant_rows_scalar(uint32_t dtype, const uint8_t *rows, int32_t
                                     float *dst) {
   const size_t rb = brisk_kvq_row_bytes(dtype, hd);
   for (int32_t r = 0; r < n; r++)
-    brisk_kvq_dequantize_row(dtype, rows + (size_t)r * rb, dst + (int64_t)r * hd, hd);
+    brisk_kvq_dequantize_row_rotated(dtype, rows + (size_t)r * rb, dst + (int64_t)r * hd, hd);
 }
 
 /* F16 rows are widened a chunk at a time (scores_f16 NULL): the scalar
