@@ -367,11 +367,10 @@ prefill_kernel(kparams P,
     }
   }
   __syncthreads();
-  if (KT >= 2) { /* normalized, then rotated back, in place */
+  if (KT >= 2) { /* normalized and rotated back in place, then written */
     for (int o = tid; o < R * hd; o += blockDim.x) sacc[o] *= 1.0f / rl[o / hd];
     __syncthreads();
-    for (int r = tid; r < R; r += blockDim.x)
-      if (t0 + r / hpb < P.n_tokens && r % hpb < nh) kvq_rotate(sacc + r * hd, hd);
+    for (int r = tid; r < R; r += blockDim.x) kvq_rotate(sacc + r * hd, hd);
     __syncthreads();
   }
   for (int o = tid; o < R * hd; o += blockDim.x) {

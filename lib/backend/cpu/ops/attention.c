@@ -19,7 +19,6 @@
 #include "quant/kv_quant.h"
 
 #include <math.h>
-void brisk_kvq_unrotate(float *x, int32_t head_dim);
 
 /* Floats of each per-task scratch array (on the stack: 4 of them, 32 KiB):
  * the group's scaled queries, its accumulators, and a chunk of keys and of
