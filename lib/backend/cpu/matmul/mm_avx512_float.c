@@ -1,5 +1,6 @@
-/* AVX-512 kernels for float weights (F32, F16, BF16) against float
- * activations: mm_avx2_float.c on 16 lanes. Each output keeps 16 FMA lane
+/* AVX-512 kernels for float weights (F32, BF16) against float
+ * activations: mm_avx2_float.c on 16 lanes (F16 has its own at this
+ * level, mm_avx512_f16.c). Each output keeps 16 FMA lane
  * accumulators over k in steps of 16 (a last step of 8 when k % 16 >= 8
  * touches the low 8 lanes only); then the two halves are added, the 8 lanes
  * summed in mm_hsum's order and the k % 8 remainder added in order.
@@ -10,7 +11,7 @@
  * The one-pass tile kernel (GEMV) and the chunked one (GEMM) run the same
  * steps, so an output's bits depend neither on m nor on the thread count.
  *
- * F16 weights widen with vcvtph2ps, BF16 with a 16-bit shift; both exact.
+ * BF16 weights widen with a 16-bit shift, exactly.
  * AVX512-BF16's vdpbf16ps is not used: it multiplies bf16 by bf16, so the
  * activations would have to be rounded to bf16 (8 bits of mantissa), an
  * error the other paths do not make. */
@@ -22,12 +23,11 @@
 
 #ifdef BRISK_MM_HAVE_AVX512
 
-enum { W_F32, W_F16, W_BF16 };
+enum { W_F32, W_BF16 };
 
 MM_INLINE __m512 load_w16(const uint8_t *row, int64_t i, const int kind) {
   if (kind == W_F32) return _mm512_loadu_ps((const float *)row + i);
   const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
-  if (kind == W_F16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
@@ -35,7 +35,6 @@ MM_INLINE __m512 load_w16(const uint8_t *row, int64_t i, const int kind) {
 MM_INLINE __m512 load_w8(const uint8_t *row, int64_t i, const int kind) {
   if (kind == W_F32) return _mm512_castps256_ps512(_mm256_loadu_ps((const float *)row + i));
   const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
-  if (kind == W_F16) return _mm512_castps256_ps512(_mm256_cvtph_ps(h));
   return _mm512_castps256_ps512(
       _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
 }
@@ -43,7 +42,7 @@ MM_INLINE __m512 load_w8(const uint8_t *row, int64_t i, const int kind) {
 MM_INLINE float load_w1(const uint8_t *row, int64_t i, const int kind) {
   if (kind == W_F32) return ((const float *)row)[i];
   const uint16_t h = ((const uint16_t *)row)[i];
-  return kind == W_F16 ? mm_f16(h) : brisk_bf16_to_f32(h);
+  return brisk_bf16_to_f32(h);
 }
 
 /* The FMA steps over [k0, k1) (k0 a multiple of 16, k1 of 8). */
@@ -156,29 +155,24 @@ MM_INLINE void chunk_float(const brisk_mm_tile *t, const int kind, const int C, 
       fns[n_w - 1][n_x - 1](t, k0, k1, buf, acc_stride);                                           \
     }
 CHUNK_DISPATCH(chunk_f32, W_F32)
-CHUNK_DISPATCH(chunk_f16, W_F16)
 CHUNK_DISPATCH(chunk_bf16, W_BF16)
 
 brisk_mm_chunk_fn brisk_mm_avx512_float_chunk(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_F32: return chunk_f32;
-  case BRISK_DTYPE_F16: return chunk_f16;
   case BRISK_DTYPE_BF16: return chunk_bf16;
   default: return NULL;
   }
 }
 
 #  define KERNEL_F32(t, C, R) tile_float(t, W_F32, C, R)
-#  define KERNEL_F16(t, C, R) tile_float(t, W_F16, C, R)
 #  define KERNEL_BF16(t, C, R) tile_float(t, W_BF16, C, R)
 MM_TILE_DISPATCH(tile_f32, KERNEL_F32)
-MM_TILE_DISPATCH(tile_f16, KERNEL_F16)
 MM_TILE_DISPATCH(tile_bf16, KERNEL_BF16)
 
 brisk_mm_tile_fn brisk_mm_avx512_float_tile(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_F32: return tile_f32;
-  case BRISK_DTYPE_F16: return tile_f16;
   case BRISK_DTYPE_BF16: return tile_bf16;
   default: return NULL;
   }
