@@ -141,10 +141,11 @@ static double check_against_reference(const weights *w, const float *x, int64_t 
         if (ab) act_err += fabs((double)wr[l]) * h[l];
       }
       double steps = (double)(ab ? k / ab : k / 8) + 16;
-      /* F16 at the AVX-512 level: one chain per block of KC (mm_avx512_f16.c). */
-      if (w->type == BRISK_DTYPE_F16)
-        steps = fmax(steps, (double)(k < BRISK_MM_F16_KC ? k : BRISK_MM_F16_KC) +
-                                (double)(k / BRISK_MM_F16_KC) + 16);
+      /* F16, BF16 at the AVX-512 level: one chain per block of KC
+       * (mm_avx512_half.c). */
+      if (w->type == BRISK_DTYPE_F16 || w->type == BRISK_DTYPE_BF16)
+        steps = fmax(steps, (double)(k < BRISK_MM_HALF_KC ? k : BRISK_MM_HALF_KC) +
+                                (double)(k / BRISK_MM_HALF_KC) + 16);
       const double bound = act_err + (ab ? 8 : 1) * steps * FLT_EPSILON * mag + 1e-30;
       const double err = fabs((double)y[i * n + j] - ref);
       if (!(err <= bound)) {

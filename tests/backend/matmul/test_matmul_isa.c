@@ -324,8 +324,8 @@ static void test_driver_matches_avx2(void **state) {
  * (chunked, m > 4) and GEMV (m <= 4) paths bit for bit the same on every
  * row, across thread counts, with k % 16 >= 8 (the half step), odd k (the
  * remainder) and k past the GEMM's 512-element chunks; and not the AVX2
- * kernels' bits everywhere (they sum in another order). F16 runs its own
- * kernels (mm_avx512_f16.c): n = 67 leaves a panel of 3 rows and a GEMV
+ * kernels' bits everywhere (they sum in another order). F16 and BF16 run
+ * their own kernels (mm_avx512_half.c): n = 67 leaves a panel of 3 rows and a GEMV
  * group of 3, k = 101 and 1031 a block and a 32-element step cut short,
  * m = 37 a micro-kernel call of 1 row. */
 static void test_float_kernels(void **state) {
@@ -373,10 +373,10 @@ static void test_float_kernels(void **state) {
               ref += (double)deq[j * k + l] * x[i * k + l];
               mag += fabs((double)deq[j * k + l] * x[i * k + l]);
             }
-            /* F16: serial chains over blocks of KC (mm_avx512_f16.c). */
+            /* F16, BF16: serial chains over blocks of KC (mm_avx512_half.c). */
             const int64_t steps =
-                type == BRISK_DTYPE_F16
-                    ? (k < BRISK_MM_F16_KC ? k : BRISK_MM_F16_KC) + k / BRISK_MM_F16_KC + 16
+                type != BRISK_DTYPE_F32
+                    ? (k < BRISK_MM_HALF_KC ? k : BRISK_MM_HALF_KC) + k / BRISK_MM_HALF_KC + 16
                     : k / 8 + 16;
             const double bound = (double)steps * FLT_EPSILON * mag + 1e-30;
             if (!(fabs(y[i * n + j] - ref) <= bound)) {

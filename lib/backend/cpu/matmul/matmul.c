@@ -349,10 +349,9 @@ brisk_status brisk_cpu_matmul_at(brisk_threadpool *pool, brisk_isa_level max, ui
       .k = k,
       .m = m,
   };
-  /* F16 at the AVX-512 level: its own kernels, GEMV and GEMM in one order
-   * (mm_avx512_f16.c). */
-  if (avx2 && level >= BRISK_ISA_AVX512 && w_type == BRISK_DTYPE_F16 &&
-      brisk_mm_avx512_f16(pool, w, n, k, x, m, y))
+  /* F16 and BF16 at the AVX-512 level: their own kernels, GEMV and GEMM in
+   * one order (mm_avx512_half.c). */
+  if (avx2 && level >= BRISK_ISA_AVX512 && brisk_mm_avx512_half(pool, w_type, w, n, k, x, m, y))
     return BRISK_OK;
   const int64_t conc = brisk_parallel_concurrency(pool);
   if (j.act) {

@@ -1,6 +1,6 @@
-/* AVX-512 kernels for float weights (F32, BF16) against float
- * activations: mm_avx2_float.c on 16 lanes (F16 has its own at this
- * level, mm_avx512_f16.c). Each output keeps 16 FMA lane
+/* AVX-512 kernels for F32 weights against float activations:
+ * mm_avx2_float.c on 16 lanes (F16 and BF16 have their own at this level,
+ * mm_avx512_half.c). Each output keeps 16 FMA lane
  * accumulators over k in steps of 16 (a last step of 8 when k % 16 >= 8
  * touches the low 8 lanes only); then the two halves are added, the 8 lanes
  * summed in mm_hsum's order and the k % 8 remainder added in order.
@@ -11,38 +11,32 @@
  * The one-pass tile kernel (GEMV) and the chunked one (GEMM) run the same
  * steps, so an output's bits depend neither on m nor on the thread count.
  *
- * BF16 weights widen with a 16-bit shift, exactly.
- * AVX512-BF16's vdpbf16ps is not used: it multiplies bf16 by bf16, so the
- * activations would have to be rounded to bf16 (8 bits of mantissa), an
- * error the other paths do not make. */
+ */
 #include "backend/cpu/matmul/mm_internal.h"
 
 #include "backend/cpu/matmul/mm_avx512.h"
 #include "core/dtype.h"
-#include "core/half.h"
 
 #ifdef BRISK_MM_HAVE_AVX512
 
-enum { W_F32, W_BF16 };
+/* The weight kind: F32 only now; the parameter keeps the kernels' shape
+ * for another 32-bit type. */
+enum { W_F32 };
 
 MM_INLINE __m512 load_w16(const uint8_t *row, int64_t i, const int kind) {
-  if (kind == W_F32) return _mm512_loadu_ps((const float *)row + i);
-  const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  (void)kind;
+  return _mm512_loadu_ps((const float *)row + i);
 }
 
 /* 8 weights at i in the low lanes (the high ones are not used). */
 MM_INLINE __m512 load_w8(const uint8_t *row, int64_t i, const int kind) {
-  if (kind == W_F32) return _mm512_castps256_ps512(_mm256_loadu_ps((const float *)row + i));
-  const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
-  return _mm512_castps256_ps512(
-      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+  (void)kind;
+  return _mm512_castps256_ps512(_mm256_loadu_ps((const float *)row + i));
 }
 
 MM_INLINE float load_w1(const uint8_t *row, int64_t i, const int kind) {
-  if (kind == W_F32) return ((const float *)row)[i];
-  const uint16_t h = ((const uint16_t *)row)[i];
-  return brisk_bf16_to_f32(h);
+  (void)kind;
+  return ((const float *)row)[i];
 }
 
 /* The FMA steps over [k0, k1) (k0 a multiple of 16, k1 of 8). */
@@ -155,25 +149,20 @@ MM_INLINE void chunk_float(const brisk_mm_tile *t, const int kind, const int C, 
       fns[n_w - 1][n_x - 1](t, k0, k1, buf, acc_stride);                                           \
     }
 CHUNK_DISPATCH(chunk_f32, W_F32)
-CHUNK_DISPATCH(chunk_bf16, W_BF16)
 
 brisk_mm_chunk_fn brisk_mm_avx512_float_chunk(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_F32: return chunk_f32;
-  case BRISK_DTYPE_BF16: return chunk_bf16;
   default: return NULL;
   }
 }
 
 #  define KERNEL_F32(t, C, R) tile_float(t, W_F32, C, R)
-#  define KERNEL_BF16(t, C, R) tile_float(t, W_BF16, C, R)
 MM_TILE_DISPATCH(tile_f32, KERNEL_F32)
-MM_TILE_DISPATCH(tile_bf16, KERNEL_BF16)
 
 brisk_mm_tile_fn brisk_mm_avx512_float_tile(uint32_t w_type) {
   switch (w_type) {
   case BRISK_DTYPE_F32: return tile_f32;
-  case BRISK_DTYPE_BF16: return tile_bf16;
   default: return NULL;
   }
 }

@@ -114,22 +114,24 @@ brisk_mm_tile_fn brisk_mm_avxvnni_r8_k_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_r8_tile(uint32_t w_type);
 brisk_mm_tile_fn brisk_mm_avx512_r8_k_tile(uint32_t w_type);
-/* AVX-512 float-weight kernels (mm_avx512_float.c): as the AVX2 ones, but the
+/* AVX-512 float-weight kernels (mm_avx512_float.c; F32 only, the 16-bit
+ * types have mm_avx512_half.c): as the AVX2 ones, but the
  * chunk kernels keep 16 floats per output in acc (acc[(r * acc_stride + c) *
  * 16]); they agree with the AVX2 kernels to rounding, and tile and chunk
  * kernels with each other bit for bit. */
 #define BRISK_MM_CHUNK_W_512 4 /* their chunk kernels' n_w: 1..4 (the AVX2 ones': 1..2) */
 brisk_mm_tile_fn brisk_mm_avx512_float_tile(uint32_t w_type);
 brisk_mm_chunk_fn brisk_mm_avx512_float_chunk(uint32_t w_type);
-/* F16 weights at BRISK_ISA_AVX512 (mm_avx512_f16.c): the whole product
- * y[m][n] = x[m][k] . W[n][k]^T on `pool`, GEMV (m <= 4) and GEMM in one
- * summation order (serial FMA chains over blocks of BRISK_MM_F16_KC
- * elements, the block sums added in order), so the bits depend neither on m
- * nor on the thread count; not the AVX2 kernels' bits. Arguments are the
- * driver's, already checked (k > 0). false: this build has no AVX-512. */
-#define BRISK_MM_F16_KC 128
-bool brisk_mm_avx512_f16(brisk_threadpool *pool, const uint16_t *w, int64_t n, int64_t k,
-                         const float *x, int64_t m, float *y);
+/* 16-bit float weights (F16, BF16) at BRISK_ISA_AVX512 (mm_avx512_half.c):
+ * the whole product y[m][n] = x[m][k] . W[n][k]^T on `pool`, GEMV (m <= 4)
+ * and GEMM in one summation order (serial FMA chains over blocks of
+ * BRISK_MM_HALF_KC elements, the block sums added in order), so the bits
+ * depend neither on m nor on the thread count; not the AVX2 kernels' bits.
+ * Arguments are the driver's, already checked (k > 0). false: another
+ * type, or this build has no AVX-512. */
+#define BRISK_MM_HALF_KC 128
+bool brisk_mm_avx512_half(brisk_threadpool *pool, uint32_t w_type, const uint16_t *w, int64_t n,
+                          int64_t k, const float *x, int64_t m, float *y);
 /* aarch64 NEON kernels (mm_neon*.c; NULL on other machines and for other
  * types): F32, F16, BF16, the 32-element types, the K-types q4_k, q5_k and
  * q6_k, and the _R8 layouts of both, in the scalar kernels' tile shapes and

@@ -1,11 +1,11 @@
-/* F16 weights at the AVX-512 level: an outer-product GEMM (each widened
+/* 16-bit float weights (F16, BF16) at the AVX-512 level: an outer-product GEMM (each widened
  * weight vector serves up to 12 activation rows) and a GEMV that sums in
  * the same order, both on the weights as stored.
  *
  * The order, per output y[r][j] (row j of W, row r of x):
  *
  *   total = +0
- *   for each block of BRISK_MM_F16_KC consecutive k (the last one shorter):
+ *   for each block of BRISK_MM_HALF_KC consecutive k (the last one shorter):
  *     s = +0
  *     for each k in the block, in order: s = fma(W[j][k], x[r][k], s)
  *     total = total + s
@@ -20,19 +20,28 @@
  * additions per output) and let the GEMM keep a block of weights in L1.
  *
  * Rows are read as stored and turned k-major in registers: 16 rows x 16
- * elements widened and transposed (vcvtph2ps, then a 16 x 16 transpose of
- * floats). The GEMV consumes the transposed vectors directly; the GEMM
- * writes them to a KC x 32 panel on the stack and runs the micro-kernel over
- * it for every activation row of its tile. Both make the same FMAs in the
- * same order, and an output depends only on its weight row and activation
- * row: not on m (GEMV or GEMM), n, the tile or the thread count. The
- * widening is exact, so the results are those of float32 weights summed in
- * this order. They are not the AVX2 kernels' bits (another order). */
+ * elements widened (F16 with vcvtph2ps, BF16 with a 16-bit shift) and
+ * transposed as floats for the GEMM's panel, 16 rows x 32 transposed as
+ * 16-bit values and then widened for the GEMV. The GEMV consumes the transposed vectors directly;
+ * the GEMM writes them to a KC x 32 panel on the stack and runs the micro-kernel over it for every
+ * activation row of its tile. Both make the same FMAs in the same order, and an output depends only
+ * on its weight row and activation row: not on m (GEMV or GEMM), n, the tile or the thread count.
+ * The widening is exact, so the results are those of float32 weights summed in this order. They are
+ * not the AVX2 kernels' bits (another order). */
 #include "backend/cpu/matmul/mm_internal.h"
 
 #include "backend/cpu/matmul/mm_avx512.h"
+#include "core/dtype.h"
 
 #ifdef BRISK_MM_HAVE_AVX512
+
+enum { W_F16, W_BF16 };
+
+/* 16 weights as floats, exactly. */
+MM_INLINE __m512 widen(const __m256i h, const int kind) {
+  if (kind == W_F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 
 #  define PANEL 32   /* weight rows per GEMM panel: two vectors */
 #  define MICRO_X 12 /* activation rows per micro-kernel call */
@@ -40,12 +49,13 @@
 /* 16 rows (row i at w + i * ws; rows i >= nr read as zeros) x elements
  * [k0, k0 + len) (len <= 16; the rest zeros) as 16 vectors: t[e] holds
  * element k0 + e of the 16 rows, row i in lane i. */
-MM_INLINE void load_t16(const uint16_t *w, size_t ws, int nr, int64_t k0, int len, __m512 t[16]) {
+MM_INLINE void load_t16(const uint16_t *w, size_t ws, int nr, int64_t k0, int len, __m512 t[16],
+                        const int kind) {
   const __mmask16 km = (__mmask16)(len >= 16 ? 0xffff : (1u << len) - 1);
   __m512 r[16];
   MM_UNROLL(16)
   for (int i = 0; i < 16; i++)
-    r[i] = i < nr ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(km, w + (size_t)i * ws + k0))
+    r[i] = i < nr ? widen(_mm256_maskz_loadu_epi16(km, w + (size_t)i * ws + k0), kind)
                   : _mm512_setzero_ps();
   /* Pairs, then quads of lanes, then 128-bit lanes twice. */
   __m512 a[16];
@@ -133,21 +143,21 @@ MM_INLINE void load_t32h(const uint16_t *w, size_t ws, int nr, int64_t k0, int l
 }
 
 /* Element k0 + kk (kk < 32) of load_t32h's rows as 16 floats. */
-MM_INLINE __m512 t32_elem(__m512i u[8][2], const int kk) {
+MM_INLINE __m512 t32_elem(__m512i u[8][2], const int kk, const int kind) {
   const int L = kk / 8, e = kk % 8;
   const __m512i v = u[e][L / 2];
-  return _mm512_cvtph_ps(L % 2 ? _mm512_extracti64x4_epi64(v, 1) : _mm512_castsi512_si256(v));
+  return widen(L % 2 ? _mm512_extracti64x4_epi64(v, 1) : _mm512_castsi512_si256(v), kind);
 }
 
 /* GEMV: weight rows [0, nr) (nr <= 16) against R <= 4 activation rows, the
  * whole k. */
 MM_INLINE void gemv16(const uint16_t *w, int64_t k, int nr, const float *x, size_t xs, float *y,
-                      size_t ys, const int R) {
+                      size_t ys, const int kind, const int R) {
   __m512 tot[BRISK_MM_MAX_X];
   MM_UNROLL(4)
   for (int r = 0; r < R; r++) tot[r] = _mm512_setzero_ps();
-  for (int64_t kb = 0; kb < k; kb += BRISK_MM_F16_KC) {
-    const int64_t ke = kb + BRISK_MM_F16_KC < k ? kb + BRISK_MM_F16_KC : k;
+  for (int64_t kb = 0; kb < k; kb += BRISK_MM_HALF_KC) {
+    const int64_t ke = kb + BRISK_MM_HALF_KC < k ? kb + BRISK_MM_HALF_KC : k;
     __m512 s[BRISK_MM_MAX_X];
     MM_UNROLL(4)
     for (int r = 0; r < R; r++) s[r] = _mm512_setzero_ps();
@@ -158,7 +168,7 @@ MM_INLINE void gemv16(const uint16_t *w, int64_t k, int nr, const float *x, size
       if (len == 32) {
         MM_UNROLL(32)
         for (int e = 0; e < 32; e++) {
-          const __m512 t = t32_elem(u, e);
+          const __m512 t = t32_elem(u, e, kind);
           MM_UNROLL(4)
           for (int r = 0; r < R; r++)
             s[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(x[(size_t)r * xs + k0 + e]), s[r]);
@@ -167,7 +177,7 @@ MM_INLINE void gemv16(const uint16_t *w, int64_t k, int nr, const float *x, size
         /* The tail: elements one by one, the same FMAs. */
         __m512 t[32];
         MM_UNROLL(32)
-        for (int e = 0; e < 32; e++) t[e] = t32_elem(u, e);
+        for (int e = 0; e < 32; e++) t[e] = t32_elem(u, e, kind);
         for (int e = 0; e < len; e++) {
           MM_UNROLL(4)
           for (int r = 0; r < R; r++)
@@ -182,32 +192,48 @@ MM_INLINE void gemv16(const uint16_t *w, int64_t k, int nr, const float *x, size
   for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + (size_t)r * ys, row_mask(nr), tot[r]);
 }
 
-#  define GEMV_SHAPE(R)                                                                            \
-    static MM_TARGET void gemv16_##R(const uint16_t *w, int64_t k, int nr, const float *x,         \
+#  define GEMV_SHAPE(name, kind, R)                                                                \
+    static MM_TARGET void name##_##R(const uint16_t *w, int64_t k, int nr, const float *x,         \
                                      size_t xs, float *y, size_t ys) {                             \
-      gemv16(w, k, nr, x, xs, y, ys, R);                                                           \
+      gemv16(w, k, nr, x, xs, y, ys, kind, R);                                                     \
     }
-GEMV_SHAPE(1)
-GEMV_SHAPE(2)
-GEMV_SHAPE(3)
-GEMV_SHAPE(4)
+#  define GEMV_SHAPES(name, kind)                                                                  \
+    GEMV_SHAPE(name, kind, 1)                                                                      \
+    GEMV_SHAPE(name, kind, 2) GEMV_SHAPE(name, kind, 3) GEMV_SHAPE(name, kind, 4)
+GEMV_SHAPES(gemv_f16, W_F16)
+GEMV_SHAPES(gemv_bf16, W_BF16)
+
+typedef void (*gemv_fn)(const uint16_t *, int64_t, int, const float *, size_t, float *, size_t);
+static const gemv_fn gemvs[2][BRISK_MM_MAX_X] = {
+    {gemv_f16_1, gemv_f16_2, gemv_f16_3, gemv_f16_4},
+    {gemv_bf16_1, gemv_bf16_2, gemv_bf16_3, gemv_bf16_4},
+};
 
 /* The KC x 32 panel of weight rows [j0, j0 + nr) (nr <= 32), elements
  * [kb, kb + len): p[e * 32 + i] = W[j0 + i][kb + e], zeros past nr. */
-static MM_TARGET void pack_panel(const uint16_t *w, int64_t k, int nr, int64_t kb, int len,
-                                 float *p) {
+MM_INLINE void pack_panel(const uint16_t *w, int64_t k, int nr, int64_t kb, int len, float *p,
+                          const int kind) {
   for (int g = 0; g < 2; g++) {
     const int gr = nr - 16 * g < 16 ? nr - 16 * g : 16;
     for (int e0 = 0; e0 < len; e0 += 16) {
       const int l = len - e0 < 16 ? len - e0 : 16;
       __m512 t[16];
       if (gr > 0)
-        load_t16(w + (size_t)(16 * g) * (size_t)k, (size_t)k, gr, kb + e0, l, t);
+        load_t16(w + (size_t)(16 * g) * (size_t)k, (size_t)k, gr, kb + e0, l, t, kind);
       else
         for (int e = 0; e < 16; e++) t[e] = _mm512_setzero_ps();
       for (int e = 0; e < l; e++) _mm512_storeu_ps(p + (size_t)(e0 + e) * PANEL + 16 * g, t[e]);
     }
   }
+}
+
+static MM_TARGET void pack_f16(const uint16_t *w, int64_t k, int nr, int64_t kb, int len,
+                               float *p) {
+  pack_panel(w, k, nr, kb, len, p, W_F16);
+}
+static MM_TARGET void pack_bf16(const uint16_t *w, int64_t k, int nr, int64_t kb, int len,
+                                float *p) {
+  pack_panel(w, k, nr, kb, len, p, W_BF16);
 }
 
 /* The micro-kernel: one block (len elements) of a panel against R <= 12
@@ -262,6 +288,7 @@ static const micro_fn micros[MICRO_X] = {micro_1, micro_2, micro_3, micro_4,  mi
                                          micro_7, micro_8, micro_9, micro_10, micro_11, micro_12};
 
 typedef struct f16_job {
+  int kind;          /* W_F16 or W_BF16 */
   const uint16_t *w; /* [n][k] */
   const float *x;    /* [m][k] */
   float *y;          /* [m][n] */
@@ -272,13 +299,12 @@ typedef struct f16_job {
 } f16_job;
 
 static void gemv_task(void *ctx, size_t i) {
-  static void (*const fns[4])(const uint16_t *, int64_t, int, const float *, size_t, float *,
-                              size_t) = {gemv16_1, gemv16_2, gemv16_3, gemv16_4};
   const f16_job *j = ctx;
+  const gemv_fn fn = gemvs[j->kind][j->m - 1];
   const int64_t c0 = (int64_t)i * j->rows, c1 = c0 + j->rows < j->n ? c0 + j->rows : j->n;
   for (int64_t c = c0; c < c1; c += 16)
-    fns[j->m - 1](j->w + (size_t)c * (size_t)j->k, j->k, (int)(c1 - c < 16 ? c1 - c : 16), j->x,
-                  (size_t)j->k, j->y + c, (size_t)j->n);
+    fn(j->w + (size_t)c * (size_t)j->k, j->k, (int)(c1 - c < 16 ? c1 - c : 16), j->x, (size_t)j->k,
+       j->y + c, (size_t)j->n);
 }
 
 static void gemm_task(void *ctx, size_t i) {
@@ -286,12 +312,13 @@ static void gemm_task(void *ctx, size_t i) {
   const int64_t wt = (int64_t)i % j->n_wtasks, xt = (int64_t)i / j->n_wtasks;
   const int64_t c0 = wt * j->rows, c1 = c0 + j->rows < j->n ? c0 + j->rows : j->n;
   const int64_t r0 = xt * j->x_rows, r1 = r0 + j->x_rows < j->m ? r0 + j->x_rows : j->m;
-  float panel[BRISK_MM_F16_KC * PANEL] __attribute__((aligned(64)));
+  float panel[BRISK_MM_HALF_KC * PANEL] __attribute__((aligned(64)));
   for (int64_t c = c0; c < c1; c += PANEL) {
     const int nr = (int)(c1 - c < PANEL ? c1 - c : PANEL);
-    for (int64_t kb = 0; kb < j->k; kb += BRISK_MM_F16_KC) {
-      const int len = (int)(j->k - kb < BRISK_MM_F16_KC ? j->k - kb : BRISK_MM_F16_KC);
-      pack_panel(j->w + (size_t)c * (size_t)j->k, j->k, nr, kb, len, panel);
+    for (int64_t kb = 0; kb < j->k; kb += BRISK_MM_HALF_KC) {
+      const int len = (int)(j->k - kb < BRISK_MM_HALF_KC ? j->k - kb : BRISK_MM_HALF_KC);
+      (j->kind == W_F16 ? pack_f16 : pack_bf16)(j->w + (size_t)c * (size_t)j->k, j->k, nr, kb, len,
+                                                panel);
       for (int64_t r = r0; r < r1; r += MICRO_X) {
         const int R = (int)(r1 - r < MICRO_X ? r1 - r : MICRO_X);
         micros[R - 1](panel, len, j->x + (size_t)r * (size_t)j->k + (size_t)kb, (size_t)j->k,
@@ -303,9 +330,16 @@ static void gemm_task(void *ctx, size_t i) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-bool brisk_mm_avx512_f16(brisk_threadpool *pool, const uint16_t *w, int64_t n, int64_t k,
-                         const float *x, int64_t m, float *y) {
-  f16_job j = {.w = w, .x = x, .y = y, .n = n, .k = k, .m = m};
+bool brisk_mm_avx512_half(brisk_threadpool *pool, uint32_t w_type, const uint16_t *w, int64_t n,
+                          int64_t k, const float *x, int64_t m, float *y) {
+  if (w_type != BRISK_DTYPE_F16 && w_type != BRISK_DTYPE_BF16) return false;
+  f16_job j = {.kind = w_type == BRISK_DTYPE_F16 ? W_F16 : W_BF16,
+               .w = w,
+               .x = x,
+               .y = y,
+               .n = n,
+               .k = k,
+               .m = m};
   const int64_t conc = brisk_parallel_concurrency(pool);
   if (m <= BRISK_MM_MAX_X) {
     /* About 4 tasks per thread, whole groups of 16 rows. */
@@ -331,9 +365,9 @@ bool brisk_mm_avx512_f16(brisk_threadpool *pool, const uint16_t *w, int64_t n, i
 
 #else
 
-bool brisk_mm_avx512_f16(brisk_threadpool *pool, const uint16_t *w, int64_t n, int64_t k,
-                         const float *x, int64_t m, float *y) {
-  (void)pool, (void)w, (void)n, (void)k, (void)x, (void)m, (void)y;
+bool brisk_mm_avx512_half(brisk_threadpool *pool, uint32_t w_type, const uint16_t *w, int64_t n,
+                          int64_t k, const float *x, int64_t m, float *y) {
+  (void)pool, (void)w_type, (void)w, (void)n, (void)k, (void)x, (void)m, (void)y;
   return false;
 }
 
