@@ -20,8 +20,11 @@
  * Determinism: for one kernel set, each y[i][j] depends only on x row i and
  * W row j: not on the thread count, not on m (batch invariance), not on the
  * path. Scalar and AVX2 results agree to rounding, not bitwise; AVX-512 and
- * AVX2 results are bitwise equal (same exact integer block sums, same float
- * steps), and so are NEON and scalar results.
+ * AVX2 results of the quantized types are bitwise equal (same exact integer
+ * block sums, same float steps), and so are NEON and scalar results. Float
+ * weights at AVX-512 sum in their own orders (F32: 16 lanes; F16 and BF16:
+ * serial chains over blocks of 128, mm_avx512_half.c), within rounding of
+ * the AVX2 ones.
  */
 #ifndef BRISK_BACKEND_CPU_MATMUL_MATMUL_H
 #define BRISK_BACKEND_CPU_MATMUL_MATMUL_H

@@ -1,6 +1,7 @@
-/* 16-bit float weights (F16, BF16) at the AVX-512 level: an outer-product GEMM (each widened
- * weight vector serves up to 12 activation rows) and a GEMV that sums in
- * the same order, both on the weights as stored.
+/* 16-bit float weights (F16, BF16) at the AVX-512 level: an
+ * outer-product GEMM (each widened weight vector serves up to 12
+ * activation rows) and a GEMV that sums in the same order, both on the
+ * weights as stored.
  *
  * The order, per output y[r][j] (row j of W, row r of x):
  *
@@ -19,15 +20,20 @@
  * widened vector 4 FMAs. The blocks bound the chain's rounding (KC + k / KC
  * additions per output) and let the GEMM keep a block of weights in L1.
  *
- * Rows are read as stored and turned k-major in registers: 16 rows x 16
- * elements widened (F16 with vcvtph2ps, BF16 with a 16-bit shift) and
- * transposed as floats for the GEMM's panel, 16 rows x 32 transposed as
- * 16-bit values and then widened for the GEMV. The GEMV consumes the transposed vectors directly;
- * the GEMM writes them to a KC x 32 panel on the stack and runs the micro-kernel over it for every
- * activation row of its tile. Both make the same FMAs in the same order, and an output depends only
- * on its weight row and activation row: not on m (GEMV or GEMM), n, the tile or the thread count.
- * The widening is exact, so the results are those of float32 weights summed in this order. They are
- * not the AVX2 kernels' bits (another order). */
+ * Rows are read as stored and turned k-major in registers. The GEMM widens
+ * 16 rows x 16 elements (F16 with vcvtph2ps, BF16 with a 16-bit shift),
+ * transposes them as floats into a KC x 32 panel on the stack and runs the
+ * micro-kernel over it for every activation row of its tile; the GEMV
+ * transposes 16 rows x 32 as 16-bit values (half the shuffles per element)
+ * and widens each column as it consumes it. Both make the same FMAs in the
+ * same order, and an output depends only on its weight row and activation
+ * row: not on m (GEMV or GEMM), n, the tile or the thread count. The
+ * widening is exact, so the results are those of float32 weights summed in
+ * this order; they are not the AVX2 kernels' bits (another order).
+ *
+ * AVX512-BF16's vdpbf16ps is not used: it multiplies bf16 by bf16, so the
+ * activations would have to be rounded to bf16 (8 bits of mantissa), an
+ * error the other paths do not make. */
 #include "backend/cpu/matmul/mm_internal.h"
 
 #include "backend/cpu/matmul/mm_avx512.h"
