@@ -110,12 +110,44 @@ brisk_status brisk_dequantize_row(uint32_t type, const void *src, float *dst, in
   return BRISK_OK;
 }
 
+/* Sum over a block of imp * (x - y)^2, in double. */
+static double block_werr(const float *x, const float *y, const float *imp, int64_t n) {
+  double e = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double r = (double)x[i] - y[i];
+    e += (double)imp[i] * r * r;
+  }
+  return e;
+}
+
 brisk_status brisk_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t n,
                                          const float *imp) {
   quantize_w_fn fn = weighted(type);
   if (!imp || !fn) return brisk_quantize_row(type, src, dst, n);
   brisk_status st = check_row("brisk_quantize_row_weighted", type, src, dst, n);
-  if (st != BRISK_OK) return st;
-  if (n > 0) fn(src, dst, n, imp);
+  if (st != BRISK_OK || n == 0) return st;
+  fn(src, dst, n, imp);
+  /* The weighted searches are heuristics (a few candidate scales, then the
+   * super-block scales rounded to 6 or 8 bits): on a block whose importance
+   * one column dominates they can lose to the plain quantizer on their own
+   * objective. Each block keeps whichever of the two has the lower weighted
+   * error, so weighting never makes a block worse than not weighting. */
+  const brisk_dtype_info *info = brisk_dtype_get(type);
+  const int64_t be = info->block_size;
+  const size_t bs = info->type_size;
+  uint8_t plain[256];                                 /* one block (at most q6_k's 210 bytes) */
+  float yw[256], yp[256];                             /* dequantized, at most 256 elements */
+  if (be > 256 || bs > sizeof plain) return BRISK_OK; /* no such type: the weighted result stands */
+  const quantize_fn plain_fn = table[type].quantize;  /* type < BRISK_DTYPE_COUNT: checked */
+  const dequantize_fn deq = table[type].dequantize;
+  if (!plain_fn || !deq) return BRISK_OK;
+  for (int64_t b = 0; b < n / be; b++) {
+    const float *x = src + b * be, *w = imp + b * be;
+    uint8_t *q = (uint8_t *)dst + (size_t)b * bs;
+    plain_fn(x, plain, be);
+    deq(q, yw, be);
+    deq(plain, yp, be);
+    if (block_werr(x, yp, w, be) < block_werr(x, yw, w, be)) memcpy(q, plain, bs);
+  }
   return BRISK_OK;
 }
